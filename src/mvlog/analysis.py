@@ -1,0 +1,190 @@
+"""Query analysis with sqlglot: what kind of view a query is, and what it reads.
+
+:func:`analyze` is pure (no database): it parses the view query in PostgreSQL's
+dialect, finds its base tables, classifies it (DESIGN.md section 4) and collects the
+reasons why it cannot be refreshed fast. Catalog facts (primary keys) are joined in
+by the planner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from mvlog.errors import ConfigError
+
+DIALECT = "postgres"
+
+# Functions whose value changes between evaluations or over time: a view using them
+# cannot be maintained from changed keys alone.
+VOLATILE_FUNCTIONS = {
+    "now", "clock_timestamp", "statement_timestamp", "transaction_timestamp", "timeofday",
+    "random", "setseed", "gen_random_uuid", "uuid_generate_v4", "nextval", "currval", "setval",
+    "txid_current", "pg_current_xact_id", "pg_sleep", "current_setting", "age",
+}
+VOLATILE_NODES = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Rand)
+
+
+class ViewClass(str, Enum):
+    SIMPLE = "simple"
+    JOIN = "join"
+    AGGREGATE = "aggregate"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A base table as the query names it."""
+
+    schema: str | None
+    name: str
+    alias: str
+
+    @property
+    def display(self) -> str:
+        return f"{self.schema}.{self.name}" if self.schema else self.name
+
+
+@dataclass
+class Analysis:
+    """What a view query is. ``reasons`` say why fast refresh is impossible."""
+
+    query: str
+    tree: exp.Query
+    view_class: ViewClass
+    tables: list[TableRef]
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def fast_possible(self) -> bool:
+        return not self.reasons
+
+
+def identifier_name(node: exp.Identifier | str) -> str:
+    """The name PostgreSQL gives an identifier: quoted as written, unquoted folded to lower case."""
+    if isinstance(node, str):
+        return node
+    return node.this if node.quoted else node.this.lower()
+
+
+def parse(query: str) -> exp.Expression:
+    """Parse one SQL statement in PostgreSQL's dialect, or raise ConfigError."""
+    try:
+        statements = [s for s in sqlglot.parse(query, read=DIALECT) if s is not None]
+    except ParseError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "syntax error"
+        raise ConfigError(f"the query cannot be parsed: {first}") from None
+    if len(statements) != 1:
+        raise ConfigError("the query must be exactly one SELECT statement")
+    return statements[0]
+
+
+def _table_refs(select: exp.Select) -> list[TableRef]:
+    refs = []
+    sources = [select.args.get("from_").this] if select.args.get("from_") else []
+    sources += [join.this for join in select.args.get("joins") or []]
+    for source in sources:
+        if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+            schema = identifier_name(source.args["db"]) if source.args.get("db") else None
+            name = identifier_name(source.this)
+            alias = identifier_name(source.args["alias"].this) if source.alias else name
+            refs.append(TableRef(schema, name, alias))
+    return refs
+
+
+def _function_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    return node.sql_name().lower() if isinstance(node, exp.Func) else ""
+
+
+def analyze(query: str) -> Analysis:
+    """Classify a view query and list why it cannot be fast-refreshed, if it cannot."""
+    tree = parse(query)
+    if not isinstance(tree, exp.Query):
+        raise ConfigError("the query must be a SELECT statement")
+    reasons: list[str] = []
+    if isinstance(tree, exp.SetOperation):
+        name = type(tree).__name__.upper()
+        tables = [ref for select in tree.find_all(exp.Select) for ref in _table_refs(select)]
+        return Analysis(query, tree, ViewClass.OTHER, tables, [f"set operations ({name}) are not incrementally maintainable"])
+    assert isinstance(tree, exp.Select)
+    tables = _table_refs(tree)
+
+    if tree.args.get("with_") or tree.args.get("with"):
+        reasons.append("common table expressions (WITH) are not incrementally maintainable")
+    if not tree.args.get("from_"):
+        reasons.append("a query without FROM has no base table to log")
+    sources = ([tree.args["from_"].this] if tree.args.get("from_") else []) + [
+        j.this for j in tree.args.get("joins") or []
+    ]
+    if any(not isinstance(s, exp.Table) or not isinstance(s.this, exp.Identifier) for s in sources):
+        reasons.append("FROM items other than tables (subqueries, functions, VALUES) are not incrementally maintainable")
+    for join in tree.args.get("joins") or []:
+        side, kind = (join.side or "").upper(), (join.kind or "").upper()
+        if side in ("LEFT", "RIGHT", "FULL") or kind == "OUTER":
+            reasons.append(f"{side or kind} OUTER JOIN is not incrementally maintainable")
+        elif kind == "CROSS" or not (join.args.get("on") or join.args.get("using")):
+            reasons.append("joins without a join condition (CROSS JOIN) are not incrementally maintainable")
+        elif join.args.get("using"):
+            reasons.append("JOIN ... USING is not supported; write the join condition with ON")
+    if tree.args.get("distinct"):
+        reasons.append("SELECT DISTINCT is not incrementally maintainable")
+    if tree.args.get("limit") or tree.args.get("offset") or tree.args.get("fetch"):
+        reasons.append("LIMIT/OFFSET is not incrementally maintainable")
+    if any(tree.find_all(exp.Window)):
+        reasons.append("window functions are not incrementally maintainable")
+    nested = [s for s in tree.find_all(exp.Select) if s is not tree]
+    if nested:
+        reasons.append("subqueries are not incrementally maintainable")
+    for node in tree.find_all(exp.Func):
+        if isinstance(node, VOLATILE_NODES) or _function_name(node) in VOLATILE_FUNCTIONS:
+            reasons.append(f"the non-deterministic function {node.sql(DIALECT)} is not incrementally maintainable")
+            break
+
+    aggregate = bool(tree.args.get("group")) or bool(tree.args.get("having")) or any(
+        isinstance(node, exp.AggFunc) for e in tree.selects for node in e.find_all(exp.AggFunc)
+    )
+    joined = len(sources) > 1
+    if reasons:
+        view_class = ViewClass.OTHER
+    elif aggregate:
+        view_class = ViewClass.AGGREGATE
+        reasons.append("fast refresh of aggregate views is not implemented yet")
+    elif joined:
+        view_class = ViewClass.JOIN
+        reasons.append("fast refresh of join views is not implemented yet")
+    else:
+        view_class = ViewClass.SIMPLE
+    return Analysis(query, tree, view_class, tables, reasons)
+
+
+def projected_columns(select: exp.Select, table_alias: str, columns: list[str]) -> dict[str, str]:
+    """For each of ``columns`` of the table ``table_alias`` that the query outputs unchanged, its output name.
+
+    ``SELECT *`` and ``SELECT alias.*`` output every column under its own name.
+    """
+    found: dict[str, str] = {}
+    single_table = len(_table_refs(select)) == 1
+    for projection in select.selects:
+        target = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
+            qualifier = target.table if isinstance(target, exp.Column) else ""
+            if not qualifier and single_table or (qualifier and identifier_name(target.args["table"]) == table_alias):
+                for column in columns:
+                    found.setdefault(column, column)
+            continue
+        if not isinstance(target, exp.Column) or not isinstance(target.this, exp.Identifier):
+            continue
+        qualifier = identifier_name(target.args["table"]) if target.args.get("table") else None
+        if qualifier not in (None, table_alias) or (qualifier is None and not single_table):
+            continue
+        name = identifier_name(target.this)
+        if name in columns:
+            output = identifier_name(projection.args["alias"]) if isinstance(projection, exp.Alias) else name
+            found.setdefault(name, output)
+    return found

@@ -1,0 +1,210 @@
+"""The ``mvlog`` command line: thin calls into :class:`mvlog.project.Project`.
+
+One handler turns every error into ``Error: <one sentence>`` on stderr and an exit
+code: 0 success, 1 a refresh (or another runtime step) failed, 2 bad usage or config.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mvlog.errors import MvlogError
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+_secrets: list[str] = []
+
+
+def redact(text: str) -> str:
+    for secret in _secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _project(ctx: click.Context):
+    from mvlog.project import Project
+
+    obj = ctx.ensure_object(dict)
+    if "project" not in obj:
+        from mvlog.config import load_config
+
+        config = load_config(obj.get("config"))
+        _secrets.extend(config.secrets())
+        progress = (lambda message: err.print(f"[dim]… {message}[/dim]")) if not obj.get("quiet") else None
+        obj["project"] = ctx.with_resource(Project(config, progress=progress))
+    return obj["project"]
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-c", "--config", "config", metavar="FILE", envvar="MVLOG_CONFIG",
+              help="Configuration file (default: ./mvlog.yaml, or $MVLOG_CONFIG).")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
+@click.version_option(package_name="mvlog")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, debug: bool, quiet: bool) -> None:
+    """mvlog: materialized view logs on PostgreSQL, fast-refreshed Delta Lake views."""
+    ctx.ensure_object(dict).update(config=config, debug=debug, quiet=quiet)
+
+
+@cli.command()
+@click.pass_context
+def apply(ctx: click.Context) -> None:
+    """Install the mvlog schema, create logs and triggers, register and build views (idempotent)."""
+    report = _project(ctx).apply()
+    for table in report.logs_created:
+        out.print(f"log created on {table}")
+    for table in report.logs_unchanged:
+        out.print(f"log on {table} is up to date")
+    for name in report.views_registered:
+        out.print(f"view {name} registered")
+    for name in report.views_unregistered:
+        out.print(f"view {name} is no longer in the configuration: unregistered (its Delta table is kept)")
+    _print_results(report.builds)
+    if any(r.error for r in report.builds):
+        ctx.exit(1)
+
+
+def _print_results(results: list) -> None:
+    if not results:
+        return
+    table = Table(title=None, show_edge=False)
+    for column in ("view", "method", "keys", "inserted", "updated", "deleted", "rows", "seconds", "note"):
+        table.add_column(column, no_wrap=column != "note",
+                         justify="right" if column in ("keys", "inserted", "updated", "deleted", "rows", "seconds") else "left")
+    for r in results:
+        table.add_row(r.view, r.method, str(r.keys_read), str(r.rows_inserted), str(r.rows_updated),
+                      str(r.rows_deleted), "" if r.row_count is None else str(r.row_count), f"{r.seconds:.1f}",
+                      f"[red]failed: {redact(r.error)}[/red]" if r.error else r.reason)
+    out.print(table)
+
+
+@cli.command()
+@click.argument("views", nargs=-1)
+@click.option("--complete", is_flag=True, help="Recompute the views completely.")
+@click.option("--group", metavar="G", help="Refresh the views of refresh group G from one snapshot.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.pass_context
+def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: str | None, as_json: bool) -> None:
+    """Refresh VIEWS (default: all views)."""
+    results = _project(ctx).refresh(list(views) or None, complete=complete, group=group)
+    if as_json:
+        _emit_json([r.to_json() for r in results])
+    else:
+        _print_results(results)
+    failed = [r for r in results if r.error]
+    if failed:
+        err.print(f"Error: refresh of view {failed[0].view} failed: {redact(failed[0].error)}", markup=False)
+        ctx.exit(1)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Per view: staleness, pending changes, last refresh, rows. Per log: size and oldest change."""
+    data = _project(ctx).status()
+    if as_json:
+        _emit_json(data)
+        return
+    views = Table(title="views", show_edge=False, title_justify="left")
+    for column in ("view", "class", "refresh", "staleness", "pending", "rows", "last refresh", "location"):
+        views.add_column(column)
+    for v in data["views"]:
+        color = {"fresh": "green", "stale": "yellow"}.get(v["staleness"], "red")
+        views.add_row(v["name"], v["class"], v["refresh"], f"[{color}]{v['staleness']}[/{color}]",
+                      str(v["pending_log_rows"]), "" if v["rows"] is None else str(v["rows"]),
+                      f"{v['last_refresh'] or 'never'} ({v['last_method'] or '-'})", v["location"])
+    out.print(views)
+    logs = Table(title="logs", show_edge=False, title_justify="left")
+    for column in ("table", "log", "rows", "bytes", "oldest unconsumed change", "pinned by"):
+        logs.add_column(column)
+    for log in data["logs"]:
+        logs.add_row(log["table"], log["log"], str(log["rows"]), str(log["bytes"]),
+                     log["oldest_unconsumed_change"] or "-", ", ".join(log["pinned_by"]) or "-")
+    out.print(logs)
+
+
+@cli.command()
+@click.argument("view")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--complete", is_flag=True, help="Plan a complete refresh.")
+@click.pass_context
+def plan(ctx: click.Context, view: str, as_json: bool, complete: bool) -> None:
+    """Show how the next refresh of VIEW would run, without running it."""
+    p = _project(ctx).plan(view, complete=complete)
+    if as_json:
+        _emit_json({"view": p.view, "method": p.method, "reason": p.reason, "location": p.location,
+                    "logs": [log.qualified_table for log in p.logs], "key": list(p.key_columns),
+                    "since": p.since.isoformat() if p.since else None})
+    else:
+        out.print(p.describe(), markup=False)
+
+
+@cli.command()
+@click.pass_context
+def purge(ctx: click.Context) -> None:
+    """Delete log rows that every dependent view has consumed."""
+    for table, deleted in _project(ctx).purge().items():
+        out.print(f"{table}: {deleted} log rows purged")
+
+
+@cli.command()
+@click.option("--keep", is_flag=True, help="Keep the PostgreSQL cluster and warehouse afterwards (prints where).")
+@click.option("--warehouse", metavar="DIR", help="Warehouse directory (default: a temporary directory).")
+def demo(keep: bool, warehouse: str | None) -> None:
+    """The whole loop on a throwaway PostgreSQL and a local warehouse."""
+    from mvlog.demo import run_demo
+
+    run_demo(keep=keep, warehouse=warehouse, console=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI and map errors to one line and an exit code."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="mvlog", standalone_mode=False)
+        return 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        err.print("Error: aborted", markup=False)
+        return 130
+    except click.ClickException as exc:
+        err.print(f"Error: {redact(exc.format_message())}", markup=False)
+        return 2
+    except MvlogError as exc:
+        if debug:
+            traceback.print_exc()
+        err.print(f"Error: {redact(str(exc))}", markup=False)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.print("Error: interrupted", markup=False)
+        return 130
+    except Exception as exc:  # a bug: still one line, unless --debug
+        if debug:
+            traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        err.print(f"Error: internal error ({exc.__class__.__name__}): {redact(first)} (run with --debug for details)",
+                  markup=False)
+        return 1
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

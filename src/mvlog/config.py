@@ -1,0 +1,250 @@
+"""mvlog.yaml: typed, strict configuration models and their loader.
+
+The loader reports every problem as a :class:`~mvlog.errors.ConfigError` that names
+the file, the line and the place in the document (``views[1].refresh``), and never
+echoes a secret.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mvlog.errors import ConfigError
+
+DEFAULT_CONFIG = "mvlog.yaml"
+CONFIG_ENV = "MVLOG_CONFIG"
+VIEW_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class RefreshMethod(str, Enum):
+    """Oracle's refresh methods."""
+
+    FAST = "fast"
+    COMPLETE = "complete"
+    FORCE = "force"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceConfig(_Strict):
+    dsn: str = Field(min_length=1)
+
+
+class SparkConfig(_Strict):
+    master: str = "local[*]"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+        return value
+
+
+class LogConfig(_Strict):
+    table: str = Field(min_length=1)
+
+
+class ViewConfig(_Strict):
+    name: str
+    query: str = Field(min_length=1)
+    refresh: RefreshMethod = RefreshMethod.FORCE
+    schedule: str | None = None
+    group: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not VIEW_NAME.match(value):
+            raise ValueError(
+                "a view name must start with a letter or underscore and contain only "
+                "letters, digits and underscores (at most 63 characters)"
+            )
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            from croniter import croniter
+
+            if not croniter.is_valid(value, second_at_beginning=len(value.split()) == 6):
+                raise ValueError(f"{value!r} is not a valid cron expression")
+        return value
+
+
+class Config(_Strict):
+    source: SourceConfig
+    warehouse: str = Field(min_length=1)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    logs: list[LogConfig] = Field(default_factory=list)
+    views: list[ViewConfig] = Field(default_factory=list)
+    # Where the file was read from; relative warehouse paths are resolved against it.
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "Config":
+        seen: dict[str, int] = {}
+        for i, view in enumerate(self.views):
+            if view.name.lower() in seen:
+                raise ValueError(
+                    f"views[{i}]: view name {view.name!r} is already used by views[{seen[view.name.lower()]}]"
+                )
+            seen[view.name.lower()] = i
+        tables: dict[str, int] = {}
+        for i, log in enumerate(self.logs):
+            key = log.table.strip()
+            if key in tables:
+                raise ValueError(f"logs[{i}]: table {key!r} is already listed at logs[{tables[key]}]")
+            tables[key] = i
+        return self
+
+    def view(self, name: str) -> ViewConfig:
+        """The view called ``name`` (case-insensitive)."""
+        for view in self.views:
+            if view.name.lower() == name.lower():
+                return view
+        raise KeyError(name)
+
+    @property
+    def warehouse_uri(self) -> str:
+        """The warehouse root as Spark should see it (local paths made absolute)."""
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", self.warehouse):
+            return self.warehouse.rstrip("/")
+        path = Path(self.warehouse).expanduser()
+        if not path.is_absolute():
+            path = self.base_dir / path
+        return str(path.resolve())
+
+    def secrets(self) -> list[str]:
+        """Strings that must never be printed: the DSN's password."""
+        password = dsn_password(self.source.dsn)
+        return [password] if password else []
+
+
+def dsn_password(dsn: str) -> str | None:
+    """The password inside a libpq URI or key=value DSN, if any."""
+    if "://" in dsn:
+        try:
+            password = urlsplit(dsn).password
+        except ValueError:
+            return None
+        return unquote(password) if password else None
+    match = re.search(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", dsn)
+    if not match:
+        return None
+    value = match.group(1)
+    if value.startswith("'"):
+        value = re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value or None
+
+
+def _expand_env(text: str, where: str) -> str:
+    def repl(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ConfigError(f"{where} refers to environment variable ${{{name}}}, which is not set")
+        return os.environ[name]
+
+    return _ENV_REF.sub(repl, text)
+
+
+def _line_index(text: str) -> dict[tuple, int]:
+    """Map each path in the YAML document (tuples of keys and indexes) to its 1-based line."""
+    lines: dict[tuple, int] = {}
+
+    def walk(node: yaml.Node, path: tuple) -> None:
+        lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                sub = path + (key.value,)
+                lines[sub] = key.start_mark.line + 1
+                walk(value, sub)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, path + (i,))
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return lines
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def _place(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the document"
+
+
+def resolve_path(path: str | os.PathLike | None) -> Path:
+    """The config file to use: the argument, else $MVLOG_CONFIG, else ./mvlog.yaml."""
+    return Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+
+
+def load_config(path: str | os.PathLike | None = None) -> Config:
+    """Read, expand and validate a configuration file."""
+    file = resolve_path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {file} does not exist (use -c FILE or set {CONFIG_ENV})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"configuration file {file} cannot be read: {exc.__class__.__name__}") from None
+    return parse_config(text, name=str(file), base_dir=file.resolve().parent)
+
+
+def parse_config(text: str, name: str = DEFAULT_CONFIG, base_dir: Path | None = None) -> Config:
+    """Validate configuration text; ``name`` is used in messages."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{name}:{mark.line + 1}" if mark else name
+        problem = getattr(exc, "problem", None) or "it is not valid YAML"
+        raise ConfigError(f"{where}: malformed YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name}: expected a mapping with source, warehouse, logs and views at the top level")
+    source = data.get("source")
+    if isinstance(source, dict) and isinstance(source.get("dsn"), str):
+        line = _line_index(text).get(("source", "dsn"))
+        source["dsn"] = _expand_env(source["dsn"], f"{name}:{line}: source.dsn" if line else f"{name}: source.dsn")
+    try:
+        return Config.model_validate({**data, "base_dir": base_dir or Path(".")})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = tuple(error["loc"])
+        lines = _line_index(text)
+        line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
+        where = f"{name}:{line}" if line else name
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = f"unknown key {loc[-1]!r}"
+            loc = loc[:-1]
+        elif error["type"] == "missing":
+            message = f"missing required key {loc[-1]!r}"
+            loc = loc[:-1]
+        elif error["type"] == "enum":
+            message = f"must be one of {error['ctx']['expected']}"
+        place = _place(loc)
+        extra = f" ({data['views'][loc[1]].get('name')})" if (
+            len(loc) > 1 and loc[0] == "views" and isinstance(loc[1], int)
+            and isinstance(data.get("views"), list) and loc[1] < len(data["views"])
+            and isinstance(data["views"][loc[1]], dict) and data["views"][loc[1]].get("name")
+        ) else ""
+        raise ConfigError(f"{where}: {place}{extra}: {message}") from None

@@ -1,0 +1,137 @@
+"""A throwaway PostgreSQL cluster for the demo, the tests and the benchmarks.
+
+It uses the installed server binaries (``/usr/lib/postgresql/*/bin``), installing
+Debian's ``postgresql`` package when they are missing and we are root. ``initdb``
+refuses to run as root, so as root the cluster belongs to the ``postgres`` user.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from mvlog.errors import SetupError
+
+SUPERUSER = "postgres"
+
+
+def find_bin_dir(install: bool = True) -> Path:
+    """The newest installed PostgreSQL ``bin`` directory; installs the server if allowed."""
+    candidates = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
+    )
+    if candidates:
+        return Path(candidates[-1]).parent
+    on_path = shutil.which("initdb")
+    if on_path:
+        return Path(on_path).parent
+    if install and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "postgresql"]):
+            result = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise SetupError(f"could not install PostgreSQL with {' '.join(cmd)}: {result.stderr.strip()[-300:]}")
+        return find_bin_dir(install=False)
+    raise SetupError(
+        "PostgreSQL server binaries (initdb, pg_ctl) were not found; install Debian's 'postgresql' package"
+    )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TempPostgres:
+    """A PostgreSQL cluster in a temporary directory, on a free port of 127.0.0.1.
+
+    Host connections need the password (scram-sha-256), so wrong-password paths are
+    real. Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(self, password: str = "mvlog-secret", port: int | None = None, settings: dict[str, str] | None = None):
+        self.password = password
+        self.port = port or free_port()
+        self.settings = {"fsync": "off", "max_connections": "100", **(settings or {})}
+        self.bin_dir: Path | None = None
+        self.root: Path | None = None
+
+    @property
+    def datadir(self) -> Path:
+        assert self.root is not None
+        return self.root / "data"
+
+    def dsn(self, dbname: str = "postgres", user: str = SUPERUSER, password: str | None = None) -> str:
+        """A libpq URI for this cluster."""
+        return f"postgresql://{user}:{password or self.password}@127.0.0.1:{self.port}/{dbname}"
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess:
+        assert self.bin_dir is not None
+        cmd = [str(self.bin_dir / args[0]), *args[1:]]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", SUPERUSER, "--", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True)
+
+    def start(self) -> "TempPostgres":
+        self.bin_dir = find_bin_dir()
+        self.root = Path(tempfile.mkdtemp(prefix="mvlog-pg-"))
+        os.chmod(self.root, 0o755)
+        pwfile = self.root / "pwfile"
+        pwfile.write_text(self.password + "\n")
+        if os.geteuid() == 0:
+            shutil.chown(self.root, SUPERUSER)
+            shutil.chown(pwfile, SUPERUSER)
+        result = self._run(
+            "initdb", "-D", str(self.datadir), "-U", SUPERUSER, "--pwfile", str(pwfile),
+            "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8",
+        )
+        pwfile.unlink()
+        if result.returncode != 0:
+            raise SetupError(f"initdb failed: {result.stderr.strip()[-500:]}")
+        options = " ".join(f"-c {k}={v}" for k, v in {
+            "port": str(self.port), "listen_addresses": "127.0.0.1",
+            "unix_socket_directories": str(self.root), **self.settings,
+        }.items())
+        result = self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.root / "server.log"),
+                           "-o", options, "-w", "-t", "60", "start")
+        if result.returncode != 0:
+            log = (self.root / "server.log").read_text() if (self.root / "server.log").exists() else ""
+            raise SetupError(f"PostgreSQL did not start: {(result.stderr + log).strip()[-500:]}")
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        import psycopg2
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                psycopg2.connect(self.dsn()).close()
+                return
+            except psycopg2.OperationalError:
+                if time.monotonic() > deadline:
+                    raise SetupError("PostgreSQL started but does not accept connections") from None
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.root is None:
+            return
+        if self.datadir.exists():
+            self._run("pg_ctl", "-D", str(self.datadir), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root = None
+
+    def __enter__(self) -> "TempPostgres":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

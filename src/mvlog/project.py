@@ -1,0 +1,511 @@
+"""The Project: one object that owns the loaded config and its connections.
+
+CLI commands are thin calls into it: :meth:`Project.apply`, :meth:`Project.refresh`,
+:meth:`Project.status`, :meth:`Project.explain`, :meth:`Project.purge`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator
+
+import psycopg2
+from psycopg2 import sql
+
+from mvlog.analysis import analyze
+from mvlog.config import Config, RefreshMethod, ViewConfig, load_config
+from mvlog.errors import ConcurrentRefreshError, ConfigError, MvlogError, RefreshError, UsageError
+from mvlog.plan import HIDDEN_PREFIX, RefreshPlan, ViewShape, plan_refresh, shape_view
+from mvlog.source import LogInfo, Source, TableInfo
+from mvlog.warehouse import ApplyCounts, JdbcSource, SchemaDrift, Warehouse
+
+VIEW_LOCK_NAMESPACE = 0x6D767677  # "mvvw": advisory lock held for the whole refresh of a view
+
+
+@dataclass
+class RefreshResult:
+    """The outcome of refreshing one view."""
+
+    view: str
+    method: str
+    reason: str
+    snaptime: datetime | None
+    keys_read: int = 0
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    row_count: int | None = None
+    seconds: float = 0.0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["snaptime"] = self.snaptime.isoformat() if self.snaptime else None
+        data["seconds"] = round(self.seconds, 3)
+        return data
+
+
+@dataclass
+class ApplyReport:
+    logs_created: list[str] = field(default_factory=list)
+    logs_unchanged: list[str] = field(default_factory=list)
+    views_registered: list[str] = field(default_factory=list)
+    views_unregistered: list[str] = field(default_factory=list)
+    builds: list[RefreshResult] = field(default_factory=list)
+
+
+def _definition_hash(view: ViewConfig) -> str:
+    return hashlib.sha256(view.query.strip().encode()).hexdigest()[:16]
+
+
+class Project:
+    """Loaded configuration, the PostgreSQL source and (lazily) Spark and the warehouse."""
+
+    def __init__(self, config: Config, progress: Callable[[str], None] | None = None):
+        self.config = config
+        self.source = Source(config.source.dsn, config.secrets())
+        self.jdbc = JdbcSource.from_dsn(config.source.dsn)
+        self.progress = progress or (lambda message: None)
+        self._warehouse: Warehouse | None = None
+
+    @classmethod
+    def load(cls, path: str | None = None, **kwargs: Any) -> "Project":
+        return cls(load_config(path), **kwargs)
+
+    @property
+    def warehouse(self) -> Warehouse:
+        if self._warehouse is None:
+            from mvlog.spark import build_session
+
+            self.progress("starting Spark")
+            spark = build_session(self.config.spark)
+            self._warehouse = Warehouse(spark, self.config.warehouse_uri, self.config.secrets())
+        return self._warehouse
+
+    def close(self) -> None:
+        self.source.close()
+
+    def __enter__(self) -> "Project":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the catalog side of apply ---------------------------------------------------
+
+    def _view_shape(self, cur: Any, index: int, view: ViewConfig, logs: dict[int, LogInfo]) -> tuple[ViewShape, list[str]]:
+        """Analyse and validate a view against the database; returns its shape and output columns."""
+        where = f"views[{index}] ({view.name})"
+        try:
+            analysis = analyze(view.query)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        by_alias: dict[str, LogInfo] = {}
+        for ref in analysis.tables:
+            table = self.source.resolve_table(cur, ref.schema, ref.name)
+            if table is None:
+                raise ConfigError(f"{where}: table {ref.display} does not exist")
+            if table.oid not in logs:
+                raise ConfigError(
+                    f"{where}: table {table.qualified} has no materialized view log; add it under logs:"
+                )
+            by_alias[ref.alias] = logs[table.oid]
+        try:
+            columns = [name for name, _ in self.source.describe_query(cur, view.query)]
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        duplicates = sorted({c for c in columns if columns.count(c) > 1})
+        if duplicates:
+            raise ConfigError(f"{where}: the query outputs column {duplicates[0]!r} more than once; give each column a unique alias")
+        reserved = [c for c in columns if c.startswith(HIDDEN_PREFIX)]
+        if reserved:
+            raise ConfigError(f"{where}: column names starting with {HIDDEN_PREFIX!r} are reserved for mvlog ({reserved[0]})")
+        shape = shape_view(view.name, analysis, by_alias)
+        if view.refresh is RefreshMethod.FAST and not shape.fast_possible:
+            raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
+        return shape, columns
+
+    def _apply_catalog(self, cur: Any, report: ApplyReport) -> None:
+        self.source.install_schema(cur)
+        logs: dict[int, LogInfo] = {}
+        for index, entry in enumerate(self.config.logs):
+            where = f"logs[{index}]"
+            try:
+                parsed = analyze(f"SELECT * FROM {entry.table}").tables
+            except ConfigError:
+                parsed = []
+            if len(parsed) != 1:
+                raise ConfigError(f"{where}: {entry.table!r} is not a table name")
+            table: TableInfo | None = self.source.resolve_table(cur, parsed[0].schema, parsed[0].name)
+            if table is None:
+                raise ConfigError(f"{where}: table {entry.table} does not exist")
+            try:
+                existed = self._log_is_current(cur, table)
+                logs[table.oid] = self.source.ensure_log(cur, table)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            (report.logs_unchanged if existed else report.logs_created).append(table.qualified)
+
+        cur.execute("SELECT name, definition_hash FROM mvlog.views")
+        registered = dict(cur.fetchall())
+        for index, view in enumerate(self.config.views):
+            shape, _ = self._view_shape(cur, index, view, logs)
+            digest = _definition_hash(view)
+            changed = registered.get(view.name) != digest
+            cur.execute(
+                """
+                INSERT INTO mvlog.views (name, query, definition_hash, location, refresh_method, view_class,
+                                         fast_reason, refresh_group, needs_complete)
+                VALUES (%(name)s, %(query)s, %(hash)s, %(location)s, %(method)s, %(class)s, %(reason)s, %(group)s,
+                        'the view is new')
+                ON CONFLICT (name) DO UPDATE SET
+                    query = excluded.query, definition_hash = excluded.definition_hash, location = excluded.location,
+                    refresh_method = excluded.refresh_method, view_class = excluded.view_class,
+                    fast_reason = excluded.fast_reason, refresh_group = excluded.refresh_group,
+                    needs_complete = CASE WHEN mvlog.views.definition_hash <> excluded.definition_hash
+                                          THEN 'the query changed' ELSE mvlog.views.needs_complete END,
+                    updated_at = CASE WHEN mvlog.views.definition_hash <> excluded.definition_hash
+                                           OR mvlog.views.refresh_method <> excluded.refresh_method
+                                           OR mvlog.views.refresh_group IS DISTINCT FROM excluded.refresh_group
+                                      THEN now() ELSE mvlog.views.updated_at END
+                """,
+                {
+                    "name": view.name, "query": view.query, "hash": digest,
+                    "location": self.config.warehouse_uri + "/" + view.name, "method": view.refresh.value,
+                    "class": shape.view_class.value, "reason": "; ".join(shape.fast_reasons) or None,
+                    "group": view.group,
+                },
+            )
+            cur.execute("DELETE FROM mvlog.view_logs WHERE view_name = %s", (view.name,))
+            for log in shape.logs:
+                cur.execute(
+                    "INSERT INTO mvlog.view_logs (view_name, table_schema, table_name) VALUES (%s, %s, %s)",
+                    (view.name, log.table_schema, log.table_name),
+                )
+            if changed:
+                report.views_registered.append(view.name)
+        gone = sorted(set(registered) - {v.name for v in self.config.views})
+        if gone:
+            cur.execute("DELETE FROM mvlog.views WHERE name = ANY(%s)", (gone,))
+            report.views_unregistered.extend(gone)
+
+    def _log_is_current(self, cur: Any, table: TableInfo) -> bool:
+        cur.execute(
+            """
+            SELECT l.key_columns = %s AND l.key_types = %s
+                   AND (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = %s AND t.tgname LIKE 'mvlog$%%') = 4
+                   AND to_regclass(format('mvlog.%%I', l.log_name)) IS NOT NULL
+            FROM mvlog.logs l WHERE l.table_schema = %s AND l.table_name = %s
+            """,
+            ([c.name for c in table.key], [c.type for c in table.key], table.oid, table.schema, table.name),
+        )
+        row = cur.fetchone()
+        return bool(row and row[0])
+
+    def validate(self) -> ApplyReport:
+        """Check the configuration against the database without changing anything."""
+        report = ApplyReport()
+        conn = self.source.conn
+        try:
+            with conn.cursor() as cur:
+                self._apply_catalog(cur, report)
+        except psycopg2.Error as exc:
+            raise ConfigError(f"PostgreSQL: {self.source._describe(exc)}") from None
+        finally:
+            conn.rollback()
+        return report
+
+    def apply(self) -> ApplyReport:
+        """Install the schema, create logs and triggers, register views, build new ones. Idempotent."""
+        self.validate()
+        if self.config.views:
+            self.warehouse.check_writable()
+        report = ApplyReport()
+        with self.source.transaction() as cur:
+            self._apply_catalog(cur, report)
+        pending = self._views_needing_build()
+        if pending:
+            report.builds = self.refresh(pending, complete=True)
+        return report
+
+    def _views_needing_build(self) -> list[str]:
+        rows = self.source.query(
+            "SELECT name, location FROM mvlog.views WHERE last_snaptime IS NULL OR needs_complete IS NOT NULL"
+        )
+        names = {name for name, _ in rows}
+        for view in self.config.views:
+            if view.name not in names and not self.warehouse.exists(self.config.warehouse_uri + "/" + view.name):
+                names.add(view.name)
+        return [v.name for v in self.config.views if v.name in names]
+
+    # -- refresh --------------------------------------------------------------------------
+
+    def _select_views(self, names: list[str] | None, group: str | None) -> list[ViewConfig]:
+        if group is not None:
+            views = [v for v in self.config.views if v.group == group]
+            if not views:
+                raise UsageError(f"no view belongs to refresh group {group!r}")
+            if names:
+                raise UsageError("give either view names or --group, not both")
+            return views
+        if not names:
+            return list(self.config.views)
+        selected = []
+        for name in names:
+            try:
+                selected.append(self.config.view(name))
+            except KeyError:
+                raise UsageError(f"there is no view named {name!r} in the configuration") from None
+        return selected
+
+    def _registered_state(self, name: str) -> dict[str, Any]:
+        rows = self.source.query(
+            "SELECT last_snaptime, needs_complete, row_count, definition_hash FROM mvlog.views WHERE name = %s", (name,)
+        )
+        if not rows:
+            raise UsageError(f"view {name} is not registered yet; run 'mvlog apply' first")
+        last, needs, count, digest = rows[0]
+        return {"last_snaptime": last, "needs_complete": needs, "row_count": count, "definition_hash": digest}
+
+    def _shape(self, view: ViewConfig) -> ViewShape:
+        logs = {log.table_oid: log for log in self.source.logs().values()}
+        index = self.config.views.index(view)
+        conn = self.source.conn
+        try:
+            with conn.cursor() as cur:
+                shape, _ = self._view_shape(cur, index, view, logs)
+        finally:
+            conn.rollback()
+        return shape
+
+    @contextlib.contextmanager
+    def _view_locks(self, names: list[str]) -> Iterator[None]:
+        """Session advisory locks that keep two refreshes of one view from running at once."""
+        conn = self.source.connect()
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                for name in sorted(names):
+                    cur.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (VIEW_LOCK_NAMESPACE, name))
+                    if not cur.fetchone()[0]:
+                        raise ConcurrentRefreshError(f"view {name} is being refreshed by another process; try again later")
+            yield
+        finally:
+            conn.close()  # releases the session locks
+
+    def refresh(self, names: list[str] | None = None, complete: bool = False, group: str | None = None,
+                raise_on_error: bool = False) -> list[RefreshResult]:
+        """Refresh views: named ones, a group's, or all. Views of one group share one stamp and snapshot."""
+        views = self._select_views(names, group)
+        batches: dict[str | None, list[ViewConfig]] = {}
+        for view in views:
+            batches.setdefault(view.group, []).append(view)
+        results: list[RefreshResult] = []
+        for group_name, members in batches.items():
+            units = [members] if group_name is not None else [[v] for v in members]
+            for unit in units:
+                results.extend(self._refresh_together(unit, complete))
+        failed = [r for r in results if r.error]
+        if failed and raise_on_error:
+            raise RefreshError(f"refresh of view {failed[0].view} failed: {failed[0].error}")
+        return results
+
+    def _refresh_together(self, views: list[ViewConfig], complete: bool) -> list[RefreshResult]:
+        """Refresh views from one stamp S and one exported snapshot."""
+        started = {v.name: time.monotonic() for v in views}
+        try:
+            with self._view_locks([v.name for v in views]):
+                plans = []
+                for view in views:
+                    state = self._registered_state(view.name)
+                    if state["definition_hash"] != _definition_hash(view):
+                        raise RefreshError(f"view {view.name} changed in the configuration; run 'mvlog apply' first")
+                    shape = self._shape(view)
+                    location = self.config.warehouse_uri + "/" + view.name
+                    method = RefreshMethod.COMPLETE if complete else view.refresh
+                    # Only a fast refresh needs the Delta table to be there already.
+                    might_be_fast = method is not RefreshMethod.COMPLETE and state["last_snaptime"] is not None
+                    table_exists = self.warehouse.exists(location) if might_be_fast else True
+                    plans.append((view, state, plan_refresh(shape, location, method, state["last_snaptime"],
+                                                            state["needs_complete"], table_exists)))
+                logs = list({log.log_name: log for _, _, p in plans for log in p.logs}.values())
+                stamp = self.source.stamp(logs)
+                results = []
+                with self.source.exported_snapshot() as snapshot:
+                    for view, state, plan in plans:
+                        results.append(self._execute(view, state, plan, stamp, snapshot, started[view.name]))
+        except MvlogError as exc:
+            return [RefreshResult(v.name, "-", "-", None, error=str(exc), seconds=time.monotonic() - started[v.name])
+                    for v in views]
+        self.source.purge(logs)
+        return results
+
+    def _execute(self, view: ViewConfig, state: dict, plan: RefreshPlan, stamp: datetime, snapshot: str,
+                 started: float) -> RefreshResult:
+        history_id = self._history_start(view.name, plan, stamp)
+        try:
+            plan = self._check_truncate(view, plan, stamp)
+            counts, plan = self._apply_plan(view, plan, stamp, snapshot)
+        except MvlogError as exc:
+            self._history_end(history_id, "failed", ApplyCounts(), error=str(exc))
+            return RefreshResult(view.name, plan.method, plan.reason, stamp, error=str(exc),
+                                 seconds=time.monotonic() - started)
+        if plan.method == "complete":
+            row_count = counts.rows_inserted
+        else:
+            row_count = (state["row_count"] or 0) + counts.rows_inserted - counts.rows_deleted
+        with self.source.transaction() as cur:
+            cur.execute(
+                """
+                UPDATE mvlog.views SET last_snaptime = %s, last_refresh_at = now(), last_method = %s,
+                       needs_complete = NULL, row_count = %s
+                WHERE name = %s
+                """,
+                (stamp, plan.method, row_count, view.name),
+            )
+        self._history_end(history_id, "succeeded", counts, method=plan.method, reason=plan.reason)
+        return RefreshResult(view.name, plan.method, plan.reason, stamp, counts.keys_read, counts.rows_inserted,
+                             counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started)
+
+    def _check_truncate(self, view: ViewConfig, plan: RefreshPlan, stamp: datetime) -> RefreshPlan:
+        if plan.method != "fast":
+            return plan
+        truncated = [log.qualified_table for log in plan.logs if self.source.truncated_since(log, plan.since, stamp)]
+        if not truncated:
+            return plan
+        reason = f"table {truncated[0]} was truncated"
+        if view.refresh is RefreshMethod.FAST:
+            raise RefreshError(f"view {view.name} cannot be fast-refreshed: {reason}; run 'mvlog refresh --complete {view.name}'")
+        return dataclasses.replace(plan, method="complete", reason=reason)
+
+    def _apply_plan(self, view: ViewConfig, plan: RefreshPlan, stamp: datetime,
+                    snapshot: str) -> tuple[ApplyCounts, RefreshPlan]:
+        metadata = {"view": view.name, "snaptime": stamp.isoformat(), "method": plan.method}
+        txn = (f"mvlog:{view.name}", int(stamp.timestamp() * 1_000_000))
+        if plan.method == "fast":
+            if not self._window_has_rows(plan, stamp):
+                return ApplyCounts(), plan
+            self.progress(f"{view.name}: fast refresh")
+            df = self.warehouse.read(self.jdbc, plan.read_sql(stamp), snapshot)
+            try:
+                return self.warehouse.merge(plan.location, df, plan.key_columns, metadata, txn), plan
+            except SchemaDrift as exc:
+                if view.refresh is RefreshMethod.FAST:
+                    raise RefreshError(f"view {view.name} cannot be fast-refreshed: {exc}") from None
+                plan = dataclasses.replace(plan, method="complete", reason=str(exc))
+                metadata["method"] = "complete"
+        self.progress(f"{view.name}: complete refresh")
+        df = self.warehouse.read(self.jdbc, plan.read_sql(stamp), snapshot)
+        return self.warehouse.replace(plan.location, df, metadata, txn), plan
+
+    def _window_has_rows(self, plan: RefreshPlan, stamp: datetime) -> bool:
+        for log in plan.logs:
+            rows = self.source.query(
+                sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE "snaptime$$" <= %s AND (%s::timestamptz IS NULL '
+                        'OR "snaptime$$" > %s))').format(log.identifier),
+                (stamp, plan.since, plan.since),
+            )
+            if rows[0][0]:
+                return True
+        return False
+
+    def _history_start(self, view: str, plan: RefreshPlan, stamp: datetime) -> int:
+        rows = self.source.query(
+            """
+            INSERT INTO mvlog.refresh_history (view_name, started_at, method, reason, snaptime, status)
+            VALUES (%s, now(), %s, %s, %s, 'running') RETURNING id
+            """,
+            (view, plan.method, plan.reason, stamp),
+        )
+        return rows[0][0]
+
+    def _history_end(self, history_id: int, status: str, counts: ApplyCounts, error: str | None = None,
+                     method: str | None = None, reason: str | None = None) -> None:
+        self.source.query(
+            """
+            UPDATE mvlog.refresh_history SET finished_at = clock_timestamp(), status = %s, error = %s,
+                   keys_read = %s, rows_inserted = %s, rows_updated = %s, rows_deleted = %s,
+                   method = coalesce(%s, method), reason = coalesce(%s, reason)
+            WHERE id = %s
+            """,
+            (status, error, counts.keys_read, counts.rows_inserted, counts.rows_updated, counts.rows_deleted,
+             method, reason, history_id),
+        )
+
+    # -- status and purge --------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """Views (staleness, pending changes, rows) and logs (size, oldest unconsumed change)."""
+        if not self.source.is_installed():
+            raise UsageError("mvlog is not installed in this database yet; run 'mvlog apply' first")
+        logs = self.source.logs()
+        view_rows = self.source.query(
+            """
+            SELECT v.name, v.location, v.refresh_method, v.view_class, v.fast_reason, v.last_refresh_at,
+                   v.last_method, v.last_snaptime, v.needs_complete, v.row_count, v.refresh_group,
+                   coalesce(array_agg(vl.table_schema || '.' || vl.table_name) FILTER (WHERE vl.view_name IS NOT NULL), '{}')
+            FROM mvlog.views v LEFT JOIN mvlog.view_logs vl ON vl.view_name = v.name
+            GROUP BY v.name ORDER BY v.name
+            """
+        )
+        now = datetime.now(timezone.utc)
+        views = []
+        for (name, location, method, view_class, fast_reason, last_at, last_method, last_snap, needs, rows,
+             group, tables) in view_rows:
+            pending = sum(self.source.pending_rows(logs[t], last_snap) for t in tables if t in logs)
+            if needs or last_snap is None:
+                staleness = "needs_complete"
+            elif pending:
+                staleness = "stale"
+            else:
+                staleness = "fresh"
+            views.append({
+                "name": name, "location": location, "refresh": method, "class": view_class,
+                "fast_refresh": fast_reason is None, "why_not_fast": fast_reason, "group": group,
+                "last_refresh": last_at.isoformat() if last_at else None, "last_method": last_method,
+                "staleness": staleness, "needs_complete_reason": needs, "pending_log_rows": pending,
+                "rows": rows, "base_tables": sorted(tables),
+            })
+        log_list = []
+        for table, log in sorted(logs.items()):
+            (size, bytes_, oldest, pinned_by) = self.source.query(
+                sql.SQL(
+                    """
+                    SELECT (SELECT count(*) FROM {log}), pg_total_relation_size(%(reg)s),
+                           (SELECT min("xact_time$$") FROM {log} l WHERE "snaptime$$" > coalesce(
+                               (SELECT min(v.last_snaptime) FROM mvlog.view_logs vl JOIN mvlog.views v ON v.name = vl.view_name
+                                WHERE vl.table_schema = %(schema)s AND vl.table_name = %(table)s), '-infinity')),
+                           (SELECT array_agg(v.name ORDER BY v.name) FROM mvlog.view_logs vl JOIN mvlog.views v
+                              ON v.name = vl.view_name WHERE vl.table_schema = %(schema)s AND vl.table_name = %(table)s
+                              AND v.last_snaptime IS NULL)
+                    """
+                ).format(log=log.identifier),
+                {"reg": f'mvlog."{log.log_name}"', "schema": log.table_schema, "table": log.table_name},
+            )[0]
+            log_list.append({
+                "table": table, "log": f"mvlog.{log.log_name}", "rows": size, "bytes": bytes_,
+                "oldest_unconsumed_change": oldest.isoformat() if oldest else None,
+                "oldest_unconsumed_age_seconds": round((now - oldest).total_seconds(), 3) if oldest else None,
+                "pinned_by": pinned_by or [],
+            })
+        return {"views": views, "logs": log_list}
+
+    def purge(self) -> dict[str, int]:
+        """Delete log rows every dependent view has consumed."""
+        if not self.source.is_installed():
+            raise UsageError("mvlog is not installed in this database yet; run 'mvlog apply' first")
+        return self.source.purge(list(self.source.logs().values()))
+
+    def plan(self, name: str, complete: bool = False) -> RefreshPlan:
+        """The plan the next refresh of a view would follow (nothing is read or written)."""
+        view = self._select_views([name], None)[0]
+        state = self._registered_state(view.name)
+        shape = self._shape(view)
+        method = RefreshMethod.COMPLETE if complete else view.refresh
+        location = self.config.warehouse_uri + "/" + view.name
+        return plan_refresh(shape, location, method, state["last_snaptime"], state["needs_complete"], True)

@@ -1,0 +1,384 @@
+"""PostgreSQL access: connections, the mvlog catalog, logs, stamping and purging.
+
+Everything mvlog says to PostgreSQL goes through :class:`Source`. Identifiers and
+values are composed with :mod:`psycopg2.sql`, never pasted into strings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import psycopg2
+import psycopg2.extensions
+from psycopg2 import sql
+
+from mvlog.errors import ConfigError, SourceError
+
+SENTINEL = "4000-01-01 00:00:00+00"
+LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of mvlog's two-int advisory locks
+SNAPSHOT_ID = re.compile(r"^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$")
+
+
+def sql_dir() -> Path:
+    """The directory of mvlog's .sql files (packaged, or the repository's ``sql/``)."""
+    packaged = resources.files("mvlog") / "sql"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2] / "sql"
+
+
+def read_sql(name: str) -> str:
+    return (sql_dir() / name).read_text(encoding="utf-8")
+
+
+def trigger_bodies() -> dict[str, str]:
+    """The sections of ``log_trigger_bodies.sql`` by name."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in read_sql("log_trigger_bodies.sql").splitlines():
+        match = re.match(r"^-- @(\w+)\s*$", line)
+        if match:
+            current = sections.setdefault(match.group(1), [])
+        elif current is not None and not line.startswith("--"):
+            current.append(line)
+    return {name: "\n".join(lines).strip() + "\n" for name, lines in sections.items()}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # format_type(), e.g. "numeric(12,2)"
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A base table as the catalog describes it."""
+
+    schema: str
+    name: str
+    oid: int
+    columns: tuple[Column, ...]
+    key: tuple[Column, ...]  # primary-key columns in key order; empty if none
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    @property
+    def identifier(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, self.name)
+
+
+@dataclass(frozen=True)
+class LogInfo:
+    """A registered materialized view log."""
+
+    table_schema: str
+    table_name: str
+    log_name: str
+    key_columns: tuple[str, ...]
+    key_types: tuple[str, ...]
+    table_oid: int
+
+    @property
+    def qualified_table(self) -> str:
+        return f"{self.table_schema}.{self.table_name}"
+
+    @property
+    def identifier(self) -> sql.Identifier:
+        return sql.Identifier("mvlog", self.log_name)
+
+
+def log_name_for(table: TableInfo) -> str:
+    """A readable, unique, ASCII log table name: mlog$_<table>_<oid>."""
+    stem = re.sub(r"[^a-z0-9_]+", "_", table.name.lower()).strip("_")[:36] or "t"
+    return f"mlog$_{stem}_{table.oid}"
+
+
+class Source:
+    """The PostgreSQL side of mvlog; owns one connection (opened on first use)."""
+
+    def __init__(self, dsn: str, secrets: Sequence[str] = ()):
+        self.dsn = dsn
+        self.secrets = [s for s in secrets if s]
+        self._conn: psycopg2.extensions.connection | None = None
+
+    # -- connections --------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _describe(self, exc: psycopg2.Error) -> str:
+        message = (getattr(exc, "pgerror", None) or str(exc) or exc.__class__.__name__).strip()
+        lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+        first = lines[0] if lines else message
+        first = re.sub(r"^(ERROR|FATAL):\s+", "", first)
+        # libpq's "connection to server at ... failed: FATAL:  reason" -> keep the reason
+        first = re.sub(r'^connection to server at "([^"]*)" \(([^)]*)\), port (\d+) failed: (FATAL:\s+)?',
+                       r"\1:\3: ", first)
+        first = re.sub(r'^connection to server at "([^"]*)", port (\d+) failed: (FATAL:\s+)?', r"\1:\2: ", first)
+        return self.redact(first.rstrip("."))
+
+    def connect(self, **kwargs: object) -> psycopg2.extensions.connection:
+        """A new connection; any failure becomes one clear SourceError."""
+        try:
+            conn = psycopg2.connect(self.dsn, connect_timeout=10, application_name="mvlog", **kwargs)
+        except psycopg2.ProgrammingError as exc:  # an unparsable DSN
+            raise ConfigError(f"source.dsn is not a valid PostgreSQL connection string: {self._describe(exc)}") from None
+        except psycopg2.Error as exc:
+            raise SourceError(f"cannot connect to PostgreSQL: {self._describe(exc)}") from None
+        return conn
+
+    @property
+    def conn(self) -> psycopg2.extensions.connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = self.connect()
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+        self._conn = None
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[psycopg2.extensions.cursor]:
+        """A cursor in one transaction of the main connection; errors roll back."""
+        conn = self.conn
+        try:
+            with conn.cursor() as cur:
+                yield cur
+            conn.commit()
+        except psycopg2.Error as exc:
+            conn.rollback()
+            raise SourceError(f"PostgreSQL: {self._describe(exc)}") from None
+        except BaseException:
+            if not conn.closed:
+                conn.rollback()
+            raise
+
+    def query(self, statement: sql.Composable | str, params: Sequence | dict | None = None) -> list[tuple]:
+        with self.transaction() as cur:
+            cur.execute(statement, params)
+            return cur.fetchall() if cur.description else []
+
+    # -- catalog --------------------------------------------------------------------
+
+    def is_installed(self) -> bool:
+        return bool(self.query("SELECT to_regclass('mvlog.views') IS NOT NULL")[0][0])
+
+    def install_schema(self, cur: psycopg2.extensions.cursor) -> None:
+        """Create or upgrade the mvlog schema (inside the caller's transaction)."""
+        cur.execute(read_sql("001_schema.sql"))
+
+    def resolve_table(self, cur: psycopg2.extensions.cursor, schema: str | None, name: str) -> TableInfo | None:
+        """Look a table up as PostgreSQL would (search_path when unqualified)."""
+        ident = sql.Identifier(schema, name) if schema else sql.Identifier(name)
+        cur.execute(sql.SQL("SELECT to_regclass({})::oid").format(sql.Literal(ident.as_string(cur))))
+        oid = cur.fetchone()[0]
+        if oid is None:
+            return None
+        cur.execute(
+            """
+            SELECT n.nspname, c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE c.oid = %s
+            """,
+            (oid,),
+        )
+        nspname, relname, relkind = cur.fetchone()
+        if relkind not in ("r", "p"):
+            raise ConfigError(f"{nspname}.{relname} is not a table (a log needs a table)")
+        cur.execute(
+            """
+            SELECT a.attname, format_type(a.atttypid, a.atttypmod),
+                   array_position(i.indkey::int2[], a.attnum)
+            FROM pg_attribute a
+            LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+            WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
+            ORDER BY a.attnum
+            """,
+            (oid,),
+        )
+        rows = cur.fetchall()
+        columns = tuple(Column(r[0], r[1]) for r in rows)
+        key = tuple(Column(r[0], r[1]) for r in sorted((r for r in rows if r[2] is not None), key=lambda r: r[2]))
+        return TableInfo(nspname, relname, oid, columns, key)
+
+    def describe_query(self, cur: psycopg2.extensions.cursor, query: str) -> list[tuple[str, int]]:
+        """Output column names and type oids of a query, without running it."""
+        cur.execute("SAVEPOINT mvlog_describe")
+        try:
+            text = query.strip().rstrip(";").strip()
+            cur.execute(sql.SQL("SELECT * FROM ({}\n) AS mvlog_q LIMIT 0").format(sql.SQL(text)))
+            columns = [(d.name, d.type_code) for d in cur.description]
+        except psycopg2.Error as exc:
+            cur.execute("ROLLBACK TO SAVEPOINT mvlog_describe")
+            raise ConfigError(self._describe(exc)) from None
+        cur.execute("RELEASE SAVEPOINT mvlog_describe")
+        return columns
+
+    # -- logs -------------------------------------------------------------------------
+
+    def logs(self) -> dict[str, LogInfo]:
+        """Registered logs by qualified table name."""
+        rows = self.query(
+            "SELECT table_schema, table_name, log_name, key_columns, key_types, table_oid FROM mvlog.logs"
+        )
+        return {f"{r[0]}.{r[1]}": LogInfo(r[0], r[1], r[2], tuple(r[3]), tuple(r[4]), int(r[5])) for r in rows}
+
+    def ensure_log(self, cur: psycopg2.extensions.cursor, table: TableInfo) -> LogInfo:
+        """CREATE MATERIALIZED VIEW LOG ON table WITH PRIMARY KEY (idempotent)."""
+        if not table.key:
+            raise ConfigError(f"table {table.qualified} has no primary key, so it cannot have a materialized view log")
+        cur.execute(
+            "SELECT log_name, key_columns, key_types FROM mvlog.logs WHERE table_schema = %s AND table_name = %s",
+            (table.schema, table.name),
+        )
+        row = cur.fetchone()
+        key_columns = tuple(c.name for c in table.key)
+        key_types = tuple(c.type for c in table.key)
+        log_name = row[0] if row else log_name_for(table)
+        if row and (tuple(row[1]), tuple(row[2])) != (key_columns, key_types):
+            # The primary key changed: the old log's rows name keys of another shape.
+            cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier("mvlog", log_name)))
+            cur.execute(
+                "UPDATE mvlog.views SET needs_complete = 'the primary key of a base table changed' "
+                "WHERE name IN (SELECT view_name FROM mvlog.view_logs WHERE table_schema = %s AND table_name = %s)",
+                (table.schema, table.name),
+            )
+        log = LogInfo(table.schema, table.name, log_name, key_columns, key_types, table.oid)
+        cur.execute(self._log_ddl(cur, table, log))
+        cur.execute(
+            """
+            INSERT INTO mvlog.logs (table_schema, table_name, table_oid, log_name, key_columns, key_types)
+            VALUES (%s, %s, %s, %s, %s, %s)
+            ON CONFLICT (table_schema, table_name) DO UPDATE
+            SET table_oid = excluded.table_oid, key_columns = excluded.key_columns, key_types = excluded.key_types
+            """,
+            (table.schema, table.name, table.oid, log_name, list(key_columns), list(key_types)),
+        )
+        return log
+
+    def _log_ddl(self, cur: psycopg2.extensions.cursor, table: TableInfo, log: LogInfo) -> sql.Composed:
+        keys = [sql.Identifier(c.name) for c in table.key]
+        log_id = log.identifier
+
+        def prefixed(alias: str) -> sql.Composed:
+            return sql.SQL(", ").join(sql.Identifier(alias, c.name) for c in table.key)
+
+        parts = {
+            "log": log_id,
+            "key_cols": sql.SQL(", ").join(keys),
+            "new_keys": prefixed("n"),
+            "old_keys": prefixed("o"),
+            "old_first_key": sql.Identifier("o", table.key[0].name),
+            "keys_equal": sql.SQL(" AND ").join(
+                sql.SQL("{} = {}").format(sql.Identifier("n", c.name), sql.Identifier("o", c.name)) for c in table.key
+            ),
+        }
+        bodies = {
+            name: sql.Literal(sql.SQL(text).format(**{k: v for k, v in parts.items() if "{" + k + "}" in text})
+                              .as_string(cur))
+            for name, text in trigger_bodies().items()
+        }
+        return sql.SQL(read_sql("log.sql")).format(
+            table=table.identifier,
+            log=log_id,
+            log_index=sql.Identifier(f"{log.log_name}$snaptime"),
+            key_defs=sql.SQL(", ").join(
+                sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.type)) for c in table.key
+            ),
+            **{f"fn_{name}": sql.Identifier("mvlog", f"{log.log_name}${name}") for name in bodies},
+            **{f"body_{name}": body for name, body in bodies.items()},
+        )
+
+    # -- stamping, windows, snapshots ------------------------------------------------
+
+    def stamp(self, logs: Sequence[LogInfo]) -> datetime:
+        """Stamp every sentinel row of these logs with one new S and return S.
+
+        Advisory locks (taken in a fixed order, before S is read, held to commit)
+        serialize stamping per log, so stamps become visible in increasing order.
+        """
+        ordered = sorted(logs, key=lambda log: log.table_oid)
+        with self.transaction() as cur:
+            for log in ordered:
+                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_NAMESPACE, log.table_oid & 0x7FFFFFFF))
+            cur.execute(
+                "SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond') "
+                "FROM mvlog.logs WHERE log_name = ANY(%s)",
+                ([log.log_name for log in ordered],),
+            )
+            stamp = cur.fetchone()[0]
+            for log in ordered:
+                cur.execute(
+                    sql.SQL('UPDATE {} SET "snaptime$$" = %s WHERE "snaptime$$" = %s').format(log.identifier),
+                    (stamp, SENTINEL),
+                )
+            cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)",
+                        (stamp, [log.log_name for log in ordered]))
+        return stamp
+
+    @contextlib.contextmanager
+    def exported_snapshot(self) -> Iterator[str]:
+        """Hold a REPEATABLE READ transaction open and yield its exported snapshot id."""
+        conn = self.connect()
+        try:
+            conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_export_snapshot()")
+                snapshot = cur.fetchone()[0]
+            if not SNAPSHOT_ID.match(snapshot):
+                raise SourceError(f"PostgreSQL returned an unexpected snapshot id {snapshot!r}")
+            yield snapshot
+        finally:
+            conn.close()
+
+    def truncated_since(self, log: LogInfo, after: datetime | None, upto: datetime) -> bool:
+        """Whether the table was truncated in the window (after, upto]."""
+        rows = self.query(
+            sql.SQL("SELECT EXISTS (SELECT FROM {} WHERE \"dmltype$$\" = 'T' AND \"snaptime$$\" <= %s "
+                    "AND (%s::timestamptz IS NULL OR \"snaptime$$\" > %s))").format(log.identifier),
+            (upto, after, after),
+        )
+        return bool(rows[0][0])
+
+    def pending_rows(self, log: LogInfo, after: datetime | None) -> int:
+        """Log rows a consumer at ``after`` has not consumed (stamped later, or not stamped yet)."""
+        rows = self.query(
+            sql.SQL('SELECT count(*) FROM {} WHERE %s::timestamptz IS NULL OR "snaptime$$" > %s').format(log.identifier),
+            (after, after),
+        )
+        return int(rows[0][0])
+
+    def purge(self, logs: Sequence[LogInfo]) -> dict[str, int]:
+        """Delete log rows consumed by every dependent view; returns rows deleted per table."""
+        deleted: dict[str, int] = {}
+        for log in logs:
+            with self.transaction() as cur:
+                cur.execute(
+                    """
+                    SELECT bool_and(v.last_snaptime IS NOT NULL), min(v.last_snaptime), count(*)
+                    FROM mvlog.view_logs vl JOIN mvlog.views v ON v.name = vl.view_name
+                    WHERE vl.table_schema = %s AND vl.table_name = %s
+                    """,
+                    (log.table_schema, log.table_name),
+                )
+                all_refreshed, horizon, dependents = cur.fetchone()
+                if dependents == 0:
+                    # Nobody consumes this log: stamped rows are of no use to anyone.
+                    cur.execute("SELECT last_stamp FROM mvlog.logs WHERE log_name = %s", (log.log_name,))
+                    horizon, all_refreshed = cur.fetchone()[0], True
+                if not all_refreshed or horizon is None:
+                    deleted[log.qualified_table] = 0
+                    continue
+                cur.execute(sql.SQL('DELETE FROM {} WHERE "snaptime$$" <= %s').format(log.identifier), (horizon,))
+                deleted[log.qualified_table] = cur.rowcount
+        return deleted

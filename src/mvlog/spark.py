@@ -1,0 +1,59 @@
+"""The SparkSession factory: Delta extension and catalog, PostgreSQL JDBC driver, YAML settings."""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import metadata, resources
+
+from mvlog.config import SparkConfig
+
+POSTGRES_JDBC = "org.postgresql:postgresql:42.7.8"
+SCALA_VERSION = "2.13"
+
+# Settings every mvlog session needs; the YAML's spark.conf may override the tunables.
+REQUIRED_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # PostgreSQL identifiers are case-sensitive once quoted; so are view columns.
+    "spark.sql.caseSensitive": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.memory": "2g",
+    # Column mapping lets view columns carry any PostgreSQL name (spaces, quotes, ...).
+    "spark.databricks.delta.properties.defaults.columnMapping.mode": "name",
+    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
+}
+
+
+def delta_package() -> str:
+    """Maven coordinates of the Delta jar matching the installed delta-spark and pyspark."""
+    import pyspark
+
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_minor}_{SCALA_VERSION}:{metadata.version('delta-spark')}"
+
+
+def build_session(config: SparkConfig | None = None, app_name: str = "mvlog"):
+    """Create (or return the running) SparkSession configured for mvlog."""
+    from pyspark.sql import SparkSession
+
+    config = config or SparkConfig()
+    log4j = resources.files("mvlog") / "resources" / "log4j2.properties"
+    conf = {**DEFAULT_CONF, **config.conf, **REQUIRED_CONF}
+    packages = [p for p in conf.get("spark.jars.packages", "").split(",") if p]
+    conf["spark.jars.packages"] = ",".join(dict.fromkeys([delta_package(), POSTGRES_JDBC, *packages]))
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        conf[key] = f"{java_opts} {conf.get(key, '')}".strip()
+    builder = SparkSession.builder.master(config.master).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,247 @@
+"""The Spark/Delta apply step: read rows from PostgreSQL through JDBC, write Delta tables.
+
+All reads of one refresh use one exported PostgreSQL snapshot: every JDBC session
+(one per partition, and again on a task retry) starts a REPEATABLE READ transaction
+and imports it before reading.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg2.extensions import parse_dsn
+
+from mvlog.errors import ConfigError, SourceError, WarehouseError
+from mvlog.plan import CHANGED_KEY_PREFIX
+from mvlog.source import SNAPSHOT_ID
+
+COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+@dataclass(frozen=True)
+class JdbcSource:
+    """How Spark reaches PostgreSQL: a JDBC URL plus connection properties."""
+
+    url: str
+    properties: dict[str, str] = field(repr=False)
+
+    @classmethod
+    def from_dsn(cls, dsn: str) -> "JdbcSource":
+        try:
+            params = parse_dsn(dsn)
+        except Exception:
+            raise ConfigError("source.dsn is not a valid PostgreSQL connection string") from None
+        host = params.get("host") or params.get("hostaddr") or "localhost"
+        if host.startswith("/"):
+            raise ConfigError("source.dsn must name a TCP host for Spark's JDBC reads, not a Unix socket directory")
+        hosts = host.split(",")
+        ports = (params.get("port") or "5432").split(",")
+        netloc = ",".join(f"[{h}]:{ports[min(i, len(ports) - 1)]}" if ":" in h else f"{h}:{ports[min(i, len(ports) - 1)]}"
+                          for i, h in enumerate(hosts))
+        dbname = params.get("dbname") or params.get("user") or "postgres"
+        properties = {"driver": "org.postgresql.Driver", "ApplicationName": "mvlog-spark"}
+        for key, prop in (("user", "user"), ("password", "password"), ("sslmode", "sslmode"),
+                          ("sslrootcert", "sslrootcert"), ("sslcert", "sslcert"), ("sslkey", "sslkey"),
+                          ("connect_timeout", "connectTimeout")):
+            if params.get(key):
+                properties[prop] = params[key]
+        from urllib.parse import quote
+
+        return cls(f"jdbc:postgresql://{netloc}/{quote(dbname, safe='')}", properties)
+
+
+@dataclass(frozen=True)
+class ApplyCounts:
+    """What one Delta commit did."""
+
+    keys_read: int = 0
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+
+
+def quote_spark(name: str) -> str:
+    """A Spark SQL identifier in backticks."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def short_error(exc: BaseException) -> str:
+    """The first meaningful line of a Spark/JVM error."""
+    text = getattr(exc, "desc", None) or str(exc)
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("at ", "JVM stacktrace", "Traceback")):
+            line = re.sub(r"^(org\.[\w.$]+|java\.[\w.$]+|py4j\.[\w.$]+): ", "", line)
+            return line[:400]
+    return exc.__class__.__name__
+
+
+class Warehouse:
+    """Delta tables under one root, written from PostgreSQL reads."""
+
+    def __init__(self, spark: Any, root: str, secrets: list[str] | None = None):
+        self.spark = spark
+        self.root = root.rstrip("/")
+        self.secrets = secrets or []
+
+    def location(self, view: str) -> str:
+        return f"{self.root}/{view}"
+
+    def _redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _fail(self, what: str, exc: BaseException) -> Exception:
+        message = self._redact(short_error(exc))
+        if "PSQLException" in str(exc) or "postgresql" in message.lower():
+            return SourceError(f"{what}: {message}")
+        return WarehouseError(f"{what}: {message}")
+
+    def exists(self, location: str) -> bool:
+        from delta.tables import DeltaTable
+
+        try:
+            return bool(DeltaTable.isDeltaTable(self.spark, location))
+        except Exception as exc:  # e.g. an unreachable object store
+            raise self._fail(f"cannot inspect {location}", exc) from None
+
+    def check_writable(self) -> None:
+        """Fail early, before anything is applied, if the warehouse root cannot be written."""
+        jvm = self.spark._jvm
+        try:
+            path = jvm.org.apache.hadoop.fs.Path(self.root)
+            fs = path.getFileSystem(self.spark._jsc.hadoopConfiguration())
+            probe = jvm.org.apache.hadoop.fs.Path(f"{self.root}/.mvlog-write-probe")
+            fs.mkdirs(path)
+            fs.create(probe, True).close()
+            fs.delete(probe, False)
+        except Exception as exc:
+            raise WarehouseError(f"the warehouse {self.root} is not writable: {self._redact(short_error(exc))}") from None
+
+    def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None) -> Any:
+        """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``."""
+        reader = (
+            self.spark.read.format("jdbc")
+            .option("url", jdbc.url)
+            .option("dbtable", f"({select_sql}\n) AS mvlog_src")
+            .option("fetchsize", "10000")
+            .option("preferTimestampNTZ", "true")
+        )
+        for key, value in jdbc.properties.items():
+            reader = reader.option(key, value)
+        if snapshot is not None:
+            if not SNAPSHOT_ID.match(snapshot):
+                raise SourceError(f"invalid snapshot id {snapshot!r}")
+            reader = reader.option(
+                "sessionInitStatement",
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '" + snapshot + "'",
+            )
+        try:
+            return reader.load()
+        except Exception as exc:
+            raise self._fail("reading from PostgreSQL failed", exc) from None
+
+    def _with_commit(self, metadata: dict, txn: tuple[str, int] | None, action):
+        conf = self.spark.conf
+        conf.set(COMMIT_METADATA, json.dumps({"mvlog": metadata}, default=str, sort_keys=True))
+        if txn:
+            conf.set(TXN_APP_ID, txn[0])
+            conf.set(TXN_VERSION, str(txn[1]))
+        try:
+            return action()
+        finally:
+            for key in (COMMIT_METADATA, TXN_APP_ID, TXN_VERSION):
+                conf.unset(key)
+
+    def replace(self, location: str, df: Any, metadata: dict, txn: tuple[str, int] | None = None) -> ApplyCounts:
+        """Atomically replace the table's contents (and schema) with ``df``: one Delta commit."""
+        from delta.tables import DeltaTable
+
+        existed = self.exists(location)
+        before = self.row_count(location) if existed else 0
+
+        def write() -> None:
+            writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+            if txn:
+                writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
+            writer.save(location)
+
+        try:
+            self.spark.conf.set(COMMIT_METADATA, json.dumps({"mvlog": metadata}, default=str, sort_keys=True))
+            try:
+                write()
+            finally:
+                self.spark.conf.unset(COMMIT_METADATA)
+            history = DeltaTable.forPath(self.spark, location).history(1).collect()[0]
+        except (SourceError, WarehouseError):
+            raise
+        except Exception as exc:
+            raise self._fail(f"writing {location} failed", exc) from None
+        written = int((history["operationMetrics"] or {}).get("numOutputRows", 0))
+        return ApplyCounts(keys_read=written, rows_inserted=written, rows_deleted=before)
+
+    def merge(self, location: str, df: Any, key_columns: tuple[str, ...], metadata: dict,
+              txn: tuple[str, int] | None = None) -> ApplyCounts:
+        """One MERGE on the view key: ``df`` holds changed keys (``_mvlog_key_<i>``) and their
+        current view rows, NULL where the key has no row any more."""
+        from delta.tables import DeltaTable
+
+        try:
+            target = DeltaTable.forPath(self.spark, location)
+            table_columns = [f.name for f in target.toDF().schema.fields]
+            value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX)]
+            if sorted(table_columns) != sorted(value_columns):
+                raise SchemaDrift(f"the columns of {location} differ from the query's columns")
+            s = lambda c: f"s.{quote_spark(c)}"  # noqa: E731
+            t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
+            on = " AND ".join(f"{t(k)} = {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns))
+            present = f"{s(key_columns[0])} IS NOT NULL"
+            unchanged = " AND ".join(f"{t(c)} <=> {s(c)}" for c in value_columns)
+            values = {quote_spark(c): s(c) for c in value_columns}
+            builder = (
+                target.alias("t")
+                .merge(df.alias("s"), on)
+                .whenMatchedDelete(condition=f"NOT ({present})")
+                .whenMatchedUpdate(condition=f"{present} AND NOT ({unchanged})", set=values)
+                .whenNotMatchedInsert(condition=present, values=values)
+            )
+            result = self._with_commit(metadata, txn, builder.execute)
+            history = target.history(1).collect()[0]
+        except (SchemaDrift, SourceError, WarehouseError):
+            raise
+        except Exception as exc:
+            raise self._fail(f"merging into {location} failed", exc) from None
+        metrics = history["operationMetrics"] or {}
+        row = result.collect()[0] if result is not None else None
+        return ApplyCounts(
+            keys_read=int(metrics.get("numSourceRows", 0)),
+            rows_inserted=int(row["num_inserted_rows"]) if row else int(metrics.get("numTargetRowsInserted", 0)),
+            rows_updated=int(row["num_updated_rows"]) if row else int(metrics.get("numTargetRowsUpdated", 0)),
+            rows_deleted=int(row["num_deleted_rows"]) if row else int(metrics.get("numTargetRowsDeleted", 0)),
+        )
+
+    def row_count(self, location: str) -> int:
+        try:
+            return int(self.spark.read.format("delta").load(location).count())
+        except Exception as exc:
+            raise self._fail(f"reading {location} failed", exc) from None
+
+    def last_commit_metadata(self, location: str) -> dict | None:
+        """The mvlog metadata of the newest commit, if it was written by mvlog."""
+        from delta.tables import DeltaTable
+
+        row = DeltaTable.forPath(self.spark, location).history(1).collect()[0]
+        try:
+            return json.loads(row["userMetadata"])["mvlog"] if row["userMetadata"] else None
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+class SchemaDrift(WarehouseError):
+    """The view's query no longer produces the Delta table's columns: a complete refresh is needed."""
