@@ -146,7 +146,7 @@ class Project:
                 raise ConfigError(f"{where}: table {entry.table} does not exist")
             try:
                 existed = self._log_is_current(cur, table)
-                logs[table.oid] = self.source.ensure_log(cur, table)
+                logs[table.oid] = self.source.ensure_log(cur, table, current=existed)
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
             (report.logs_unchanged if existed else report.logs_created).append(table.qualified)

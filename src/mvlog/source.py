@@ -233,8 +233,11 @@ class Source:
         )
         return {f"{r[0]}.{r[1]}": LogInfo(r[0], r[1], r[2], tuple(r[3]), tuple(r[4]), int(r[5])) for r in rows}
 
-    def ensure_log(self, cur: psycopg2.extensions.cursor, table: TableInfo) -> LogInfo:
-        """CREATE MATERIALIZED VIEW LOG ON table WITH PRIMARY KEY (idempotent)."""
+    def ensure_log(self, cur: psycopg2.extensions.cursor, table: TableInfo, current: bool = False) -> LogInfo:
+        """CREATE MATERIALIZED VIEW LOG ON table WITH PRIMARY KEY (idempotent).
+
+        ``current``: the log and its triggers exist for this very key; nothing is (re)created.
+        """
         if not table.key:
             raise ConfigError(f"table {table.qualified} has no primary key, so it cannot have a materialized view log")
         cur.execute(
@@ -254,6 +257,8 @@ class Source:
                 (table.schema, table.name),
             )
         log = LogInfo(table.schema, table.name, log_name, key_columns, key_types, table.oid)
+        if current and row:
+            return log
         cur.execute(self._log_ddl(cur, table, log))
         cur.execute(
             """

@@ -1,0 +1,3 @@
+from mvlog.cli import entry
+
+entry()

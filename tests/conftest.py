@@ -1,0 +1,129 @@
+"""Fixtures: a real throwaway PostgreSQL and one local Spark session for the whole run.
+
+Each test that needs a database gets a fresh one (``db``); ``make_project`` writes an
+mvlog.yaml for it (with a warehouse under ``tmp_path``) and returns a Project that
+reuses the session's Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import psycopg2
+import pytest
+from hypothesis import HealthCheck, settings
+
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+settings.register_profile(
+    "default", max_examples=6, deadline=None, derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "thorough", max_examples=25, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator["TempPostgres"]:
+    from mvlog.pgtemp import TempPostgres
+
+    with TempPostgres(password="pg-secret-4711") as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from mvlog.config import SparkConfig
+    from mvlog.spark import build_session
+
+    session = build_session(SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}))
+    yield session
+    session.stop()
+
+
+class Database:
+    """A fresh database on the test cluster, with a convenience connection."""
+
+    def __init__(self, pg, name: str):
+        self.pg = pg
+        self.name = name
+        self.dsn = pg.dsn(name)
+        self.conn = psycopg2.connect(self.dsn)
+        self.conn.autocommit = True
+
+    def execute(self, statement: str, params=None) -> list[tuple]:
+        with self.conn.cursor() as cur:
+            cur.execute(statement, params)
+            return cur.fetchall() if cur.description else []
+
+    def connect(self, autocommit: bool = False):
+        conn = psycopg2.connect(self.dsn)
+        conn.autocommit = autocommit
+        return conn
+
+
+@pytest.fixture
+def db(pg) -> Iterator[Database]:
+    name = "t_" + uuid.uuid4().hex[:10]
+    admin = psycopg2.connect(pg.dsn())
+    admin.autocommit = True
+    admin.cursor().execute(f'CREATE DATABASE "{name}"')
+    database = Database(pg, name)
+    yield database
+    database.conn.close()
+    admin.cursor().execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    admin.close()
+
+
+@pytest.fixture
+def make_project(db, tmp_path) -> Callable[..., "Project"]:
+    """Write mvlog.yaml (logs and views given) for ``db`` and return a Project on it."""
+    from mvlog.config import load_config
+    from mvlog.project import Project
+
+    projects = []
+
+    def make(logs: list[str], views: list[dict], extra: str = "") -> Project:
+        import yaml
+
+        doc = {
+            "source": {"dsn": db.dsn},
+            "warehouse": str(tmp_path / "warehouse"),
+            "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}},
+            "logs": [{"table": t} for t in logs],
+            "views": views,
+        }
+        path = tmp_path / "mvlog.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False) + extra)
+        project = Project(load_config(path))
+        projects.append(project)
+        return project
+
+    yield make
+    for project in projects:
+        project.close()
+
+
+def visible_columns(columns: list[str]) -> list[str]:
+    return [c for c in columns if not c.startswith("_mvlog_")]
+
+
+def assert_view_matches(project, view: str) -> None:
+    """The oracle: the Delta view equals its query run in PostgreSQL (EXCEPT ALL both ways)."""
+    spark = project.warehouse.spark
+    config = project.config.view(view)
+    expected = project.warehouse.read(project.jdbc, config.query.strip().rstrip(";"), snapshot=None)
+    actual = spark.read.format("delta").load(project.warehouse.location(view))
+    assert visible_columns(actual.columns) == expected.columns, f"{view}: columns differ"
+    actual = actual.select(*[actual[c] for c in expected.columns])
+    missing = expected.exceptAll(actual).collect()
+    extra = actual.exceptAll(expected).collect()
+    assert not missing and not extra, f"{view}: missing from Delta {missing[:5]}, extra in Delta {extra[:5]}"

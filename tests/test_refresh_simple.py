@@ -1,0 +1,289 @@
+"""Simple views (SELECT ... FROM one logged table [WHERE ...]) against real PostgreSQL, Spark and Delta."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg2
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import assert_view_matches
+
+pytestmark = pytest.mark.integration
+
+ITEMS = """
+CREATE TABLE items (
+    id    integer PRIMARY KEY,
+    grp   integer NOT NULL,
+    qty   integer,
+    price numeric(10,2),
+    label text,
+    flag  boolean NOT NULL DEFAULT true
+);
+"""
+
+SIMPLE_VIEWS = [
+    {"name": "v_all", "refresh": "fast", "query": "SELECT * FROM items"},
+    {"name": "v_filtered", "refresh": "fast",
+     "query": "SELECT id, qty * price AS total, upper(label) AS ulabel, grp FROM items WHERE flag AND qty > 2"},
+    {"name": "v_nokey", "refresh": "fast",
+     "query": "SELECT i.label, i.price, coalesce(i.qty, -1) AS q FROM public.items AS i WHERE i.grp IN (1, 2)"},
+]
+
+
+def check_all(project, views=SIMPLE_VIEWS) -> None:
+    for view in views:
+        assert_view_matches(project, view["name"])
+
+
+def refresh_ok(project, names=None, complete=False):
+    results = project.refresh(names, complete=complete)
+    errors = [(r.view, r.error) for r in results if r.error]
+    assert not errors, errors
+    return {r.view: r for r in results}
+
+
+# -- random DML ---------------------------------------------------------------------------
+
+ids = st.integers(min_value=1, max_value=25)
+rows = st.fixed_dictionaries({
+    "grp": st.integers(0, 3),
+    "qty": st.none() | st.integers(-2, 9),
+    "price": st.none() | st.decimals(min_value=-1000, max_value=1000, places=2, allow_nan=False, allow_infinity=False),
+    "label": st.none() | st.text(alphabet="abcxyzé€ 'ü", max_size=6),
+    "flag": st.booleans(),
+})
+single_ops = st.one_of(
+    st.tuples(st.just("insert"), ids, rows),
+    st.tuples(st.just("update"), ids, rows),
+    st.tuples(st.just("update_pk"), ids, ids),
+    st.tuples(st.just("delete"), ids),
+    st.tuples(st.just("move_group"), st.integers(0, 3), st.integers(0, 3)),
+    st.tuples(st.just("toggle_flag"), st.integers(0, 3)),
+    st.tuples(st.just("shift_keys"), st.integers(0, 3)),
+)
+operations = st.lists(
+    st.one_of(single_ops, st.tuples(st.just("txn"), st.lists(single_ops, min_size=2, max_size=5)), st.just(("refresh",))),
+    min_size=3, max_size=14,
+)
+
+
+def run_op(cur, op) -> None:
+    """Apply one operation; one that violates a constraint is skipped (rolled back to a savepoint)."""
+    kind = op[0]
+    cur.execute("SAVEPOINT op")
+    try:
+        if kind == "insert":
+            r = op[2]
+            cur.execute("INSERT INTO items VALUES (%s, %s, %s, %s, %s, %s)",
+                        (op[1], r["grp"], r["qty"], r["price"], r["label"], r["flag"]))
+        elif kind == "update":
+            r = op[2]
+            cur.execute("UPDATE items SET grp = %s, qty = %s, price = %s, label = %s, flag = %s WHERE id = %s",
+                        (r["grp"], r["qty"], r["price"], r["label"], r["flag"], op[1]))
+        elif kind == "update_pk":
+            cur.execute("UPDATE items SET id = %s WHERE id = %s", (op[2], op[1]))
+        elif kind == "delete":
+            cur.execute("DELETE FROM items WHERE id = %s", (op[1],))
+        elif kind == "move_group":
+            cur.execute("UPDATE items SET grp = %s WHERE grp = %s", (op[2], op[1]))
+        elif kind == "toggle_flag":
+            cur.execute("UPDATE items SET flag = NOT flag WHERE grp = %s", (op[1],))
+        elif kind == "shift_keys":  # a multi-row primary-key update
+            cur.execute("UPDATE items SET id = id + 100 WHERE grp = %s AND id < 100", (op[1],))
+        cur.execute("RELEASE SAVEPOINT op")
+    except psycopg2.errors.UniqueViolation:
+        cur.execute("ROLLBACK TO SAVEPOINT op")
+
+
+@pytest.fixture
+def items_project(db, make_project):
+    db.execute(ITEMS)
+    project = make_project(["public.items"], SIMPLE_VIEWS)
+    project.apply()
+    return project
+
+
+@pytest.mark.slow
+@given(ops=operations)
+def test_random_dml_then_fast_refresh_equals_postgres(items_project, db, ops):
+    project = items_project
+    db.execute("DELETE FROM items")  # every example starts from an empty table (a logged delete)
+    refresh_ok(project)
+    conn = db.connect()
+    try:
+        with conn.cursor() as cur:
+            for op in ops:
+                if op[0] == "refresh":
+                    conn.commit()
+                    results = refresh_ok(project)
+                    assert {r.method for r in results.values()} == {"fast"}
+                    check_all(project)
+                elif op[0] == "txn":
+                    for inner in op[1]:
+                        run_op(cur, inner)
+                    conn.commit()
+                else:
+                    run_op(cur, op)
+                    conn.commit()
+        conn.commit()
+    finally:
+        conn.close()
+    results = refresh_ok(project)
+    assert {r.method for r in results.values()} == {"fast"}
+    check_all(project)
+
+
+def test_fixed_dml_scenario_fast_refresh(items_project, db):
+    """A deterministic tour of the same ground for the quick tier."""
+    project = items_project
+    conn = db.connect()
+    with conn.cursor() as cur:
+        for op in [
+            ("insert", 1, {"grp": 1, "qty": 5, "price": 10.5, "label": "a", "flag": True}),
+            ("insert", 2, {"grp": 2, "qty": 1, "price": None, "label": None, "flag": True}),
+            ("insert", 3, {"grp": 1, "qty": 3, "price": 2, "label": "é", "flag": False}),
+        ]:
+            run_op(cur, op)
+    conn.commit()
+    refresh_ok(project)
+    check_all(project)
+    with conn.cursor() as cur:
+        run_op(cur, ("update", 2, {"grp": 2, "qty": 7, "price": 1.25, "label": "b", "flag": True}))  # enters the filter
+        run_op(cur, ("toggle_flag", 1))  # 1 leaves, 3 enters v_filtered
+        run_op(cur, ("update_pk", 1, 10))
+        run_op(cur, ("delete", 3))
+        run_op(cur, ("insert", 3, {"grp": 3, "qty": 4, "price": 4, "label": "c", "flag": True}))  # same key again
+    conn.commit()
+    results = refresh_ok(project)
+    assert results["v_all"].method == "fast"
+    assert results["v_all"].keys_read == 4  # ids 1, 2, 3, 10: many changes of a key collapse into one
+    check_all(project)
+    conn.close()
+
+
+def test_open_transaction_during_refresh_is_taken_by_the_next_refresh(items_project, db):
+    project = items_project
+    db.execute("INSERT INTO items SELECT g, 1, 5, 1.00, 'x', true FROM generate_series(1, 10) g")
+    refresh_ok(project)
+    writer = db.connect()
+    with writer.cursor() as cur:
+        cur.execute("INSERT INTO items VALUES (50, 1, 9, 9.99, 'late', true)")
+        cur.execute("UPDATE items SET qty = 8, label = 'changed' WHERE id IN (1, 2)")
+        cur.execute("UPDATE items SET id = 60 WHERE id = 3")
+    db.execute("INSERT INTO items VALUES (51, 2, 3, 1.50, 'other', true)")  # committed meanwhile
+    refresh_ok(project)  # runs while the writer's transaction is open
+    check_all(project)
+    pending = db.execute("SELECT count(*) FROM mvlog.\"" + project.source.logs()["public.items"].log_name + "\"")
+    writer.commit()
+    writer.close()
+    assert pending[0][0] >= 0
+    results = refresh_ok(project)
+    assert results["v_all"].keys_read == 5  # 50, 1, 2, 3, 60: the late transaction is not lost
+    check_all(project)
+    assert db.execute("SELECT label FROM items WHERE id = 1") == [("changed",)]
+
+
+def _table_stats(db, table: str) -> tuple[int, int, int]:
+    db.execute("SELECT pg_stat_clear_snapshot()")
+    return db.execute(
+        "SELECT coalesce(seq_tup_read, 0), coalesce(idx_scan, 0), coalesce(idx_tup_fetch, 0) "
+        "FROM pg_stat_user_tables WHERE relname = %s", (table,)
+    )[0]
+
+
+def test_fast_refresh_reads_only_changed_rows(db, make_project):
+    db.execute(ITEMS)
+    db.execute("INSERT INTO items SELECT g, g % 4, g % 10, g / 100.0, 'row ' || g, g % 3 > 0 "
+               "FROM generate_series(1, 20000) g")
+    db.execute("ANALYZE items")
+    project = make_project(["public.items"], SIMPLE_VIEWS[:2])
+    project.apply()
+    db.execute("UPDATE items SET qty = 9 WHERE id IN (7, 7000)")
+    db.execute("DELETE FROM items WHERE id = 19999")
+    before = _table_stats(db, "items")
+    results = refresh_ok(project)
+    # PostgreSQL publishes a backend's table statistics when the backend is idle or exits.
+    deadline = time.monotonic() + 15
+    after = _table_stats(db, "items")
+    while after[1] == before[1] and time.monotonic() < deadline:
+        time.sleep(0.5)
+        after = _table_stats(db, "items")
+    assert results["v_all"].keys_read == 3 and results["v_filtered"].keys_read == 3
+    assert after[0] - before[0] == 0, "a sequential scan read the base table"
+    assert after[1] > before[1], "the changed rows were not fetched through the primary key"
+    assert after[2] - before[2] <= 2 * 3, "more base rows were fetched than keys changed"
+    plan = project.plan("v_all")
+    sql = plan.read_sql(plan.since)
+    assert "mlog$_items" in sql and "LEFT JOIN" in sql and "DISTINCT" in sql
+    check_all(project, SIMPLE_VIEWS[:2])
+
+
+def test_complete_and_force_methods(db, make_project):
+    db.execute(ITEMS)
+    db.execute("INSERT INTO items SELECT g, g % 4, g, g, 'l' || g, true FROM generate_series(1, 50) g")
+    views = [
+        {"name": "v_force", "query": "SELECT id, qty FROM items WHERE grp = 1"},
+        {"name": "v_complete", "refresh": "complete", "query": "SELECT id, label FROM items"},
+        {"name": "v_other", "query": "SELECT id, label FROM items ORDER BY id LIMIT 5"},
+    ]
+    project = make_project(["items"], views)
+    builds = {r.view: r for r in project.apply().builds}
+    assert {r.method for r in builds.values()} == {"complete"}
+    db.execute("UPDATE items SET grp = 1 WHERE id = 2; DELETE FROM items WHERE id = 1")
+    results = refresh_ok(project)
+    assert results["v_force"].method == "fast"
+    assert results["v_complete"].method == "complete"
+    assert results["v_other"].method == "complete" and "LIMIT" in results["v_other"].reason
+    for v in views:
+        assert_view_matches(project, v["name"])
+
+
+def test_truncate_forces_complete_refresh(db, make_project):
+    db.execute(ITEMS)
+    db.execute("INSERT INTO items SELECT g, 1, g, g, 'l', true FROM generate_series(1, 20) g")
+    project = make_project(["items"], [{"name": "v", "query": "SELECT * FROM items"},
+                                       {"name": "v_fast", "refresh": "fast", "query": "SELECT id FROM items"}])
+    project.apply()
+    db.execute("TRUNCATE items")
+    db.execute("INSERT INTO items VALUES (1, 1, 1, 1, 'after', true)")
+    results = {r.view: r for r in project.refresh()}
+    assert results["v"].method == "complete" and "truncated" in results["v"].reason
+    assert results["v_fast"].error and "truncated" in results["v_fast"].error
+    assert_view_matches(project, "v")
+    assert not refresh_ok(project, ["v_fast"], complete=True)["v_fast"].error
+    assert_view_matches(project, "v_fast")
+
+
+def test_purge_waits_for_every_dependent_view(db, make_project):
+    db.execute(ITEMS)
+    project = make_project(["items"], [{"name": "a", "query": "SELECT id FROM items"},
+                                       {"name": "b", "query": "SELECT id, qty FROM items"}])
+    project.apply()
+    log = project.source.logs()["public.items"]
+    count = lambda: db.execute(f'SELECT count(*) FROM mvlog."{log.log_name}"')[0][0]  # noqa: E731
+    db.execute("INSERT INTO items VALUES (1, 1, 1, 1, 'x', true), (2, 1, 1, 1, 'y', true)")
+    refresh_ok(project, ["a"])
+    assert count() == 2  # b has not consumed them yet
+    refresh_ok(project, ["b"])
+    assert count() == 0
+    assert_view_matches(project, "a")
+    assert_view_matches(project, "b")
+
+
+def test_apply_is_idempotent(db, make_project):
+    db.execute(ITEMS)
+    project = make_project(["items"], SIMPLE_VIEWS[:1])
+    first = project.apply()
+    assert first.logs_created == ["public.items"] and [r.view for r in first.builds] == ["v_all"]
+    catalog = lambda: db.execute(  # noqa: E731
+        "SELECT (SELECT array_agg(oid ORDER BY oid) FROM pg_trigger WHERE tgrelid = 'items'::regclass),"
+        " (SELECT array_agg(name || updated_at::text ORDER BY name) FROM mvlog.views),"
+        " (SELECT count(*) FROM mvlog.refresh_history)")
+    before = catalog()
+    second = project.apply()
+    assert second.logs_created == [] and second.logs_unchanged == ["public.items"]
+    assert second.builds == [] and second.views_registered == []
+    assert catalog() == before
