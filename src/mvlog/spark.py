@@ -44,7 +44,11 @@ def build_session(config: SparkConfig | None = None, app_name: str = "mvlog"):
 
     config = config or SparkConfig()
     log4j = resources.files("mvlog") / "resources" / "log4j2.properties"
-    conf = {**DEFAULT_CONF, **config.conf, **REQUIRED_CONF}
+    local = config.master.startswith("local")
+    # Delta rebuilds table state in 50 partitions by default: right for a cluster, seconds of
+    # pure overhead per command on a laptop (measured: a 2-row MERGE 6 s -> 1.8 s).
+    local_defaults = {"spark.databricks.delta.snapshotPartitions": "2"} if local else {}
+    conf = {**DEFAULT_CONF, **local_defaults, **config.conf, **REQUIRED_CONF}
     packages = [p for p in conf.get("spark.jars.packages", "").split(",") if p]
     conf["spark.jars.packages"] = ",".join(dict.fromkeys([delta_package(), POSTGRES_JDBC, *packages]))
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
