@@ -12,7 +12,6 @@ import re
 from enum import Enum
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -135,20 +134,14 @@ class Config(_Strict):
 
 
 def dsn_password(dsn: str) -> str | None:
-    """The password inside a libpq URI or key=value DSN, if any."""
-    if "://" in dsn:
-        try:
-            password = urlsplit(dsn).password
-        except ValueError:
-            return None
-        return unquote(password) if password else None
-    match = re.search(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", dsn)
-    if not match:
-        return None
-    value = match.group(1)
-    if value.startswith("'"):
-        value = re.sub(r"\\(.)", r"\1", value[1:-1])
-    return value or None
+    """The password inside a libpq URI or key=value DSN, if any (parsed by libpq itself)."""
+    from psycopg2.extensions import parse_dsn
+
+    try:
+        return parse_dsn(dsn).get("password") or None
+    except Exception:  # unparsable: find it the crude way so it can still be hidden
+        match = re.search(r"(?:://[^:/@]*:([^@/]+)@)|(?:password\s*=\s*(\S+))", dsn)
+        return (match.group(1) or match.group(2)) if match else None
 
 
 def _expand_env(text: str, where: str) -> str:

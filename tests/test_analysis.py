@@ -1,0 +1,70 @@
+"""Query analysis: classes, base tables, reasons (pure, no database)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvlog.analysis import ViewClass, analyze, projected_columns
+from mvlog.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("query", "view_class"),
+    [
+        ("SELECT * FROM t", ViewClass.SIMPLE),
+        ("SELECT a, b * 2 AS c FROM s.t WHERE a > 1 AND b IS NOT NULL", ViewClass.SIMPLE),
+        ("SELECT upper(x) FROM t ORDER BY x", ViewClass.SIMPLE),
+        ("SELECT t.a FROM t JOIN u ON u.id = t.uid", ViewClass.JOIN),
+        ("SELECT g, count(*) FROM t GROUP BY g", ViewClass.AGGREGATE),
+        ("SELECT sum(x) FROM t", ViewClass.AGGREGATE),
+    ],
+)
+def test_classes(query, view_class):
+    assert analyze(query).view_class is view_class
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("SELECT * FROM t LIMIT 10", "LIMIT"),
+        ("SELECT * FROM t LEFT JOIN u ON u.id = t.id", "LEFT OUTER JOIN"),
+        ("SELECT * FROM t FULL OUTER JOIN u ON u.id = t.id", "FULL OUTER JOIN"),
+        ("SELECT * FROM t CROSS JOIN u", "CROSS JOIN"),
+        ("SELECT a, row_number() OVER (ORDER BY a) FROM t", "window functions"),
+        ("SELECT a, now() FROM t", "non-deterministic"),
+        ("SELECT a FROM t WHERE b > random()", "non-deterministic"),
+        ("SELECT a FROM t WHERE d > current_date", "non-deterministic"),
+        ("SELECT a FROM t UNION SELECT a FROM u", "set operations (UNION)"),
+        ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", "subqueries"),
+        ("SELECT * FROM (SELECT a FROM t) x", "FROM items other than tables"),
+        ("WITH x AS (SELECT a FROM t) SELECT a FROM x", "WITH"),
+        ("SELECT DISTINCT a FROM t", "DISTINCT"),
+        ("SELECT * FROM generate_series(1, 3)", "FROM items other than tables"),
+    ],
+)
+def test_other_shapes_say_why(query, reason):
+    analysis = analyze(query)
+    assert analysis.view_class is ViewClass.OTHER
+    assert not analysis.fast_possible
+    assert any(reason in r for r in analysis.reasons), analysis.reasons
+
+
+def test_tables_and_identifier_case():
+    analysis = analyze('SELECT * FROM Sales.Orders AS O JOIN "Sales"."Line Items" li ON li.oid = O.id')
+    assert [(t.schema, t.name, t.alias) for t in analysis.tables] == [
+        ("sales", "orders", "o"), ("Sales", "Line Items", "li"),
+    ]
+
+
+@pytest.mark.parametrize("query", ["", "SELEC 1", "SELECT 1; SELECT 2", "DELETE FROM t", "SELECT (1"])
+def test_unparsable_or_not_a_query(query):
+    with pytest.raises(ConfigError):
+        analyze(query)
+
+
+def test_projected_columns():
+    select = analyze('SELECT o.id AS order_id, "K2", amount FROM orders o').tree
+    assert projected_columns(select, "o", ["id", "K2", "other"]) == {"id": "order_id", "K2": "K2"}
+    assert projected_columns(analyze("SELECT * FROM orders").tree, "orders", ["id"]) == {"id": "id"}
+    assert projected_columns(analyze("SELECT id + 0 AS id FROM orders").tree, "orders", ["id"]) == {}
+    assert projected_columns(analyze("SELECT ID FROM orders").tree, "orders", ["id"]) == {"id": "id"}

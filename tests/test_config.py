@@ -1,0 +1,112 @@
+"""Configuration parsing and validation (no database, no Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mvlog.config import RefreshMethod, dsn_password, load_config, parse_config
+from mvlog.errors import ConfigError
+
+VALID = """\
+source:
+  dsn: postgresql://app:s3cret@db.example:5432/shop
+warehouse: ./warehouse
+spark:
+  master: local[*]
+  conf: {spark.sql.shuffle.partitions: 8, spark.x.flag: true}
+logs:
+  - table: public.orders
+  - table: public.customers
+views:
+  - name: customer_revenue
+    refresh: force
+    schedule: "*/5 * * * *"
+    group: sales
+    query: |
+      SELECT c.id FROM public.customers c
+  - name: open_orders
+    query: SELECT id FROM public.orders WHERE status = 'open'
+"""
+
+
+def test_valid_config_is_typed(tmp_path):
+    config = parse_config(VALID, base_dir=tmp_path)
+    assert config.views[0].refresh is RefreshMethod.FORCE and config.views[1].refresh is RefreshMethod.FORCE
+    assert config.views[0].group == "sales" and config.views[1].schedule is None
+    assert config.spark.conf == {"spark.sql.shuffle.partitions": "8", "spark.x.flag": "true"}
+    assert config.warehouse_uri == str((tmp_path / "warehouse").resolve())
+    assert config.secrets() == ["s3cret"]
+
+
+def test_object_store_warehouse_is_kept_as_is():
+    config = parse_config(VALID.replace("./warehouse", "s3a://bucket/lake/"))
+    assert config.warehouse_uri == "s3a://bucket/lake"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("  master: local[*]", "  master: local[*]\n  mastr: x"), "mvlog.yaml:6: spark: unknown key 'mastr'"),
+        (("    refresh: force", "    refresh: sometimes"), "mvlog.yaml:12: views[0].refresh (customer_revenue): must be one of 'fast', 'complete' or 'force'"),
+        (("  - name: open_orders", "  - name: open-orders"), "mvlog.yaml:17: views[1].name (open-orders): a view name must start with a letter"),
+        (("  - name: open_orders", "  - name: Customer_Revenue"), "view name 'Customer_Revenue' is already used by views[0]"),
+        (("  - table: public.customers", "  - table: public.orders"), "table 'public.orders' is already listed at logs[0]"),
+        (('    schedule: "*/5 * * * *"', '    schedule: "every minute"'), "is not a valid cron expression"),
+        (("warehouse: ./warehouse\n", ""), "missing required key 'warehouse'"),
+        (("    query: SELECT id FROM public.orders WHERE status = 'open'", ""), "views[1] (open_orders): missing required key 'query'"),
+    ],
+)
+def test_invalid_config_names_the_place(change, message):
+    text = VALID.replace(*change)
+    assert text != VALID
+    with pytest.raises(ConfigError) as info:
+        parse_config(text)
+    assert message in str(info.value)
+    assert "s3cret" not in str(info.value)
+
+
+def test_malformed_yaml_gives_the_line():
+    with pytest.raises(ConfigError, match=r"^mvlog.yaml:3: malformed YAML"):
+        parse_config("source:\n  dsn: x\n  - oops: [\n")
+
+
+def test_top_level_must_be_a_mapping():
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        parse_config("- just\n- a list\n")
+
+
+def test_env_expansion(monkeypatch):
+    monkeypatch.setenv("SHOP_PASSWORD", "p@ss word")
+    config = parse_config(VALID.replace("app:s3cret@", "app:${SHOP_PASSWORD}@"))
+    assert config.source.dsn == "postgresql://app:p@ss word@db.example:5432/shop"
+    monkeypatch.delenv("SHOP_PASSWORD")
+    with pytest.raises(ConfigError, match=r"mvlog.yaml:2: source.dsn refers to environment variable \$\{SHOP_PASSWORD\}"):
+        parse_config(VALID.replace("app:s3cret@", "app:${SHOP_PASSWORD}@"))
+
+
+@pytest.mark.parametrize(
+    ("dsn", "password"),
+    [
+        ("postgresql://u:pa%40ss@h/db", "pa@ss"),
+        ("postgresql://u@h/db", None),
+        ("host=h user=u password=secret dbname=d", "secret"),
+        ("host=h password='it\\'s x' dbname=d", "it's x"),
+        ("host=h dbname=d", None),
+    ],
+)
+def test_dsn_password(dsn, password):
+    assert dsn_password(dsn) == password
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_config_path_from_environment(tmp_path, monkeypatch):
+    path = tmp_path / "custom.yaml"
+    path.write_text(VALID)
+    monkeypatch.setenv("MVLOG_CONFIG", str(path))
+    assert load_config().base_dir == Path(tmp_path).resolve()

@@ -1,0 +1,79 @@
+"""Refresh planning and the SQL it pushes down (pure, no database)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+import sqlglot
+
+from mvlog.analysis import analyze
+from mvlog.config import RefreshMethod
+from mvlog.errors import RefreshError
+from mvlog.plan import plan_refresh, shape_view
+from mvlog.source import LogInfo
+
+LOG = LogInfo("public", "orders", "mlog$_orders_1", ("id",), ("bigint",), 1)
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T1 = datetime(2026, 1, 2, tzinfo=timezone.utc)
+
+
+def shape(query: str, alias: str = "orders"):
+    return shape_view("v", analyze(query), {alias: LOG})
+
+
+def test_simple_view_key_is_the_projected_primary_key():
+    s = shape("SELECT id AS order_id, amount FROM orders WHERE amount > 0")
+    assert s.key_columns == ("order_id",) and s.hidden_columns == ()
+
+
+def test_simple_view_without_its_key_gets_a_hidden_key_column():
+    s = shape("SELECT amount FROM orders")
+    assert s.key_columns == ("_mvlog_id",) and s.hidden_columns == ("_mvlog_id",)
+    assert '"orders"."id" AS "_mvlog_id"' in s.select_sql
+
+
+def test_fast_sql_restricts_the_view_to_changed_keys_in_the_window():
+    s = shape("SELECT o.amount FROM public.orders o WHERE o.status = 'open'", alias="o")
+    plan = plan_refresh(s, "/wh/v", RefreshMethod.FORCE, T0, None, True)
+    assert plan.method == "fast"
+    text = plan.read_sql(T1)
+    tree = sqlglot.parse_one(text, read="postgres")  # valid SQL
+    assert tree is not None
+    assert '"mvlog"."mlog$_orders_1"' in text
+    assert "SELECT DISTINCT" in text and "LEFT JOIN" in text
+    assert "\"snaptime$$\" > CAST('2026-01-01T00:00:00+00:00' AS TIMESTAMPTZ)" in text
+    assert "\"snaptime$$\" <= CAST('2026-01-02T00:00:00+00:00' AS TIMESTAMPTZ)" in text
+    assert "\"dmltype$$\" <> 'T'" in text
+    assert '"v"."_mvlog_id" = "k"."_mvlog_key_0"' in text
+
+
+def test_force_falls_back_to_complete_with_the_reason():
+    s = shape_view("v", analyze("SELECT id FROM orders LIMIT 3"), {"orders": LOG})
+    plan = plan_refresh(s, "/wh/v", RefreshMethod.FORCE, T0, None, True)
+    assert plan.method == "complete" and "LIMIT" in plan.reason
+
+
+def test_fast_on_an_impossible_view_is_an_error():
+    s = shape_view("v", analyze("SELECT id, now() FROM orders"), {"orders": LOG})
+    with pytest.raises(RefreshError, match="cannot be fast-refreshed: the non-deterministic function"):
+        plan_refresh(s, "/wh/v", RefreshMethod.FAST, T0, None, True)
+
+
+@pytest.mark.parametrize(
+    ("since", "needs", "exists", "reason"),
+    [
+        (None, None, True, "has not been built yet"),
+        (T0, None, False, "Delta table is missing"),
+        (T0, "the query changed", True, "the query changed"),
+    ],
+)
+def test_complete_when_state_requires_it(since, needs, exists, reason):
+    plan = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.FORCE, since, needs, exists)
+    assert plan.method == "complete" and reason in plan.reason
+    assert "method: complete" in plan.describe()
+
+
+def test_complete_requested():
+    plan = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
+    assert plan.method == "complete" and plan.read_sql(T1) == plan.shape.select_sql
