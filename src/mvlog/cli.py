@@ -17,7 +17,8 @@ from rich.table import Table
 
 from mvlog.errors import MvlogError
 
-out = Console(highlight=False, soft_wrap=True)
+# Not a terminal (a pipe, a log file): wide enough that tables are not squeezed.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 _secrets: list[str] = []
 

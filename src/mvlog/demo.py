@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import shutil
 import tempfile
 from pathlib import Path
@@ -49,7 +50,7 @@ def _results(console: Console, results: list) -> None:
 
 def run_demo(keep: bool = False, warehouse: str | None = None, console: Console | None = None) -> None:
     """Start PostgreSQL, load the shop, apply, change data, fast-refresh, show before and after."""
-    console = console or Console()
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
     shop = examples_dir() / "shop"
     workdir = Path(tempfile.mkdtemp(prefix="mvlog-demo-"))
     console.print("[bold]1. Starting a throwaway PostgreSQL[/bold]")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
 from importlib import metadata, resources
+from pathlib import Path
+from typing import Iterator
 
 from mvlog.config import SparkConfig
 
@@ -38,6 +42,39 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{spark_minor}_{SCALA_VERSION}:{metadata.version('delta-spark')}"
 
 
+def spark_log_path() -> Path:
+    """Where the Spark JVM writes its own output (Ivy resolution, JVM warnings): $MVLOG_SPARK_LOG."""
+    default = Path(tempfile.gettempdir()) / f"mvlog-spark-{os.getuid()}.log"
+    return Path(os.environ.get("MVLOG_SPARK_LOG") or default)
+
+
+@contextlib.contextmanager
+def _jvm_output_to(path: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at ``path`` while the JVM is launched.
+
+    The JVM inherits them for its whole life, so its chatter stays out of mvlog's
+    output; Python's own stdout and stderr are restored right after the launch.
+    """
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None:  # already launched: nothing is inherited
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+
+
 def build_session(config: SparkConfig | None = None, app_name: str = "mvlog"):
     """Create (or return the running) SparkSession configured for mvlog."""
     from pyspark.sql import SparkSession
@@ -58,6 +95,7 @@ def build_session(config: SparkConfig | None = None, app_name: str = "mvlog"):
     for key, value in conf.items():
         builder = builder.config(key, value)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = builder.getOrCreate()
+    with _jvm_output_to(spark_log_path()):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -72,7 +72,14 @@ def quote_spark(name: str) -> str:
 
 def short_error(exc: BaseException) -> str:
     """The first meaningful line of a Spark/JVM error."""
-    text = getattr(exc, "desc", None) or str(exc)
+    java = getattr(exc, "java_exception", None)  # py4j.protocol.Py4JJavaError
+    if java is not None:
+        try:
+            text = str(java.toString())
+        except Exception:
+            text = str(exc)
+    else:
+        text = getattr(exc, "desc", None) or str(exc)
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith(("at ", "JVM stacktrace", "Traceback")):

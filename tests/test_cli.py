@@ -1,0 +1,139 @@
+"""The mvlog command as a user runs it: exit codes, one-line errors, no tracebacks, no secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mvlog.pgtemp import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def run(config: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TZ": "UTC"}
+    env.pop("MVLOG_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", "mvlog", "-q", "-c", str(config), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def write_config(tmp_path: Path, dsn: str, logs: list[str], views: list[dict], warehouse: str | None = None) -> Path:
+    path = tmp_path / "mvlog.yaml"
+    path.write_text(yaml.safe_dump({
+        "source": {"dsn": dsn}, "warehouse": warehouse or str(tmp_path / "wh"),
+        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}},
+        "logs": [{"table": t} for t in logs], "views": views,
+    }, sort_keys=False))
+    return path
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str, secret: str = "pg-secret-4711"):
+    output = result.stdout + result.stderr
+    assert result.returncode == code, output
+    assert "Traceback" not in output
+    assert secret not in output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def mvlog_installed(db) -> bool:
+    return db.execute("SELECT to_regnamespace('mvlog') IS NOT NULL")[0][0]
+
+
+def test_malformed_yaml(tmp_path):
+    path = tmp_path / "mvlog.yaml"
+    path.write_text("source:\n  dsn: 'unterminated\nwarehouse: x\n")
+    assert_one_line_error(run(path, "apply"), 2, "malformed YAML")
+
+
+def test_table_without_primary_key_creates_nothing(db, tmp_path):
+    db.execute("CREATE TABLE has_pk (id int PRIMARY KEY); CREATE TABLE no_pk (a int, b text)")
+    config = write_config(tmp_path, db.dsn, ["has_pk", "no_pk"], [])
+    assert_one_line_error(run(config, "apply"), 2, "logs[1]", "public.no_pk has no primary key")
+    assert not mvlog_installed(db)
+    assert db.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'has_pk'::regclass")[0][0] == 0
+
+
+def test_unknown_table_and_unknown_column(db, tmp_path):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v", "query": "SELECT id FROM nope"}])
+    assert_one_line_error(run(config, "apply"), 2, "views[0] (v)", "table nope does not exist")
+    config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v", "query": "SELECT id, missing FROM t"}])
+    assert_one_line_error(run(config, "apply"), 2, "views[0] (v)", 'column "missing" does not exist')
+    db.execute("CREATE TABLE u (id int PRIMARY KEY)")
+    config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v", "query": "SELECT t.id FROM t JOIN u ON u.id = t.a"}])
+    assert_one_line_error(run(config, "apply"), 2, "table public.u has no materialized view log")
+    assert not mvlog_installed(db)
+
+
+def test_fast_on_unsupported_sql_is_rejected(db, tmp_path):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v", "refresh": "fast",
+                                                      "query": "SELECT id, a FROM t ORDER BY a LIMIT 5"}])
+    assert_one_line_error(run(config, "apply"), 2, "refresh: fast is impossible", "LIMIT")
+    assert not mvlog_installed(db)
+
+
+def test_unreachable_database(tmp_path):
+    config = write_config(tmp_path, f"postgresql://app:pg-secret-4711@127.0.0.1:{free_port()}/shop", [], [])
+    assert_one_line_error(run(config, "apply"), 1, "cannot connect to PostgreSQL", "Connection refused")
+
+
+def test_wrong_password(pg, tmp_path):
+    config = write_config(tmp_path, pg.dsn(password="wrong-pw-0815"), [], [])
+    assert_one_line_error(run(config, "status"), 1, "password authentication failed", secret="wrong-pw-0815")
+
+
+def test_status_before_apply_and_unknown_view(db, tmp_path):
+    config = write_config(tmp_path, db.dsn, [], [])
+    assert_one_line_error(run(config, "status"), 2, "run 'mvlog apply' first")
+    assert_one_line_error(run(config, "refresh", "nope"), 2, "no view named 'nope'")
+
+
+def test_unwritable_warehouse_applies_nothing(db, tmp_path):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v", "query": "SELECT * FROM t"}],
+                          warehouse="/proc/mvlog-warehouse")
+    assert_one_line_error(run(config, "apply"), 1, "the warehouse /proc/mvlog-warehouse is not writable")
+    assert not mvlog_installed(db)
+
+
+def test_apply_refresh_status_json(db, tmp_path):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t SELECT g, g FROM generate_series(1, 10) g")
+    config = write_config(tmp_path, db.dsn, ["t"], [
+        {"name": "evens", "refresh": "fast", "query": "SELECT id, a FROM t WHERE a % 2 = 0"},
+        {"name": "top", "query": "SELECT id FROM t ORDER BY a DESC LIMIT 3"},
+    ])
+    result = run(config, "apply")
+    assert result.returncode == 0, result.stderr
+    assert "log created on public.t" in result.stdout and "view evens registered" in result.stdout
+    db.execute("UPDATE t SET a = a + 1 WHERE id <= 4; DELETE FROM t WHERE id = 10")
+
+    status = json.loads(run(config, "status", "--json").stdout)
+    views = {v["name"]: v for v in status["views"]}
+    assert views["evens"]["staleness"] == "stale" and views["evens"]["pending_log_rows"] == 5
+    assert views["top"]["fast_refresh"] is False and "LIMIT" in views["top"]["why_not_fast"]
+    assert status["logs"][0]["table"] == "public.t" and status["logs"][0]["rows"] == 5
+    assert status["logs"][0]["oldest_unconsumed_change"] is not None
+
+    result = run(config, "refresh", "--json")
+    assert result.returncode == 0, result.stderr
+    results = {r["view"]: r for r in json.loads(result.stdout)}
+    assert results["evens"]["method"] == "fast" and results["evens"]["keys_read"] == 5
+    assert (results["evens"]["rows_inserted"], results["evens"]["rows_deleted"]) == (2, 3)  # 1,3 in; 2,4,10 out
+    assert results["evens"]["row_count"] == 4
+    assert results["top"]["method"] == "complete"
+
+    status = json.loads(run(config, "status", "--json").stdout)
+    assert {v["name"]: v["staleness"] for v in status["views"]} == {"evens": "fresh", "top": "fresh"}
+    assert status["logs"][0]["rows"] == 0  # purged after both views consumed
+    human = run(config, "status")
+    assert human.returncode == 0 and "evens" in human.stdout and "fresh" in human.stdout
