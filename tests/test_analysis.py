@@ -17,6 +17,10 @@ from mvlog.errors import ConfigError
         ("SELECT t.a FROM t JOIN u ON u.id = t.uid", ViewClass.JOIN),
         ("SELECT g, count(*) FROM t GROUP BY g", ViewClass.AGGREGATE),
         ("SELECT sum(x) FROM t", ViewClass.AGGREGATE),
+        ("SELECT * FROM t CROSS JOIN u", ViewClass.JOIN),
+        ("SELECT t.a FROM t, u WHERE u.id = t.uid", ViewClass.JOIN),
+        ("SELECT t.a FROM t JOIN u USING (id)", ViewClass.JOIN),
+        ("SELECT u.g, max(t.x) FROM t JOIN u ON u.id = t.uid GROUP BY u.g HAVING count(*) > 1", ViewClass.AGGREGATE),
     ],
 )
 def test_classes(query, view_class):
@@ -29,7 +33,6 @@ def test_classes(query, view_class):
         ("SELECT * FROM t LIMIT 10", "LIMIT"),
         ("SELECT * FROM t LEFT JOIN u ON u.id = t.id", "LEFT OUTER JOIN"),
         ("SELECT * FROM t FULL OUTER JOIN u ON u.id = t.id", "FULL OUTER JOIN"),
-        ("SELECT * FROM t CROSS JOIN u", "CROSS JOIN"),
         ("SELECT a, row_number() OVER (ORDER BY a) FROM t", "window functions"),
         ("SELECT a, now() FROM t", "non-deterministic"),
         ("SELECT a FROM t WHERE b > random()", "non-deterministic"),

@@ -10,7 +10,8 @@ import sqlglot
 from mvlog.analysis import analyze
 from mvlog.config import RefreshMethod
 from mvlog.errors import RefreshError
-from mvlog.plan import plan_refresh, shape_view
+from mvlog.plan import plan_refresh
+from mvlog.shape import shape_view
 from mvlog.source import LogInfo
 
 LOG = LogInfo("public", "orders", "mlog$_orders_1", ("id",), ("bigint",), 1)

@@ -128,10 +128,6 @@ def analyze(query: str) -> Analysis:
         side, kind = (join.side or "").upper(), (join.kind or "").upper()
         if side in ("LEFT", "RIGHT", "FULL") or kind == "OUTER":
             reasons.append(f"{side or kind} OUTER JOIN is not incrementally maintainable")
-        elif kind == "CROSS" or not (join.args.get("on") or join.args.get("using")):
-            reasons.append("joins without a join condition (CROSS JOIN) are not incrementally maintainable")
-        elif join.args.get("using"):
-            reasons.append("JOIN ... USING is not supported; write the join condition with ON")
     if tree.args.get("distinct"):
         reasons.append("SELECT DISTINCT is not incrementally maintainable")
     if tree.args.get("limit") or tree.args.get("offset") or tree.args.get("fetch"):
@@ -154,10 +150,8 @@ def analyze(query: str) -> Analysis:
         view_class = ViewClass.OTHER
     elif aggregate:
         view_class = ViewClass.AGGREGATE
-        reasons.append("fast refresh of aggregate views is not implemented yet")
     elif joined:
         view_class = ViewClass.JOIN
-        reasons.append("fast refresh of join views is not implemented yet")
     else:
         view_class = ViewClass.SIMPLE
     return Analysis(query, tree, view_class, tables, reasons)

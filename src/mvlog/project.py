@@ -17,10 +17,12 @@ from typing import Any, Callable, Iterator
 import psycopg2
 from psycopg2 import sql
 
-from mvlog.analysis import analyze
+from mvlog.analysis import ViewClass, analyze
 from mvlog.config import Config, RefreshMethod, ViewConfig, load_config
 from mvlog.errors import ConcurrentRefreshError, ConfigError, MvlogError, RefreshError, UsageError
-from mvlog.plan import HIDDEN_PREFIX, RefreshPlan, ViewShape, plan_refresh, shape_view
+from mvlog.plan import RefreshPlan, plan_refresh
+from mvlog.shape import HIDDEN_PREFIX, ViewShape, downgrade, keymap_name, shape_view
+from mvlog import sqlgen
 from mvlog.source import LogInfo, Source, TableInfo
 from mvlog.warehouse import ApplyCounts, JdbcSource, SchemaDrift, Warehouse
 
@@ -126,6 +128,12 @@ class Project:
         if reserved:
             raise ConfigError(f"{where}: column names starting with {HIDDEN_PREFIX!r} are reserved for mvlog ({reserved[0]})")
         shape = shape_view(view.name, analysis, by_alias)
+        if shape.keyed:  # check the SQL mvlog generates for it; a view it cannot key is complete-only
+            try:
+                self.source.describe_query(cur, shape.select_sql)
+                self.source.describe_query(cur, sqlgen.keymap_probe_sql(shape))
+            except ConfigError as exc:
+                shape = downgrade(shape, view.query, f"mvlog cannot key this view for fast refresh: {exc}")
         if view.refresh is RefreshMethod.FAST and not shape.fast_possible:
             raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
         return shape, columns
@@ -192,6 +200,8 @@ class Project:
         gone = sorted(set(registered) - {v.name for v in self.config.views})
         if gone:
             cur.execute("DELETE FROM mvlog.views WHERE name = ANY(%s)", (gone,))
+            for name in gone:
+                cur.execute(sqlgen.drop_keymap_sql(keymap_name(name)))
             report.views_unregistered.extend(gone)
 
     def _log_is_current(self, cur: Any, table: TableInfo) -> bool:
@@ -359,7 +369,29 @@ class Project:
             row_count = counts.rows_inserted
         else:
             row_count = (state["row_count"] or 0) + counts.rows_inserted - counts.rows_deleted
-        with self.source.transaction() as cur:
+        try:
+            self._finish(view, plan, stamp, snapshot, row_count)
+        except MvlogError as exc:
+            self._history_end(history_id, "failed", counts, error=str(exc))
+            return RefreshResult(view.name, plan.method, plan.reason, stamp, error=str(exc),
+                                 seconds=time.monotonic() - started)
+        self._history_end(history_id, "succeeded", counts, method=plan.method, reason=plan.reason)
+        return RefreshResult(view.name, plan.method, plan.reason, stamp, counts.keys_read, counts.rows_inserted,
+                             counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started)
+
+    def _finish(self, view: ViewConfig, plan: RefreshPlan, stamp: datetime, snapshot: str, row_count: int) -> None:
+        """After the Delta commit: bring the key map to S and record last_V = S, in one transaction
+        that reads the refresh's snapshot. A crash before this commit leaves both at the old
+        last_V, so the next refresh re-reads a window that contains this one."""
+        shape = plan.shape
+        with self.source.snapshot_transaction(snapshot) as cur:
+            if shape.keyed and not shape.global_aggregate:
+                statements = (sqlgen.keymap_rebuild_sql(shape) if plan.method == "complete"
+                              else sqlgen.keymap_update_sql(shape, plan.since, stamp))
+                for statement in statements:
+                    cur.execute(statement)
+            elif plan.method == "complete":
+                cur.execute(sqlgen.drop_keymap_sql(keymap_name(view.name)))
             cur.execute(
                 """
                 UPDATE mvlog.views SET last_snaptime = %s, last_refresh_at = now(), last_method = %s,
@@ -368,9 +400,6 @@ class Project:
                 """,
                 (stamp, plan.method, row_count, view.name),
             )
-        self._history_end(history_id, "succeeded", counts, method=plan.method, reason=plan.reason)
-        return RefreshResult(view.name, plan.method, plan.reason, stamp, counts.keys_read, counts.rows_inserted,
-                             counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started)
 
     def _check_truncate(self, view: ViewConfig, plan: RefreshPlan, stamp: datetime) -> RefreshPlan:
         if plan.method != "fast":
@@ -391,7 +420,12 @@ class Project:
             if not self._window_has_rows(plan, stamp):
                 return ApplyCounts(), plan
             self.progress(f"{view.name}: fast refresh")
-            df = self.warehouse.read(self.jdbc, plan.read_sql(stamp), snapshot)
+            null_keys = False
+            if plan.shape.keyed and plan.shape.view_class is ViewClass.AGGREGATE and not plan.shape.global_aggregate:
+                with self.source.snapshot_transaction(snapshot) as cur:
+                    cur.execute(sqlgen.null_keys_check_sql(plan.shape, plan.since, stamp))
+                    null_keys = bool(cur.fetchone()[0])
+            df = self.warehouse.read(self.jdbc, plan.read_sql(stamp, null_keys), snapshot)
             try:
                 return self.warehouse.merge(plan.location, df, plan.key_columns, metadata, txn), plan
             except SchemaDrift as exc:

@@ -346,6 +346,23 @@ class Source:
         finally:
             conn.close()
 
+    @contextlib.contextmanager
+    def snapshot_transaction(self, snapshot: str) -> Iterator[psycopg2.extensions.cursor]:
+        """A read-write REPEATABLE READ transaction that sees the exported ``snapshot``; commits on success."""
+        if not SNAPSHOT_ID.match(snapshot):
+            raise SourceError(f"invalid snapshot id {snapshot!r}")
+        conn = self.connect()
+        try:
+            conn.set_session(isolation_level="REPEATABLE READ")
+            with conn.cursor() as cur:
+                cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot,))
+                yield cur
+            conn.commit()
+        except psycopg2.Error as exc:
+            raise SourceError(f"PostgreSQL: {self._describe(exc)}") from None
+        finally:
+            conn.close()
+
     def truncated_since(self, log: LogInfo, after: datetime | None, upto: datetime) -> bool:
         """Whether the table was truncated in the window (after, upto]."""
         rows = self.query(

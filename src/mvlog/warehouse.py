@@ -15,7 +15,8 @@ from typing import Any
 from psycopg2.extensions import parse_dsn
 
 from mvlog.errors import ConfigError, SourceError, WarehouseError
-from mvlog.plan import CHANGED_KEY_PREFIX
+from mvlog.shape import PRESENT
+from mvlog.sqlgen import CHANGED_KEY_PREFIX
 from mvlog.source import SNAPSHOT_ID
 
 COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -195,20 +196,21 @@ class Warehouse:
 
     def merge(self, location: str, df: Any, key_columns: tuple[str, ...], metadata: dict,
               txn: tuple[str, int] | None = None) -> ApplyCounts:
-        """One MERGE on the view key: ``df`` holds changed keys (``_mvlog_key_<i>``) and their
-        current view rows, NULL where the key has no row any more."""
+        """One MERGE on the view key: ``df`` holds affected keys (``_mvlog_key_<i>``) and their
+        current view rows; ``_mvlog_present`` is NULL where the key has no row any more."""
         from delta.tables import DeltaTable
 
         try:
             target = DeltaTable.forPath(self.spark, location)
             table_columns = [f.name for f in target.toDF().schema.fields]
-            value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX)]
+            value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
             if sorted(table_columns) != sorted(value_columns):
                 raise SchemaDrift(f"the columns of {location} differ from the query's columns")
             s = lambda c: f"s.{quote_spark(c)}"  # noqa: E731
             t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
-            on = " AND ".join(f"{t(k)} = {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns))
-            present = f"{s(key_columns[0])} IS NOT NULL"
+            # Null-safe: an aggregate's group key may hold NULLs.
+            on = " AND ".join(f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns))
+            present = f"{s(PRESENT)} IS NOT NULL"
             unchanged = " AND ".join(f"{t(c)} <=> {s(c)}" for c in value_columns)
             values = {quote_spark(c): s(c) for c in value_columns}
             builder = (

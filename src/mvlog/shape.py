@@ -1,0 +1,209 @@
+"""View shapes: how a view's rows are keyed and what SQL reads them.
+
+A shape joins the pure analysis of a query with its logs (primary keys). It says
+which Delta columns identify a view row (the *view key*), which hidden ``_mvlog_``
+columns must be added for that, and — for join and aggregate views — which
+expressions over the FROM items compute the view key of a base-row combination.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from mvlog.analysis import DIALECT, Analysis, ViewClass, identifier_name, projected_columns
+from mvlog.errors import ConfigError
+from mvlog.source import LogInfo
+
+HIDDEN_PREFIX = "_mvlog_"
+PRESENT = "_mvlog_present"
+
+
+def ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    return exp.column(ident(name), table=ident(table) if table else None)
+
+
+@dataclass(frozen=True)
+class TableKey:
+    """One FROM item of a view: its alias, its log, and the key-map columns holding its primary key."""
+
+    alias: str
+    log: LogInfo
+    keymap_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ViewShape:
+    """How a view is keyed and read (plain data: printable, testable without a database)."""
+
+    name: str
+    view_class: ViewClass
+    fast_reasons: tuple[str, ...]
+    logs: tuple[LogInfo, ...]
+    key_columns: tuple[str, ...]  # Delta columns identifying a view row
+    hidden_columns: tuple[str, ...]
+    select_sql: str  # the view query plus hidden key columns
+    tables: tuple[TableKey, ...] = ()  # join and aggregate views: every FROM item
+    key_exprs: tuple[str, ...] = ()  # SQL computing each key column from a base-row combination
+    core_sql: str = ""  # SELECT 1 FROM <from items> WHERE <where>: the rows the view is computed from
+    keymap: str | None = None  # mvlog.<keymap>: base-row keys -> view key, kept at last_V
+    global_aggregate: bool = False
+
+    @property
+    def fast_possible(self) -> bool:
+        return not self.fast_reasons
+
+    @property
+    def keyed(self) -> bool:
+        """Join and aggregate views: affected keys come from the key map as well as the base."""
+        return self.view_class in (ViewClass.JOIN, ViewClass.AGGREGATE) and self.fast_possible
+
+
+def keymap_name(view: str) -> str:
+    digest = hashlib.sha256(view.encode()).hexdigest()[:8]
+    return f"keys$_{view[:40].lower()}_{digest}"
+
+
+def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]) -> ViewShape:
+    """Join the analysis of a view with its logs (``logs_by_alias``: FROM alias -> log)."""
+    logs = tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.tables))
+    reasons = tuple(analysis.reasons)
+    if analysis.view_class is ViewClass.OTHER or reasons:
+        text = analysis.query.strip().rstrip(";").strip()
+        return ViewShape(name, analysis.view_class, reasons, logs, (), (), text)
+    select = analysis.tree.copy()
+    assert isinstance(select, exp.Select)
+    if analysis.view_class is ViewClass.SIMPLE:
+        return _shape_simple(name, analysis, select, logs_by_alias, logs)
+    return _shape_keyed(name, analysis, select, logs_by_alias, logs)
+
+
+def _add_hidden(select: exp.Select, expression: exp.Expression, name: str) -> None:
+    select.select(exp.alias_(expression, ident(name)), copy=False)
+
+
+def _shape_simple(name, analysis, select, logs_by_alias, logs) -> ViewShape:
+    ref = analysis.tables[0]
+    log = logs_by_alias[ref.alias]
+    outputs = projected_columns(select, ref.alias, list(log.key_columns))
+    key_columns, hidden = [], []
+    for pk in log.key_columns:
+        if pk in outputs:
+            key_columns.append(outputs[pk])
+        else:
+            _add_hidden(select, col(pk, ref.alias), HIDDEN_PREFIX + pk)
+            key_columns.append(HIDDEN_PREFIX + pk)
+            hidden.append(HIDDEN_PREFIX + pk)
+    return ViewShape(name, ViewClass.SIMPLE, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT))
+
+
+def _group_expressions(select: exp.Select) -> list[exp.Expression]:
+    group = select.args.get("group")
+    if group is None:
+        return []
+    if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
+        raise _NotKeyable("GROUPING SETS, CUBE and ROLLUP are not incrementally maintainable")
+    result = []
+    for item in group.expressions:
+        if isinstance(item, exp.Literal) and item.is_int:
+            position = int(item.this)
+            if not 1 <= position <= len(select.selects):
+                raise _NotKeyable(f"GROUP BY position {position} is not in the select list")
+            target = select.selects[position - 1]
+            result.append((target.this if isinstance(target, exp.Alias) else target).copy())
+        else:
+            result.append(item.copy())
+    return result
+
+
+class _NotKeyable(Exception):
+    pass
+
+
+def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
+    aggregate = analysis.view_class is ViewClass.AGGREGATE
+    try:
+        groups = _group_expressions(select) if aggregate else []
+    except _NotKeyable as exc:
+        text = analysis.query.strip().rstrip(";").strip()
+        return ViewShape(name, ViewClass.OTHER, (str(exc),), logs, (), (), text)
+
+    tables = []
+    for i, ref in enumerate(analysis.tables):
+        log = logs_by_alias[ref.alias]
+        tables.append(TableKey(ref.alias, log, tuple(f"{HIDDEN_PREFIX}r{i}_{j}" for j in range(len(log.key_columns)))))
+
+    key_columns, hidden, key_exprs = [], [], []
+    if aggregate and not groups:  # a global aggregate: one row, keyed by a constant
+        key_exprs.append(exp.true())
+        _add_hidden(select, exp.true(), HIDDEN_PREFIX + "group")
+        key_columns.append(HIDDEN_PREFIX + "group")
+        hidden.append(HIDDEN_PREFIX + "group")
+    elif aggregate:
+        for i, group in enumerate(groups):
+            output = _output_for(select, group)
+            key_exprs.append(group)
+            if output is None:
+                output = f"{HIDDEN_PREFIX}g{i}"
+                _add_hidden(select, group.copy(), output)
+                hidden.append(output)
+            key_columns.append(output)
+    else:
+        for table in tables:
+            projected = projected_columns(select, table.alias, list(table.log.key_columns))
+            for pk in table.log.key_columns:
+                expression = col(pk, table.alias)
+                key_exprs.append(expression)
+                output = projected.get(pk) if _unambiguous(select, table.alias, pk) else None
+                if output is None or output in key_columns:
+                    output = f"{HIDDEN_PREFIX}{table.alias}_{pk}"
+                    _add_hidden(select, expression.copy(), output)
+                    hidden.append(output)
+                key_columns.append(output)
+
+    core = exp.select(exp.Literal.number(1))
+    core.set("from_", select.args["from_"].copy())
+    if select.args.get("joins"):
+        core.set("joins", [j.copy() for j in select.args["joins"]])
+    if select.args.get("where"):
+        core.set("where", select.args["where"].copy())
+    return ViewShape(
+        name, analysis.view_class, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
+        tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
+        core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
+    )
+
+
+def _unambiguous(select: exp.Select, alias: str, column: str) -> bool:
+    """A projected key column counts only when it is qualified by its alias (joins reuse names)."""
+    for projection in select.selects:
+        target = projection.this if isinstance(projection, exp.Alias) else projection
+        if (isinstance(target, exp.Column) and isinstance(target.this, exp.Identifier)
+                and identifier_name(target.this) == column and target.args.get("table")
+                and identifier_name(target.args["table"]) == alias):
+            return True
+    return False
+
+
+def _output_for(select: exp.Select, group: exp.Expression) -> str | None:
+    """The output column that carries a GROUP BY expression unchanged, if any."""
+    for projection in select.selects:
+        target = projection.this if isinstance(projection, exp.Alias) else projection
+        if target == group:
+            if isinstance(projection, exp.Alias):
+                return identifier_name(projection.args["alias"])
+            if isinstance(target, exp.Column) and isinstance(target.this, exp.Identifier):
+                return identifier_name(target.this)
+    return None
+
+
+def downgrade(shape: ViewShape, query: str, reason: str) -> ViewShape:
+    """The same view as complete-only ("other"), with the reason."""
+    text = query.strip().rstrip(";").strip()
+    return ViewShape(shape.name, ViewClass.OTHER, (reason,), shape.logs, (), (), text)

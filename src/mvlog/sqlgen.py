@@ -1,0 +1,228 @@
+"""SQL that a refresh pushes down to PostgreSQL, built as sqlglot trees.
+
+Every fast read has the same form: *affected view keys* LEFT JOIN *the view
+restricted to those keys*. A key whose right side is missing is deleted from the
+view. Over-approximating the affected keys is always safe (the restricted view is
+exact), so for join and aggregate views they are the union of
+
+- the view keys that the changed base rows produce now (from the base tables), and
+- the view keys they produced at the last refresh (from the view's key map).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlglot import exp
+
+from mvlog.analysis import DIALECT
+from mvlog.shape import HIDDEN_PREFIX, PRESENT, ViewShape, col, ident
+from mvlog.source import LogInfo
+
+CHANGED_KEY_PREFIX = "_mvlog_key_"
+
+
+def _timestamptz(value: datetime) -> exp.Expression:
+    return exp.cast(exp.Literal.string(value.isoformat()), exp.DataType.build("timestamptz", dialect=DIALECT))
+
+
+def _parse(sql: str) -> exp.Select:
+    tree = exp.maybe_parse(sql, dialect=DIALECT)
+    assert isinstance(tree, exp.Select)
+    return tree
+
+
+def _key_names(n: int) -> list[str]:
+    return [f"{CHANGED_KEY_PREFIX}{i}" for i in range(n)]
+
+
+def _in(expressions: list[exp.Expression], query: exp.Query) -> exp.Expression:
+    """``(a, b) IN (SELECT ...)``, or ``a IN (SELECT ...)`` for one expression."""
+    this = expressions[0] if len(expressions) == 1 else exp.Tuple(expressions=expressions)
+    return exp.In(this=this, query=exp.Subquery(this=query))
+
+
+def changed_keys_sql(log: LogInfo, since: datetime | None, upto: datetime) -> exp.Select:
+    """DISTINCT primary keys logged in the window: many changes of one key collapse into one."""
+    condition = exp.and_(
+        exp.NEQ(this=col("dmltype$$"), expression=exp.Literal.string("T")),
+        exp.LTE(this=col("snaptime$$"), expression=_timestamptz(upto)),
+    )
+    if since is not None:
+        condition = exp.and_(condition, exp.GT(this=col("snaptime$$"), expression=_timestamptz(since)))
+    return (
+        exp.select(*[exp.alias_(col(k), ident(n)) for k, n in zip(log.key_columns, _key_names(len(log.key_columns)))])
+        .distinct()
+        .from_(exp.Table(this=ident(log.log_name), db=ident("mvlog")))
+        .where(condition)
+    )
+
+
+def _left_join_keys(keys: exp.Query, current: exp.Query, key_columns: tuple[str, ...], null_safe: bool) -> str:
+    """SELECT k.*, v.* FROM keys k LEFT JOIN current v ON v.<key i> = k._mvlog_key_<i>."""
+    compare = exp.NullSafeEQ if null_safe else exp.EQ
+    on = exp.and_(*[
+        compare(this=col(name, "v"), expression=col(key, "k"))
+        for name, key in zip(key_columns, _key_names(len(key_columns)))
+    ])
+    query = (
+        exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
+        .from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident("k"))))
+        .join(exp.Subquery(this=current, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left")
+    )
+    return query.sql(dialect=DIALECT)
+
+
+def _with_present(select: exp.Select) -> exp.Select:
+    return select.copy().select(exp.alias_(exp.true(), ident(PRESENT)), copy=False)
+
+
+# -- simple views -------------------------------------------------------------------------
+
+def fast_simple_sql(shape: ViewShape, since: datetime | None, upto: datetime) -> str:
+    """Changed keys LEFT JOIN the view: PostgreSQL flattens the view subquery and probes the
+    base table's primary key once per changed key, so only changed rows are read."""
+    (log,) = shape.logs
+    return _left_join_keys(changed_keys_sql(log, since, upto), _with_present(_parse(shape.select_sql)),
+                           shape.key_columns, null_safe=False)
+
+
+# -- join and aggregate views ----------------------------------------------------------------
+
+def keymap_table(shape: ViewShape) -> exp.Table:
+    assert shape.keymap is not None
+    return exp.Table(this=ident(shape.keymap), db=ident("mvlog"))
+
+
+def keymap_key_columns(shape: ViewShape) -> list[str]:
+    """Key-map columns holding the view key (join views: the base keys themselves)."""
+    if shape.view_class.value == "join":
+        return [c for table in shape.tables for c in table.keymap_columns]
+    return [f"{HIDDEN_PREFIX}k{i}" for i in range(len(shape.key_exprs))]
+
+
+def _key_exprs(shape: ViewShape) -> list[exp.Expression]:
+    return [exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs]
+
+
+def _touched(shape: ViewShape, items: list[exp.Expression], since: datetime | None, upto: datetime) -> exp.Query:
+    """``items`` over the view's rows that involve a changed base row (one branch per FROM item)."""
+    branches = []
+    for table in shape.tables:
+        core = _parse(shape.core_sql)
+        core.set("expressions", [item.copy() for item in items])
+        pks = [col(pk, table.alias) for pk in table.log.key_columns]
+        branches.append(core.where(_in(pks, changed_keys_sql(table.log, since, upto)), copy=False))
+    return _union(branches)
+
+
+def _union(branches: list[exp.Query]) -> exp.Query:
+    query = branches[0]
+    for branch in branches[1:]:
+        query = exp.union(query, branch, distinct=True)
+    return query
+
+
+def affected_keys_sql(shape: ViewShape, since: datetime | None, upto: datetime) -> exp.Query:
+    """View keys to recompute: produced by changed rows now, or by them at the last refresh."""
+    names = _key_names(len(shape.key_columns))
+    if shape.global_aggregate:
+        changed = [exp.Exists(this=changed_keys_sql(log, since, upto)) for log in shape.logs]
+        return exp.select(exp.alias_(exp.true(), ident(names[0]))).where(exp.or_(*changed))
+    now = _touched(shape, [exp.alias_(e, ident(n)) for e, n in zip(_key_exprs(shape), names)], since, upto)
+    before = []
+    for table in shape.tables:
+        before.append(
+            exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
+            .from_(keymap_table(shape))
+            .where(_in([col(c) for c in table.keymap_columns], changed_keys_sql(table.log, since, upto)))
+        )
+    return _union([now, *before])
+
+
+def fast_keyed_sql(shape: ViewShape, since: datetime | None, upto: datetime, null_keys: bool = False) -> str:
+    """Affected view keys LEFT JOIN the view restricted to them.
+
+    The restriction is a semi-join ``(key exprs) IN (affected)`` that PostgreSQL can
+    drive through indexes. ``IN`` never matches NULL, so when an affected aggregate key
+    holds a NULL (``null_keys``), a second branch matches those keys null-safely.
+    """
+    affected = exp.select(*[col(n) for n in _key_names(len(shape.key_columns))]).from_("affected")
+    keys = _key_exprs(shape)
+    current = _with_present(_parse(shape.select_sql)).where(_in([k.copy() for k in keys], affected.copy()), copy=False)
+    if null_keys:
+        names = _key_names(len(keys))
+        any_null = exp.or_(*[exp.Is(this=col(n, "a"), expression=exp.Null()) for n in names])
+        matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, "a")) for k, n in zip(keys, names)]
+        nullish = _with_present(_parse(shape.select_sql)).where(
+            exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
+                exp.Table(this=ident("affected"), alias=exp.TableAlias(this=ident("a")))
+            ).where(exp.and_(any_null, *matches))),
+            copy=False,
+        )
+        current = exp.union(current, nullish, distinct=False)
+    keys_query = exp.select(exp.Star()).from_("affected")
+    sql = _left_join_keys(keys_query, current, shape.key_columns, null_safe=True)
+    return exp.maybe_parse(sql, dialect=DIALECT).with_("affected", as_=affected_keys_sql(shape, since, upto)).sql(dialect=DIALECT)
+
+
+def null_keys_check_sql(shape: ViewShape, since: datetime | None, upto: datetime) -> str:
+    """Whether an affected view key holds a NULL (then the null-safe branch is needed)."""
+    names = _key_names(len(shape.key_columns))
+    any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
+    inner = exp.select(exp.Literal.number(1)).from_(
+        exp.Subquery(this=affected_keys_sql(shape, since, upto), alias=exp.TableAlias(this=ident("a")))
+    ).where(any_null)
+    return exp.select(exp.Exists(this=inner)).sql(dialect=DIALECT)
+
+
+# -- the key map ------------------------------------------------------------------------------
+
+def _keymap_items(shape: ViewShape) -> list[exp.Expression]:
+    items = [
+        exp.alias_(col(pk, table.alias), ident(c))
+        for table in shape.tables for pk, c in zip(table.log.key_columns, table.keymap_columns)
+    ]
+    if shape.view_class.value != "join":
+        items += [exp.alias_(e, ident(n)) for e, n in zip(_key_exprs(shape), keymap_key_columns(shape))]
+    return items
+
+
+def keymap_probe_sql(shape: ViewShape) -> str:
+    """The key map's defining query (used to check, at apply time, that PostgreSQL accepts it)."""
+    core = _parse(shape.core_sql)
+    core.set("expressions", _keymap_items(shape))
+    return core.sql(dialect=DIALECT)
+
+
+def keymap_rebuild_sql(shape: ViewShape) -> list[str]:
+    """Statements that (re)build the key map from the current base tables."""
+    table = keymap_table(shape)
+    core = _parse(shape.core_sql)
+    core.set("expressions", _keymap_items(shape))
+    statements = [
+        f"DROP TABLE IF EXISTS {table.sql(dialect=DIALECT)}",
+        f"CREATE TABLE {table.sql(dialect=DIALECT)} AS {core.sql(dialect=DIALECT)}",
+    ]
+    for i, t in enumerate(shape.tables):
+        index = ident(f"{shape.keymap}_{i}")
+        columns = ", ".join(ident(c).sql(dialect=DIALECT) for c in t.keymap_columns)
+        statements.append(f"CREATE INDEX {index.sql(dialect=DIALECT)} ON {table.sql(dialect=DIALECT)} ({columns})")
+    return statements
+
+
+def keymap_update_sql(shape: ViewShape, since: datetime | None, upto: datetime) -> list[str]:
+    """Statements that bring the key map from the last refresh to the window's end: forget the
+    rows of changed base keys, then add what those keys produce now."""
+    table = keymap_table(shape)
+    statements = []
+    for t in shape.tables:
+        condition = _in([col(c) for c in t.keymap_columns], changed_keys_sql(t.log, since, upto))
+        statements.append(exp.delete(table, where=condition).sql(dialect=DIALECT))
+    insert = exp.insert(_touched(shape, _keymap_items(shape), since, upto), table)
+    statements.append(insert.sql(dialect=DIALECT))
+    return statements
+
+
+def drop_keymap_sql(name: str) -> str:
+    return f"DROP TABLE IF EXISTS {exp.Table(this=ident(name), db=ident('mvlog')).sql(dialect=DIALECT)}"
