@@ -329,6 +329,12 @@ class Source:
                 )
             cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)",
                         (stamp, [log.log_name for log in ordered]))
+        # Fresh statistics: the planner must know the window holds few keys, or it prefers
+        # hash joins over index probes and scans whole base tables (ANALYZE samples, so
+        # even a large log costs little).
+        with self.transaction() as cur:
+            for log in ordered:
+                cur.execute(sql.SQL("ANALYZE {}").format(log.identifier))
         return stamp
 
     @contextlib.contextmanager

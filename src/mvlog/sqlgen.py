@@ -208,6 +208,7 @@ def keymap_rebuild_sql(shape: ViewShape) -> list[str]:
         index = ident(f"{shape.keymap}_{i}")
         columns = ", ".join(ident(c).sql(dialect=DIALECT) for c in t.keymap_columns)
         statements.append(f"CREATE INDEX {index.sql(dialect=DIALECT)} ON {table.sql(dialect=DIALECT)} ({columns})")
+    statements.append(f"ANALYZE {table.sql(dialect=DIALECT)}")
     return statements
 
 
