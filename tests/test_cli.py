@@ -137,3 +137,33 @@ def test_apply_refresh_status_json(db, tmp_path):
     assert status["logs"][0]["rows"] == 0  # purged after both views consumed
     human = run(config, "status")
     assert human.returncode == 0 and "evens" in human.stdout and "fresh" in human.stdout
+
+
+def test_explain_each_class_and_unsupported_shapes(db, tmp_path):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, g int, x numeric(8,2), d date); "
+               "CREATE TABLE u (id int PRIMARY KEY, t_id int, y int); CREATE TABLE nolog (id int PRIMARY KEY)")
+    views = {
+        "simple": ("SELECT id, x * 2 AS x2 FROM t WHERE g > 0", True, "primary key"),
+        "joined": ("SELECT t.id, u.y FROM t JOIN u ON u.t_id = t.id", True, "key map"),
+        "agg": ("SELECT g, min(x), max(x) FROM t GROUP BY g HAVING count(*) > 1", True, "MIN and MAX stay exact"),
+        "outer": ("SELECT t.id, u.y FROM t LEFT JOIN u ON u.t_id = t.id", False, "LEFT OUTER JOIN is not incrementally maintainable"),
+        "windowed": ("SELECT id, rank() OVER (ORDER BY x) AS r FROM t", False, "window functions are not incrementally maintainable"),
+        "limited": ("SELECT id FROM t ORDER BY x LIMIT 10", False, "LIMIT/OFFSET is not incrementally maintainable"),
+        "clock": ("SELECT id FROM t WHERE d > now()", False, "non-deterministic function"),
+        "unlogged": ("SELECT t.id FROM t JOIN nolog n ON n.id = t.id", False, "table public.nolog has no materialized view log"),
+    }
+    config = write_config(tmp_path, db.dsn, ["t", "u"], [{"name": n, "query": q} for n, (q, _, _) in views.items()])
+    # apply refuses the view over the unlogged table; explain still explains it
+    assert_one_line_error(run(config, "apply"), 2, "table public.nolog has no materialized view log")
+    for name, (_, fast, reason) in views.items():
+        result = run(config, "explain", name, "--json")
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)
+        caps = {c["name"]: c for c in data["capabilities"]}
+        assert caps["REFRESH_COMPLETE"]["possible"] is True
+        for cap in ("REFRESH_FAST", "REFRESH_FAST_AFTER_INSERT", "REFRESH_FAST_AFTER_ANY_DML"):
+            assert caps[cap]["possible"] is fast, (name, cap)
+        assert reason in caps["REFRESH_FAST"]["reason"] + caps["REFRESH_FAST_AFTER_ANY_DML"]["reason"], (name, caps)
+    assert json.loads(run(config, "explain", "agg", "--json").stdout)["class"] == "aggregate"
+    human = run(config, "explain", "outer")
+    assert human.returncode == 0 and "REFRESH_FAST" in human.stdout and "LEFT OUTER JOIN" in human.stdout

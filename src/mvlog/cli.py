@@ -155,6 +155,26 @@ def plan(ctx: click.Context, view: str, as_json: bool, complete: bool) -> None:
 
 
 @cli.command()
+@click.argument("view")
+@click.option("--json", "as_json", is_flag=True, help="Print the capabilities as JSON.")
+@click.pass_context
+def explain(ctx: click.Context, view: str, as_json: bool) -> None:
+    """Which refresh capabilities VIEW has, and why not (like Oracle's EXPLAIN_MVIEW)."""
+    result = _project(ctx).explain(view)
+    if as_json:
+        _emit_json(result.to_json())
+        return
+    out.print(f"view {result.view}: {result.view_class}, refresh {result.refresh}, "
+              f"key {', '.join(result.key) or '-'}, tables {', '.join(result.base_tables)}", markup=False)
+    table = Table(show_edge=False)
+    for column in ("capability", "possible", "reason"):
+        table.add_column(column, no_wrap=column != "reason")
+    for cap in result.capabilities:
+        table.add_row(cap.name, "[green]Y[/green]" if cap.possible else "[red]N[/red]", cap.reason)
+    out.print(table)
+
+
+@cli.command()
 @click.pass_context
 def purge(ctx: click.Context) -> None:
     """Delete log rows that every dependent view has consumed."""

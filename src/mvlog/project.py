@@ -23,7 +23,7 @@ from mvlog.errors import ConcurrentRefreshError, ConfigError, MvlogError, Refres
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.shape import HIDDEN_PREFIX, ViewShape, downgrade, keymap_name, shape_view
 from mvlog import sqlgen
-from mvlog.source import LogInfo, Source, TableInfo
+from mvlog.source import LogInfo, Source, TableInfo, log_name_for
 from mvlog.warehouse import ApplyCounts, JdbcSource, SchemaDrift, Warehouse
 
 VIEW_LOCK_NAMESPACE = 0x6D767677  # "mvvw": advisory lock held for the whole refresh of a view
@@ -100,7 +100,8 @@ class Project:
 
     # -- the catalog side of apply ---------------------------------------------------
 
-    def _view_shape(self, cur: Any, index: int, view: ViewConfig, logs: dict[int, LogInfo]) -> tuple[ViewShape, list[str]]:
+    def _view_shape(self, cur: Any, index: int, view: ViewConfig, logs: dict[int, LogInfo],
+                    check_fast: bool = True) -> tuple[ViewShape, list[str]]:
         """Analyse and validate a view against the database; returns its shape and output columns."""
         where = f"views[{index}] ({view.name})"
         try:
@@ -134,7 +135,7 @@ class Project:
                 self.source.describe_query(cur, sqlgen.keymap_probe_sql(shape))
             except ConfigError as exc:
                 shape = downgrade(shape, view.query, f"mvlog cannot key this view for fast refresh: {exc}")
-        if view.refresh is RefreshMethod.FAST and not shape.fast_possible:
+        if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
             raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
         return shape, columns
 
@@ -534,6 +535,40 @@ class Project:
         if not self.source.is_installed():
             raise UsageError("mvlog is not installed in this database yet; run 'mvlog apply' first")
         return self.source.purge(list(self.source.logs().values()))
+
+    def explain(self, name: str) -> "Explanation":
+        """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW)."""
+        from mvlog.explain import explain
+
+        view = self._select_views([name], None)[0]
+        index = self.config.views.index(view)
+        analysis = analyze(view.query)
+        conn = self.source.conn
+        try:
+            with conn.cursor() as cur:
+                logs = self._declared_logs(cur)
+                missing = []
+                for ref in analysis.tables:
+                    table = self.source.resolve_table(cur, ref.schema, ref.name)
+                    if table is None:
+                        raise ConfigError(f"views[{index}] ({view.name}): table {ref.display} does not exist")
+                    if table.oid not in logs:
+                        missing.append(table.qualified)
+                shape = None if missing else self._view_shape(cur, index, view, logs, check_fast=False)[0]
+        finally:
+            conn.rollback()
+        return explain(view.name, view.refresh.value, analysis, shape, missing)
+
+    def _declared_logs(self, cur: Any) -> dict[int, LogInfo]:
+        """Logs as they are, or as ``apply`` would create them for the tables under ``logs:``."""
+        logs = {log.table_oid: log for log in self.source.logs().values()} if self.source.is_installed() else {}
+        for entry in self.config.logs:
+            refs = analyze(f"SELECT * FROM {entry.table}").tables
+            table = self.source.resolve_table(cur, refs[0].schema, refs[0].name) if len(refs) == 1 else None
+            if table is not None and table.key and table.oid not in logs:
+                logs[table.oid] = LogInfo(table.schema, table.name, log_name_for(table),
+                                          tuple(c.name for c in table.key), tuple(c.type for c in table.key), table.oid)
+        return logs
 
     def plan(self, name: str, complete: bool = False) -> RefreshPlan:
         """The plan the next refresh of a view would follow (nothing is read or written)."""

@@ -1,0 +1,64 @@
+"""``mvlog explain``: Oracle EXPLAIN_MVIEW-style refresh capabilities of a view, each with its reason."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from mvlog.analysis import Analysis, ViewClass
+from mvlog.shape import ViewShape
+
+KEY_MAP_NOTE = ("old view keys come from mvlog's key map (base keys -> view key), because the logs hold "
+                "primary keys only")
+
+
+@dataclass
+class Capability:
+    name: str
+    possible: bool
+    reason: str
+
+
+@dataclass
+class Explanation:
+    view: str
+    view_class: str
+    refresh: str
+    base_tables: list[str]
+    key: list[str]
+    capabilities: list[Capability] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["class"] = data.pop("view_class")
+        return data
+
+
+def explain(view: str, refresh: str, analysis: Analysis, shape: ViewShape | None, missing_logs: list[str]) -> Explanation:
+    """Capabilities of a view. ``shape`` is None when a base table has no log (``missing_logs``)."""
+    tables = [t.display for t in analysis.tables]
+    result = Explanation(view, (shape.view_class if shape else analysis.view_class).value, refresh, tables,
+                         list(shape.key_columns) if shape else [])
+    add = lambda name, ok, why: result.capabilities.append(Capability(name, ok, why))  # noqa: E731
+    add("REFRESH_COMPLETE", True, "the query can always be recomputed and the Delta table replaced atomically")
+    if missing_logs:
+        why = "; ".join(f"table {t} has no materialized view log" for t in missing_logs)
+        fast = False
+    elif not shape.fast_possible:
+        why, fast = "; ".join(shape.fast_reasons), False
+    elif shape.view_class is ViewClass.SIMPLE:
+        why, fast = "changed keys are joined back to the table through its primary key", True
+    elif shape.global_aggregate:
+        why, fast = "a global aggregate is recomputed whenever any of its tables changed", True
+    elif shape.view_class is ViewClass.AGGREGATE:
+        why, fast = "the groups of changed rows, before and after the change, are recomputed exactly; " + KEY_MAP_NOTE, True
+    else:
+        why, fast = "view rows involving a changed row of any table are recomputed; " + KEY_MAP_NOTE, True
+    add("REFRESH_FAST", fast, why)
+    add("REFRESH_FAST_AFTER_INSERT", fast, why if not fast else "inserts are handled like any change")
+    add("REFRESH_FAST_AFTER_ONETAB_DML", fast, why if not fast else "DML on one table is handled like any change")
+    any_dml = "inserts, updates (including primary-key updates) and deletes on every table"
+    if shape is not None and shape.view_class is ViewClass.AGGREGATE:
+        any_dml += "; MIN and MAX stay exact after deletes because affected groups are recomputed"
+    add("REFRESH_FAST_AFTER_ANY_DML", fast, why if not fast else any_dml)
+    add("REFRESH_FAST_PCT", False, "partition change tracking does not apply: changes are tracked per primary key")
+    return result
