@@ -185,11 +185,13 @@ def purge(ctx: click.Context) -> None:
 @cli.command()
 @click.option("--keep", is_flag=True, help="Keep the PostgreSQL cluster and warehouse afterwards (prints where).")
 @click.option("--warehouse", metavar="DIR", help="Warehouse directory (default: a temporary directory).")
-def demo(keep: bool, warehouse: str | None) -> None:
+@click.option("--example", type=click.Choice(["shop", "tpch"]), default="shop", show_default=True,
+              help="shop: simple views; tpch: join and aggregate views.")
+def demo(keep: bool, warehouse: str | None, example: str) -> None:
     """The whole loop on a throwaway PostgreSQL and a local warehouse."""
     from mvlog.demo import run_demo
 
-    run_demo(keep=keep, warehouse=warehouse, console=out)
+    run_demo(keep=keep, warehouse=warehouse, console=out, example=example)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,19 @@ from mvlog.config import load_config
 from mvlog.pgtemp import TempPostgres
 from mvlog.project import Project
 
-SHOWN_VIEW = "open_orders"
+EXAMPLES = {
+    "shop": {
+        "show": "open_orders",
+        "loaded": "200 customers, 2000 orders",
+        "changes": "2 orders inserted, 4 status changes, 1 primary-key update, 2 deletes, 1 customer renamed",
+    },
+    "tpch": {
+        "show": "revenue_by_nation",
+        "loaded": "25 nations, 1000 customers, 10000 orders, about 40000 line items",
+        "changes": "a new order with 3 lines, 3 orders closed, a customer moved, a nation renamed, "
+                   "an order deleted, a line-item key update, lines returned",
+    },
+}
 
 
 def examples_dir() -> Path:
@@ -48,17 +60,19 @@ def _results(console: Console, results: list) -> None:
     console.print(table)
 
 
-def run_demo(keep: bool = False, warehouse: str | None = None, console: Console | None = None) -> None:
-    """Start PostgreSQL, load the shop, apply, change data, fast-refresh, show before and after."""
+def run_demo(keep: bool = False, warehouse: str | None = None, console: Console | None = None,
+             example: str = "shop") -> None:
+    """Start PostgreSQL, load an example, apply, change data, fast-refresh, show before and after."""
     console = console or Console(width=None if sys.stdout.isatty() else 160)
-    shop = examples_dir() / "shop"
+    shop = examples_dir() / example
+    facts = EXAMPLES[example]
     workdir = Path(tempfile.mkdtemp(prefix="mvlog-demo-"))
     console.print("[bold]1. Starting a throwaway PostgreSQL[/bold]")
     pg = TempPostgres().start()
     try:
         with psycopg2.connect(pg.dsn()) as conn, conn.cursor() as cur:
             cur.execute((shop / "schema.sql").read_text())
-        console.print(f"   PostgreSQL on 127.0.0.1:{pg.port}, shop data loaded (200 customers, 2000 orders)")
+        console.print(f"   PostgreSQL on 127.0.0.1:{pg.port}, {example} data loaded ({facts['loaded']})")
         config_text = (shop / "mvlog.yaml").read_text()
         if warehouse:
             config_text = config_text.replace("warehouse: ./warehouse", f"warehouse: {Path(warehouse).resolve()}")
@@ -69,17 +83,17 @@ def run_demo(keep: bool = False, warehouse: str | None = None, console: Console 
             console.print("[bold]2. mvlog apply[/bold]: logs, triggers and a complete build of every view")
             report = project.apply()
             _results(console, report.builds)
-            _show(console, project, SHOWN_VIEW, "before")
-            console.print("[bold]3. Changing the shop[/bold] (examples/shop/changes.sql)")
+            _show(console, project, facts["show"], "before")
+            console.print(f"[bold]3. Changing the data[/bold] (examples/{example}/changes.sql)")
             with psycopg2.connect(pg.dsn()) as conn:
                 conn.autocommit = True
                 with conn.cursor() as cur:
                     cur.execute((shop / "changes.sql").read_text())
-            console.print("   2 orders inserted, 4 status changes, 1 primary-key update, 2 deletes, 1 customer renamed")
+            console.print(f"   {facts['changes']}")
             console.print("[bold]4. mvlog refresh[/bold]: fast refresh from the logs")
             results = project.refresh(raise_on_error=True)
             _results(console, results)
-            _show(console, project, SHOWN_VIEW, "after")
+            _show(console, project, facts["show"], "after")
             console.print("[bold]5. mvlog status[/bold]")
             for view in project.status()["views"]:
                 console.print(f"   {view['name']}: {view['staleness']}, {view['rows']} rows, last {view['last_method']}")
