@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import hashlib
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,7 @@ from mvlog.errors import ConcurrentRefreshError, ConfigError, MvlogError, Refres
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.shape import HIDDEN_PREFIX, ViewShape, downgrade, keymap_name, shape_view
 from mvlog import sqlgen
+from mvlog.faults import checkpoint
 from mvlog.source import LogInfo, Source, TableInfo, log_name_for
 from mvlog.warehouse import ApplyCounts, JdbcSource, SchemaDrift, Warehouse
 
@@ -345,7 +347,9 @@ class Project:
                     plans.append((view, state, plan_refresh(shape, location, method, state["last_snaptime"],
                                                             state["needs_complete"], table_exists)))
                 logs = list({log.log_name: log for _, _, p in plans for log in p.logs}.values())
+                self._close_interrupted([v.name for v in views])
                 stamp = self.source.stamp(logs)
+                checkpoint("after_stamp")
                 results = []
                 with self.source.exported_snapshot() as snapshot:
                     for view, state, plan in plans:
@@ -370,8 +374,10 @@ class Project:
             row_count = counts.rows_inserted
         else:
             row_count = (state["row_count"] or 0) + counts.rows_inserted - counts.rows_deleted
+        checkpoint("after_delta_commit")
         try:
             self._finish(view, plan, stamp, snapshot, row_count)
+            checkpoint("after_record")
         except MvlogError as exc:
             self._history_end(history_id, "failed", counts, error=str(exc))
             return RefreshResult(view.name, plan.method, plan.reason, stamp, error=str(exc),
@@ -427,6 +433,10 @@ class Project:
                     cur.execute(sqlgen.null_keys_check_sql(plan.shape, plan.since, stamp))
                     null_keys = bool(cur.fetchone()[0])
             df = self.warehouse.read(self.jdbc, plan.read_sql(stamp, null_keys), snapshot)
+            if os.environ.get("MVLOG_FAULT") == "after_read":
+                df = df.cache()
+                df.count()  # really read it, then die before Delta is touched
+            checkpoint("after_read")
             try:
                 return self.warehouse.merge(plan.location, df, plan.key_columns, metadata, txn), plan
             except SchemaDrift as exc:
@@ -436,6 +446,7 @@ class Project:
                 metadata["method"] = "complete"
         self.progress(f"{view.name}: complete refresh")
         df = self.warehouse.read(self.jdbc, plan.read_sql(stamp), snapshot)
+        checkpoint("after_read")
         return self.warehouse.replace(plan.location, df, metadata, txn), plan
 
     def _window_has_rows(self, plan: RefreshPlan, stamp: datetime) -> bool:
@@ -448,6 +459,15 @@ class Project:
             if rows[0][0]:
                 return True
         return False
+
+    def _close_interrupted(self, names: list[str]) -> None:
+        """Refreshes still 'running' while we hold the view locks died (killed, crashed): say so."""
+        self.source.query(
+            "UPDATE mvlog.refresh_history SET status = 'failed', finished_at = clock_timestamp(), "
+            "error = 'interrupted: the refresh process ended before finishing' "
+            "WHERE view_name = ANY(%s) AND status = 'running'",
+            (names,),
+        )
 
     def _history_start(self, view: str, plan: RefreshPlan, stamp: datetime) -> int:
         rows = self.source.query(

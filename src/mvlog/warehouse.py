@@ -220,19 +220,20 @@ class Warehouse:
                 .whenMatchedUpdate(condition=f"{present} AND NOT ({unchanged})", set=values)
                 .whenNotMatchedInsert(condition=present, values=values)
             )
-            result = self._with_commit(metadata, txn, builder.execute)
-            history = target.history(1).collect()[0]
+            rows = self._with_commit(metadata, txn, lambda: builder.execute().collect())
+            if not rows:  # Delta skipped the commit: this (txnAppId, txnVersion) was applied already
+                return ApplyCounts()
+            metrics = target.history(1).collect()[0]["operationMetrics"] or {}
         except (SchemaDrift, SourceError, WarehouseError):
             raise
         except Exception as exc:
             raise self._fail(f"merging into {location} failed", exc) from None
-        metrics = history["operationMetrics"] or {}
-        row = result.collect()[0] if result is not None else None
+        row = rows[0]
         return ApplyCounts(
             keys_read=int(metrics.get("numSourceRows", 0)),
-            rows_inserted=int(row["num_inserted_rows"]) if row else int(metrics.get("numTargetRowsInserted", 0)),
-            rows_updated=int(row["num_updated_rows"]) if row else int(metrics.get("numTargetRowsUpdated", 0)),
-            rows_deleted=int(row["num_deleted_rows"]) if row else int(metrics.get("numTargetRowsDeleted", 0)),
+            rows_inserted=int(row["num_inserted_rows"]),
+            rows_updated=int(row["num_updated_rows"]),
+            rows_deleted=int(row["num_deleted_rows"]),
         )
 
     def row_count(self, location: str) -> int:
