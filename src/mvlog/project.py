@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import os
 import hashlib
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -63,6 +64,15 @@ class ApplyReport:
     builds: list[RefreshResult] = field(default_factory=list)
 
 
+@dataclass
+class ViewCheck:
+    """A view checked against the catalog: its shape, output signature and tables whose key changed."""
+
+    shape: ViewShape
+    signature: str
+    key_changed: list[str]
+
+
 def _definition_hash(view: ViewConfig) -> str:
     return hashlib.sha256(view.query.strip().encode()).hexdigest()[:16]
 
@@ -103,14 +113,15 @@ class Project:
     # -- the catalog side of apply ---------------------------------------------------
 
     def _view_shape(self, cur: Any, index: int, view: ViewConfig, logs: dict[int, LogInfo],
-                    check_fast: bool = True) -> tuple[ViewShape, list[str]]:
-        """Analyse and validate a view against the database; returns its shape and output columns."""
+                    check_fast: bool = True) -> "ViewCheck":
+        """Analyse and validate a view against the database: its shape, output signature, key changes."""
         where = f"views[{index}] ({view.name})"
         try:
             analysis = analyze(view.query)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         by_alias: dict[str, LogInfo] = {}
+        key_changed: list[str] = []
         for ref in analysis.tables:
             table = self.source.resolve_table(cur, ref.schema, ref.name)
             if table is None:
@@ -120,8 +131,11 @@ class Project:
                     f"{where}: table {table.qualified} has no materialized view log; add it under logs:"
                 )
             by_alias[ref.alias] = logs[table.oid]
+            if tuple(c.name for c in table.key) != logs[table.oid].key_columns:
+                key_changed.append(table.qualified)
         try:
-            columns = [name for name, _ in self.source.describe_query(cur, view.query)]
+            described = self.source.describe_query(cur, view.query)
+            columns = [d[0] for d in described]
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         duplicates = sorted({c for c in columns if columns.count(c) > 1})
@@ -139,7 +153,7 @@ class Project:
                 shape = downgrade(shape, view.query, f"mvlog cannot key this view for fast refresh: {exc}")
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
             raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
-        return shape, columns
+        return ViewCheck(shape, json.dumps(described), key_changed)
 
     def _apply_catalog(self, cur: Any, report: ApplyReport) -> None:
         self.source.install_schema(cur)
@@ -165,7 +179,7 @@ class Project:
         cur.execute("SELECT name, definition_hash FROM mvlog.views")
         registered = dict(cur.fetchall())
         for index, view in enumerate(self.config.views):
-            shape, _ = self._view_shape(cur, index, view, logs)
+            shape = self._view_shape(cur, index, view, logs).shape
             digest = _definition_hash(view)
             changed = registered.get(view.name) != digest
             cur.execute(
@@ -278,23 +292,40 @@ class Project:
 
     def _registered_state(self, name: str) -> dict[str, Any]:
         rows = self.source.query(
-            "SELECT last_snaptime, needs_complete, row_count, definition_hash FROM mvlog.views WHERE name = %s", (name,)
+            "SELECT last_snaptime, needs_complete, row_count, definition_hash, output_signature, last_refresh_at "
+            "FROM mvlog.views WHERE name = %s", (name,)
         )
         if not rows:
             raise UsageError(f"view {name} is not registered yet; run 'mvlog apply' first")
-        last, needs, count, digest = rows[0]
-        return {"last_snaptime": last, "needs_complete": needs, "row_count": count, "definition_hash": digest}
+        keys = ("last_snaptime", "needs_complete", "row_count", "definition_hash", "output_signature", "last_refresh_at")
+        return dict(zip(keys, rows[0]))
 
-    def _shape(self, view: ViewConfig) -> ViewShape:
+    def _check(self, view: ViewConfig) -> "ViewCheck":
+        """The view against today's catalog; a query that no longer works makes the view invalid."""
         logs = {log.table_oid: log for log in self.source.logs().values()}
         index = self.config.views.index(view)
         conn = self.source.conn
         try:
             with conn.cursor() as cur:
-                shape, _ = self._view_shape(cur, index, view, logs)
+                return self._view_shape(cur, index, view, logs)
+        except ConfigError as exc:
+            reason = str(exc).split(": ", 1)[-1]
+            raise RefreshError(f"view {view.name} is invalid: {reason} (a base table changed; fix the query or "
+                               f"the table, then run 'mvlog apply')") from None
         finally:
             conn.rollback()
-        return shape
+
+    def _needs_complete(self, view: ViewConfig, state: dict, check: "ViewCheck") -> str | None:
+        """Why the next refresh must be complete: recorded, or a base table's DDL since the last refresh."""
+        if state["needs_complete"]:
+            return state["needs_complete"]
+        if check.key_changed:
+            return f"the primary key of {check.key_changed[0]} changed"
+        if state["output_signature"] and state["output_signature"] != check.signature:
+            ddl = self.source.ddl_since([log.table_oid for log in check.shape.logs], state["last_refresh_at"])
+            what = f" ({ddl[-1][1]} on {ddl[-1][2]})" if ddl else ""
+            return f"the columns of its query changed{what}"
+        return None
 
     @contextlib.contextmanager
     def _view_locks(self, names: list[str]) -> Iterator[None]:
@@ -315,6 +346,7 @@ class Project:
                 raise_on_error: bool = False) -> list[RefreshResult]:
         """Refresh views: named ones, a group's, or all. Views of one group share one stamp and snapshot."""
         views = self._select_views(names, group)
+        self.source.check_schema()
         batches: dict[str | None, list[ViewConfig]] = {}
         for view in views:
             batches.setdefault(view.group, []).append(view)
@@ -338,14 +370,16 @@ class Project:
                     state = self._registered_state(view.name)
                     if state["definition_hash"] != _definition_hash(view):
                         raise RefreshError(f"view {view.name} changed in the configuration; run 'mvlog apply' first")
-                    shape = self._shape(view)
+                    check = self._check(view)
+                    shape = check.shape
+                    needs_complete = self._needs_complete(view, state, check)
                     location = self.config.warehouse_uri + "/" + view.name
                     method = RefreshMethod.COMPLETE if complete else view.refresh
                     # Only a fast refresh needs the Delta table to be there already.
                     might_be_fast = method is not RefreshMethod.COMPLETE and state["last_snaptime"] is not None
                     table_exists = self.warehouse.exists(location) if might_be_fast else True
                     plans.append((view, state, plan_refresh(shape, location, method, state["last_snaptime"],
-                                                            state["needs_complete"], table_exists)))
+                                                            needs_complete, table_exists)))
                 logs = list({log.log_name: log for _, _, p in plans for log in p.logs}.values())
                 self._close_interrupted([v.name for v in views])
                 stamp = self.source.stamp(logs)
@@ -399,13 +433,16 @@ class Project:
                     cur.execute(statement)
             elif plan.method == "complete":
                 cur.execute(sqlgen.drop_keymap_sql(keymap_name(view.name)))
+            signature = None
+            if plan.method == "complete":  # the columns the Delta table now has
+                signature = json.dumps(self.source.describe_query(cur, view.query))
             cur.execute(
                 """
-                UPDATE mvlog.views SET last_snaptime = %s, last_refresh_at = now(), last_method = %s,
-                       needs_complete = NULL, row_count = %s
+                UPDATE mvlog.views SET last_snaptime = %s, last_refresh_at = clock_timestamp(), last_method = %s,
+                       needs_complete = NULL, row_count = %s, output_signature = coalesce(%s, output_signature)
                 WHERE name = %s
                 """,
-                (stamp, plan.method, row_count, view.name),
+                (stamp, plan.method, row_count, signature, view.name),
             )
 
     def _check_truncate(self, view: ViewConfig, plan: RefreshPlan, stamp: datetime) -> RefreshPlan:
@@ -496,8 +533,7 @@ class Project:
 
     def status(self) -> dict[str, Any]:
         """Views (staleness, pending changes, rows) and logs (size, oldest unconsumed change)."""
-        if not self.source.is_installed():
-            raise UsageError("mvlog is not installed in this database yet; run 'mvlog apply' first")
+        self.source.check_schema()
         logs = self.source.logs()
         view_rows = self.source.query(
             """
@@ -513,7 +549,17 @@ class Project:
         for (name, location, method, view_class, fast_reason, last_at, last_method, last_snap, needs, rows,
              group, tables) in view_rows:
             pending = sum(self.source.pending_rows(logs[t], last_snap) for t in tables if t in logs)
-            if needs or last_snap is None:
+            invalid = None
+            try:
+                view_config = self.config.view(name)
+                needs = needs or self._needs_complete(view_config, self._registered_state(name), self._check(view_config))
+            except KeyError:
+                pass  # registered, but no longer in this configuration
+            except RefreshError as exc:
+                invalid = str(exc)
+            if invalid:
+                staleness, needs = "invalid", invalid
+            elif needs or last_snap is None:
                 staleness = "needs_complete"
             elif pending:
                 staleness = "stale"
@@ -552,8 +598,7 @@ class Project:
 
     def purge(self) -> dict[str, int]:
         """Delete log rows every dependent view has consumed."""
-        if not self.source.is_installed():
-            raise UsageError("mvlog is not installed in this database yet; run 'mvlog apply' first")
+        self.source.check_schema()
         return self.source.purge(list(self.source.logs().values()))
 
     def explain(self, name: str) -> "Explanation":
@@ -574,7 +619,7 @@ class Project:
                         raise ConfigError(f"views[{index}] ({view.name}): table {ref.display} does not exist")
                     if table.oid not in logs:
                         missing.append(table.qualified)
-                shape = None if missing else self._view_shape(cur, index, view, logs, check_fast=False)[0]
+                shape = None if missing else self._view_shape(cur, index, view, logs, check_fast=False).shape
         finally:
             conn.rollback()
         return explain(view.name, view.refresh.value, analysis, shape, missing)
@@ -594,7 +639,8 @@ class Project:
         """The plan the next refresh of a view would follow (nothing is read or written)."""
         view = self._select_views([name], None)[0]
         state = self._registered_state(view.name)
-        shape = self._shape(view)
+        check = self._check(view)
         method = RefreshMethod.COMPLETE if complete else view.refresh
         location = self.config.warehouse_uri + "/" + view.name
-        return plan_refresh(shape, location, method, state["last_snaptime"], state["needs_complete"], True)
+        return plan_refresh(check.shape, location, method, state["last_snaptime"],
+                            self._needs_complete(view, state, check), True)

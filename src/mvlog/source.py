@@ -21,6 +21,7 @@ from psycopg2 import sql
 from mvlog.errors import ConfigError, SourceError
 
 SENTINEL = "4000-01-01 00:00:00+00"
+SCHEMA_VERSION = 2  # the newest sql/NNN_*.sql catalog version
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of mvlog's two-int advisory locks
 SNAPSHOT_ID = re.compile(r"^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$")
 
@@ -174,9 +175,30 @@ class Source:
     def is_installed(self) -> bool:
         return bool(self.query("SELECT to_regclass('mvlog.views') IS NOT NULL")[0][0])
 
-    def install_schema(self, cur: psycopg2.extensions.cursor) -> None:
-        """Create or upgrade the mvlog schema (inside the caller's transaction)."""
+    def check_schema(self) -> None:
+        """Refuse to work on a catalog that is missing or older than this mvlog."""
+        from mvlog.errors import UsageError
+
+        if not self.is_installed():
+            raise UsageError("mvlog is not installed in this database yet; run 'mvlog apply' first")
+        version = self.query("SELECT max(version) FROM mvlog.schema_version")[0][0] or 0
+        if version < SCHEMA_VERSION:
+            raise UsageError(f"the mvlog catalog in this database is version {version}, this mvlog needs "
+                             f"{SCHEMA_VERSION}; run 'mvlog apply' to upgrade it")
+
+    def install_schema(self, cur: psycopg2.extensions.cursor) -> bool:
+        """Create or upgrade the mvlog schema (inside the caller's transaction).
+
+        Returns whether DDL capture (event triggers, superuser only) is installed.
+        """
         cur.execute(read_sql("001_schema.sql"))
+        cur.execute(read_sql("002_ddl_capture.sql"))
+        cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        if cur.fetchone()[0]:
+            cur.execute(read_sql("003_event_triggers.sql"))
+            return True
+        cur.execute("SELECT count(*) = 2 FROM pg_event_trigger WHERE evtname IN ('mvlog_capture_ddl', 'mvlog_capture_drop')")
+        return bool(cur.fetchone()[0])
 
     def resolve_table(self, cur: psycopg2.extensions.cursor, schema: str | None, name: str) -> TableInfo | None:
         """Look a table up as PostgreSQL would (search_path when unqualified)."""
@@ -211,13 +233,13 @@ class Source:
         key = tuple(Column(r[0], r[1]) for r in sorted((r for r in rows if r[2] is not None), key=lambda r: r[2]))
         return TableInfo(nspname, relname, oid, columns, key)
 
-    def describe_query(self, cur: psycopg2.extensions.cursor, query: str) -> list[tuple[str, int]]:
-        """Output column names and type oids of a query, without running it."""
+    def describe_query(self, cur: psycopg2.extensions.cursor, query: str) -> list[tuple]:
+        """Output columns of a query, without running it: (name, type oid, size, precision, scale)."""
         cur.execute("SAVEPOINT mvlog_describe")
         try:
             text = query.strip().rstrip(";").strip()
             cur.execute(sql.SQL("SELECT * FROM ({}\n) AS mvlog_q LIMIT 0").format(sql.SQL(text)))
-            columns = [(d.name, d.type_code) for d in cur.description]
+            columns = [(d.name, d.type_code, d.internal_size, d.precision, d.scale) for d in cur.description]
         except psycopg2.Error as exc:
             cur.execute("ROLLBACK TO SAVEPOINT mvlog_describe")
             raise ConfigError(self._describe(exc)) from None
@@ -377,6 +399,14 @@ class Source:
             (upto, after, after),
         )
         return bool(rows[0][0])
+
+    def ddl_since(self, table_oids: Sequence[int], after: datetime | None) -> list[tuple]:
+        """DDL recorded on these tables after ``after``: (time, command tag, object identity)."""
+        return self.query(
+            "SELECT logged_at, command_tag, object_identity FROM mvlog.ddl_log "
+            "WHERE table_oid = ANY(%s) AND (%s::timestamptz IS NULL OR logged_at > %s) ORDER BY id",
+            (list(table_oids), after, after),
+        )
 
     def pending_rows(self, log: LogInfo, after: datetime | None) -> int:
         """Log rows a consumer at ``after`` has not consumed (stamped later, or not stamped yet)."""
