@@ -1,0 +1,88 @@
+"""Hostile input: injection-shaped names and values, a damaged warehouse, secrets from the environment."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import assert_view_matches
+
+pytestmark = pytest.mark.integration
+
+EVIL_TABLE = '''"x""; DROP TABLE victim; --"'''
+EVIL_COLUMN = '''"a'); DELETE FROM victim; --"'''
+
+
+def test_injection_shaped_names_and_values_are_just_names_and_values(db, make_project):
+    db.execute("CREATE TABLE victim (id int PRIMARY KEY); INSERT INTO victim VALUES (1)")
+    db.execute(f'CREATE TABLE {EVIL_TABLE} (id text PRIMARY KEY, {EVIL_COLUMN} text, "$mvlog$" int)')
+    db.execute(f"INSERT INTO {EVIL_TABLE} VALUES (%s, %s, 1), (%s, %s, 2)",
+               ("'; DROP TABLE victim; --", "$$; DROP TABLE victim; $$", "normal", "\\x00 ' \" ` ${HOME}"))
+    project = make_project(
+        [EVIL_TABLE],
+        [{"name": "evil_simple", "refresh": "fast", "query": f"SELECT * FROM {EVIL_TABLE} WHERE \"$mvlog$\" > 0"},
+         {"name": "evil_agg", "refresh": "fast",
+          "query": f"SELECT {EVIL_COLUMN}, count(*) AS n FROM {EVIL_TABLE} GROUP BY {EVIL_COLUMN}"}],
+    )
+    assert [r.error for r in project.apply().builds] == [None, None]
+    db.execute(f"UPDATE {EVIL_TABLE} SET id = %s WHERE id = %s", ("'); TRUNCATE victim; --", "normal"))
+    db.execute(f"INSERT INTO {EVIL_TABLE} VALUES (%s, %s, 3)", ("`; DROP TABLE victim`", "'); DROP TABLE victim; --"))
+    results = project.refresh()
+    assert [(r.method, r.error) for r in results] == [("fast", None), ("fast", None)]
+    assert_view_matches(project, "evil_simple")
+    assert_view_matches(project, "evil_agg")
+    assert db.execute("SELECT count(*) FROM victim") == [(1,)]
+
+
+def test_a_delta_table_deleted_by_hand(db, make_project):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t SELECT g, g FROM generate_series(1, 20) g")
+    project = make_project(["t"], [{"name": "v_force", "query": "SELECT * FROM t"},
+                                   {"name": "v_fast", "refresh": "fast", "query": "SELECT * FROM t"}])
+    project.apply()
+    for name in ("v_force", "v_fast"):
+        shutil.rmtree(project.warehouse.location(name))
+    db.execute("UPDATE t SET a = 0 WHERE id = 3")
+    results = {r.view: r for r in project.refresh()}
+    assert results["v_force"].method == "complete" and "Delta table is missing" in results["v_force"].reason
+    assert results["v_fast"].error == "view v_fast cannot be fast-refreshed: the Delta table is missing"
+    assert_view_matches(project, "v_force")
+    assert project.refresh(["v_fast"], complete=True)[0].error is None
+    assert_view_matches(project, "v_fast")
+
+
+def test_a_corrupted_warehouse_path_is_one_clear_error(db, make_project):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t VALUES (1, 1)")
+    project = make_project(["t"], [{"name": "v", "refresh": "fast", "query": "SELECT * FROM t"}])
+    project.apply()
+    log_dir = os.path.join(project.warehouse.location("v"), "_delta_log")
+    for name in os.listdir(log_dir):
+        if name.endswith(".json"):
+            with open(os.path.join(log_dir, name), "w") as f:
+                f.write("{not json")
+    db.execute("UPDATE t SET a = 2")
+    result = project.refresh()[0]
+    assert result.error.startswith(f"merging into {project.warehouse.location('v')} failed: ")
+    assert "_delta_log/00000000000000000000.json" in result.error and "\n" not in result.error
+    assert db.execute("SELECT status, error FROM mvlog.refresh_history ORDER BY id DESC LIMIT 1")[0] == (
+        "failed", result.error)
+    assert db.execute("SELECT last_method FROM mvlog.views WHERE name = 'v'")[0][0] == "complete"  # not advanced
+
+
+def test_a_secret_from_the_environment_never_shows(pg, tmp_path):
+    config = tmp_path / "mvlog.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"dsn": f"postgresql://postgres:${{SHOP_PW}}@127.0.0.1:{pg.port}/postgres"},
+        "warehouse": str(tmp_path / "wh"), "logs": [], "views": [],
+    }))
+    env = {**os.environ, "SHOP_PW": "Wr0ng-S3cret!", "TZ": "UTC"}
+    for args in (["status"], ["--debug", "status"], ["apply"]):
+        result = subprocess.run([sys.executable, "-m", "mvlog", "-c", str(config), *args],
+                                capture_output=True, text=True, env=env, timeout=120)
+        assert result.returncode == 1
+        assert "Wr0ng-S3cret!" not in result.stdout + result.stderr
+        assert "password authentication failed" in result.stderr
