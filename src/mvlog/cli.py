@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timezone
 import traceback
 from typing import Any
 
@@ -171,6 +172,43 @@ def explain(ctx: click.Context, view: str, as_json: bool) -> None:
         table.add_column(column, no_wrap=column != "reason")
     for cap in result.capabilities:
         table.add_row(cap.name, "[green]Y[/green]" if cap.possible else "[red]N[/red]", cap.reason)
+    out.print(table)
+
+
+@cli.command()
+@click.pass_context
+def schedule(ctx: click.Context) -> None:
+    """Refresh each view or group on its cron schedule, with one warm SparkSession, until SIGTERM/SIGINT."""
+    from mvlog.schedule import Scheduler
+
+    def log(line: str) -> None:
+        click.echo(f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ} {redact(line)}", err=False)
+        sys.stdout.flush()
+
+    scheduler = Scheduler(_project(ctx), log)
+    scheduler.install_signal_handlers()
+    scheduler.run()
+
+
+@cli.command()
+@click.argument("view")
+@click.option("--limit", default=20, show_default=True, help="How many refreshes to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print the history as JSON.")
+@click.pass_context
+def history(ctx: click.Context, view: str, limit: int, as_json: bool) -> None:
+    """Recent refreshes of VIEW: when, how, why, what changed, errors."""
+    rows = _project(ctx).history(view, limit)
+    if as_json:
+        _emit_json(rows)
+        return
+    table = Table(show_edge=False)
+    for column in ("started", "seconds", "status", "method", "keys", "inserted", "updated", "deleted", "reason / error"):
+        table.add_column(column, no_wrap=column != "reason / error")
+    for r in rows:
+        table.add_row(r["started_at"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["status"],
+                      r["method"] or "-", *[str(r[k] if r[k] is not None else "") for k in
+                                             ("keys_read", "rows_inserted", "rows_updated", "rows_deleted")],
+                      redact(r["error"]) if r["error"] else (r["reason"] or ""))
     out.print(table)
 
 

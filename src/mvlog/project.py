@@ -596,6 +596,30 @@ class Project:
             })
         return {"views": views, "logs": log_list}
 
+    def history(self, name: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The most recent refreshes of a view, newest first."""
+        self.source.check_schema()
+        if not self.source.query("SELECT 1 FROM mvlog.views WHERE name = %s", (name,)):
+            raise UsageError(f"view {name} is not registered; run 'mvlog apply' first")
+        rows = self.source.query(
+            """
+            SELECT id, started_at, finished_at, extract(epoch FROM finished_at - started_at), status, method, reason,
+                   snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error
+            FROM mvlog.refresh_history WHERE view_name = %s ORDER BY id DESC LIMIT %s
+            """,
+            (name, limit),
+        )
+        keys = ("id", "started_at", "finished_at", "seconds", "status", "method", "reason", "snaptime", "keys_read",
+                "rows_inserted", "rows_updated", "rows_deleted", "error")
+        out = []
+        for row in rows:
+            item = dict(zip(keys, row))
+            for k in ("started_at", "finished_at", "snaptime"):
+                item[k] = item[k].isoformat() if item[k] else None
+            item["seconds"] = float(item["seconds"]) if item["seconds"] is not None else None
+            out.append(item)
+        return out
+
     def purge(self) -> dict[str, int]:
         """Delete log rows every dependent view has consumed."""
         self.source.check_schema()
