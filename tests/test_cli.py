@@ -167,3 +167,24 @@ def test_explain_each_class_and_unsupported_shapes(db, tmp_path):
     assert json.loads(run(config, "explain", "agg", "--json").stdout)["class"] == "aggregate"
     human = run(config, "explain", "outer")
     assert human.returncode == 0 and "REFRESH_FAST" in human.stdout and "LEFT OUTER JOIN" in human.stdout
+
+
+def test_drop_views_and_logs(db, tmp_path):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t VALUES (1, 1)")
+    config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v1", "query": "SELECT * FROM t"},
+                                                    {"name": "v2", "query": "SELECT id FROM t"}])
+    assert run(config, "apply").returncode == 0
+    assert_one_line_error(run(config, "drop", "--log", "t"), 2, "views v1, v2 depend on the log of public.t",
+                          "--cascade")
+    result = run(config, "drop", "v1", "--delete-data")
+    assert result.returncode == 0 and "view v1 dropped" in result.stdout
+    assert not (tmp_path / "wh" / "v1").exists() and (tmp_path / "wh" / "v2").exists()
+    result = run(config, "drop", "--log", "public.t", "--cascade")
+    assert result.returncode == 0, result.stderr
+    assert "view v2 dropped" in result.stdout and "log on public.t dropped" in result.stdout
+    assert db.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 't'::regclass")[0][0] == 0
+    assert db.execute("SELECT count(*) FROM mvlog.logs")[0][0] == 0
+    assert db.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'mvlog' AND tablename LIKE 'mlog$%'")[0][0] == 0
+    assert db.execute("SELECT count(*) FROM pg_proc WHERE proname LIKE 'mlog$%'")[0][0] == 0
+    db.execute("INSERT INTO t VALUES (2, 2)")  # writes work without the log
+    assert_one_line_error(run(config, "drop", "nope"), 2, "view nope is not registered")

@@ -213,6 +213,25 @@ def history(ctx: click.Context, view: str, limit: int, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("views", nargs=-1)
+@click.option("--log", "log_table", metavar="TABLE", help="Drop the materialized view log of TABLE instead.")
+@click.option("--cascade", is_flag=True, help="With --log: also drop the views that depend on the log.")
+@click.option("--delete-data", is_flag=True, help="Also delete the views' Delta tables.")
+@click.pass_context
+def drop(ctx: click.Context, views: tuple[str, ...], log_table: str | None, cascade: bool, delete_data: bool) -> None:
+    """Drop VIEWS (unregister, drop key maps), or a log with --log TABLE (triggers and log table).
+
+    Remove them from mvlog.yaml too, or the next 'mvlog apply' creates them again.
+    """
+    project = _project(ctx)
+    if bool(views) == bool(log_table):
+        raise click.UsageError("give view names, or --log TABLE")
+    lines = project.drop_log(log_table, cascade) if log_table else project.drop_views(list(views), delete_data)
+    for line in lines:
+        out.print(line, markup=False)
+
+
+@cli.command()
 @click.pass_context
 def purge(ctx: click.Context) -> None:
     """Delete log rows that every dependent view has consumed."""

@@ -620,6 +620,52 @@ class Project:
             out.append(item)
         return out
 
+    def drop_views(self, names: list[str], delete_data: bool = False) -> list[str]:
+        """Unregister views (they stop pinning their logs) and drop their key maps; optionally delete
+        their Delta tables. Returns what was done, one line each."""
+        self.source.check_schema()
+        done = []
+        with self.source.transaction() as cur:
+            for name in names:
+                cur.execute("DELETE FROM mvlog.views WHERE name = %s RETURNING location", (name,))
+                row = cur.fetchone()
+                if row is None:
+                    raise UsageError(f"view {name} is not registered")
+                cur.execute(sqlgen.drop_keymap_sql(keymap_name(name)))
+                done.append((name, row[0]))
+        lines = []
+        for name, location in done:
+            if delete_data:
+                self.warehouse.delete(location)
+                lines.append(f"view {name} dropped, Delta table {location} deleted")
+            else:
+                lines.append(f"view {name} dropped (its Delta table {location} is kept)")
+        return lines
+
+    def drop_log(self, table: str, cascade: bool = False) -> list[str]:
+        """Drop the materialized view log of ``table``; its views too with ``cascade``."""
+        self.source.check_schema()
+        refs = analyze(f"SELECT * FROM {table}").tables
+        with self.source.transaction() as cur:
+            found = self.source.resolve_table(cur, refs[0].schema, refs[0].name) if len(refs) == 1 else None
+            logs = self.source.logs()
+            log = next((lg for lg in logs.values() if found is not None and lg.table_oid == found.oid), None)
+            log = log or logs.get(table) or logs.get(f"public.{table}")
+            if log is None:
+                raise UsageError(f"table {table} has no materialized view log")
+            cur.execute("SELECT view_name FROM mvlog.view_logs WHERE table_schema = %s AND table_name = %s "
+                        "ORDER BY view_name", (log.table_schema, log.table_name))
+            dependents = [r[0] for r in cur.fetchall()]
+            if dependents and not cascade:
+                raise UsageError(f"views {', '.join(dependents)} depend on the log of {log.qualified_table}; "
+                                 f"drop them first or use --cascade")
+            for name in dependents:
+                cur.execute("DELETE FROM mvlog.views WHERE name = %s", (name,))
+                cur.execute(sqlgen.drop_keymap_sql(keymap_name(name)))
+            self.source.drop_log(cur, log)
+        return [f"view {name} dropped (its Delta table is kept)" for name in dependents] + [
+            f"log on {log.qualified_table} dropped"]
+
     def purge(self) -> dict[str, int]:
         """Delete log rows every dependent view has consumed."""
         self.source.check_schema()

@@ -326,6 +326,19 @@ class Source:
             **{f"body_{name}": body for name, body in bodies.items()},
         )
 
+    def drop_log(self, cur: psycopg2.extensions.cursor, log: LogInfo) -> None:
+        """DROP MATERIALIZED VIEW LOG: triggers, trigger functions, log table and registry row."""
+        cur.execute("SELECT to_regclass(%s)::oid = %s",
+                    (sql.Identifier(log.table_schema, log.table_name).as_string(cur), log.table_oid))
+        if cur.fetchone()[0]:
+            table = sql.Identifier(log.table_schema, log.table_name)
+            for trigger in ("mvlog$insert", "mvlog$update", "mvlog$delete", "mvlog$truncate"):
+                cur.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(trigger), table))
+        for event in ("insert", "update", "delete", "truncate"):
+            cur.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(sql.Identifier("mvlog", f"{log.log_name}${event}")))
+        cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(log.identifier))
+        cur.execute("DELETE FROM mvlog.logs WHERE log_name = %s", (log.log_name,))
+
     # -- stamping, windows, snapshots ------------------------------------------------
 
     def stamp(self, logs: Sequence[LogInfo]) -> datetime:

@@ -132,6 +132,15 @@ class Warehouse:
         except Exception as exc:
             raise WarehouseError(f"the warehouse {self.root} is not writable: {self._redact(short_error(exc))}") from None
 
+    def delete(self, location: str) -> None:
+        """Delete a Delta table's directory (``mvlog drop --delete-data``)."""
+        jvm = self.spark._jvm
+        try:
+            path = jvm.org.apache.hadoop.fs.Path(location)
+            path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+        except Exception as exc:
+            raise WarehouseError(f"cannot delete {location}: {self._redact(short_error(exc))}") from None
+
     def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None) -> Any:
         """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``."""
         reader = (

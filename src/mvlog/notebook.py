@@ -1,0 +1,90 @@
+"""Helpers for notebooks: a configured SparkSession, views as DataFrames, refresh history.
+
+    import mvlog.notebook as mvn
+    spark = mvn.session()                      # $MVLOG_CONFIG, else ./mvlog.yaml
+    mvn.read_view("revenue_by_nation").show()
+    mvn.history("revenue_by_nation")           # mvlog's refresh log, newest first
+    mvn.delta_history("revenue_by_nation")     # the Delta commits, with mvlog's userMetadata
+
+The configuration loaded by :func:`session` is remembered, so the other functions need
+no path; passing ``config_path`` to any of them loads (and remembers) that file instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mvlog.config import Config, load_config
+from mvlog.errors import UsageError
+
+INTERNAL_PREFIX = "_mvlog_"
+
+_config: Config | None = None
+
+
+def _load(config_path: str | None) -> Config:
+    """The given configuration file, else the remembered one, else the default file."""
+    global _config
+    if config_path is not None or _config is None:
+        _config = load_config(config_path)
+    return _config
+
+
+def _view_name(config: Config, name: str) -> str:
+    try:
+        return config.view(name).name
+    except KeyError:
+        known = ", ".join(v.name for v in config.views) or "none"
+        raise UsageError(f"view {name!r} is not defined in the configuration (views: {known})") from None
+
+
+def _spark(config_path: str | None):
+    """The running SparkSession (created for the configuration if there is none)."""
+    from mvlog.spark import build_session
+
+    return build_session(_load(config_path).spark)
+
+
+def session(config_path: str | None = None):
+    """A SparkSession configured for mvlog (Delta, JDBC driver, the YAML's ``spark:`` settings).
+
+    Loads ``config_path`` (default: ``$MVLOG_CONFIG``, else ``./mvlog.yaml``) and remembers
+    it for :func:`read_view`, :func:`history` and :func:`delta_history`.
+    """
+    global _config
+    _config = load_config(config_path)
+    return _spark(None)
+
+
+def location(name: str, config_path: str | None = None) -> str:
+    """Where the view's Delta table lives: ``<warehouse>/<name>``."""
+    config = _load(config_path)
+    return f"{config.warehouse_uri}/{_view_name(config, name)}"
+
+
+def read_view(name: str, config_path: str | None = None):
+    """The view as a Spark DataFrame, without mvlog's internal ``_mvlog_…`` columns."""
+    path = location(name, config_path)  # an unknown name fails here, before Spark starts
+    df = _spark(None).read.format("delta").load(path)
+    return df.drop(*[c for c in df.columns if c.startswith(INTERNAL_PREFIX)])
+
+
+def history(name: str, config_path: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """mvlog's refresh history of the view, newest first, as a list of dicts.
+
+    Keys: id, started_at, finished_at, seconds, status, method, reason, snaptime,
+    keys_read, rows_inserted, rows_updated, rows_deleted, error.
+    """
+    from mvlog.project import Project
+
+    config = _load(config_path)
+    with Project(config) as project:
+        return project.history(_view_name(config, name), limit)
+
+
+def delta_history(name: str, config_path: str | None = None):
+    """The Delta commit history of the view as a DataFrame (``userMetadata`` holds mvlog's snaptime)."""
+    from delta.tables import DeltaTable
+
+    path = location(name, config_path)
+    return DeltaTable.forPath(_spark(None), path).history()
