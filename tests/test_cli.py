@@ -16,10 +16,10 @@ from mvlog.pgtemp import free_port
 pytestmark = pytest.mark.integration
 
 
-def run(config: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+def run(config: Path, *args: str, timeout: int = 300, quiet: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "TZ": "UTC"}
     env.pop("MVLOG_CONFIG", None)
-    return subprocess.run([sys.executable, "-m", "mvlog", "-q", "-c", str(config), *args],
+    return subprocess.run([sys.executable, "-m", "mvlog", *(["-q"] if quiet else []), "-c", str(config), *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -173,7 +173,9 @@ def test_drop_views_and_logs(db, tmp_path):
     db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t VALUES (1, 1)")
     config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v1", "query": "SELECT * FROM t"},
                                                     {"name": "v2", "query": "SELECT id FROM t"}])
-    assert run(config, "apply").returncode == 0
+    applied = run(config, "apply", quiet=False)  # not a terminal: progress as plain lines on stderr
+    assert applied.returncode == 0
+    assert "… building 1/2: v1 (complete)" in applied.stderr and "… building 2/2: v2 (complete)" in applied.stderr
     assert_one_line_error(run(config, "drop", "--log", "t"), 2, "views v1, v2 depend on the log of public.t",
                           "--cascade")
     result = run(config, "drop", "v1", "--delete-data")

@@ -40,8 +40,9 @@ def _project(ctx: click.Context):
 
         config = load_config(obj.get("config"))
         _secrets.extend(config.secrets())
-        progress = (lambda message: err.print(f"[dim]… {message}[/dim]")) if not obj.get("quiet") else None
-        obj["project"] = ctx.with_resource(Project(config, progress=progress))
+        from mvlog.progress import reporter_for
+
+        obj["project"] = ctx.with_resource(Project(config, reporter=reporter_for(err, bool(obj.get("quiet")))))
     return obj["project"]
 
 

@@ -26,6 +26,7 @@ from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.shape import HIDDEN_PREFIX, ViewShape, downgrade, keymap_name, shape_view
 from mvlog import sqlgen
 from mvlog.faults import checkpoint
+from mvlog.progress import Reporter
 from mvlog.source import LogInfo, Source, TableInfo, log_name_for
 from mvlog.warehouse import ApplyCounts, JdbcSource, SchemaDrift, Warehouse
 
@@ -80,12 +81,17 @@ def _definition_hash(view: ViewConfig) -> str:
 class Project:
     """Loaded configuration, the PostgreSQL source and (lazily) Spark and the warehouse."""
 
-    def __init__(self, config: Config, progress: Callable[[str], None] | None = None):
+    def __init__(self, config: Config, progress: Callable[[str], None] | None = None,
+                 reporter: Reporter | None = None):
         self.config = config
         self.source = Source(config.source.dsn, config.secrets())
         self.jdbc = JdbcSource.from_dsn(config.source.dsn)
-        self.progress = progress or (lambda message: None)
+        self.reporter = reporter or Reporter()
+        self._message = progress
         self._warehouse: Warehouse | None = None
+
+    def progress(self, message: str) -> None:
+        (self._message or self.reporter.message)(message)
 
     @classmethod
     def load(cls, path: str | None = None, **kwargs: Any) -> "Project":
@@ -351,10 +357,13 @@ class Project:
         for view in views:
             batches.setdefault(view.group, []).append(view)
         results: list[RefreshResult] = []
-        for group_name, members in batches.items():
-            units = [members] if group_name is not None else [[v] for v in members]
-            for unit in units:
-                results.extend(self._refresh_together(unit, complete))
+        with self.reporter.task("refreshing" if not complete else "building", len(views)):
+            for group_name, members in batches.items():
+                units = [members] if group_name is not None else [[v] for v in members]
+                for unit in units:
+                    for result in self._refresh_together(unit, complete):
+                        results.append(result)
+                        self.reporter.advance(f"{result.view} ({result.method}{', failed' if result.error else ''})")
         failed = [r for r in results if r.error]
         if failed and raise_on_error:
             raise RefreshError(f"refresh of view {failed[0].view} failed: {failed[0].error}")
@@ -669,7 +678,13 @@ class Project:
     def purge(self) -> dict[str, int]:
         """Delete log rows every dependent view has consumed."""
         self.source.check_schema()
-        return self.source.purge(list(self.source.logs().values()))
+        logs = list(self.source.logs().values())
+        purged: dict[str, int] = {}
+        with self.reporter.task("purging", len(logs)):
+            for log in logs:
+                purged.update(self.source.purge([log]))
+                self.reporter.advance(log.qualified_table)
+        return purged
 
     def explain(self, name: str) -> "Explanation":
         """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW)."""
