@@ -43,4 +43,18 @@ $fn$;
 
 REVOKE ALL ON FUNCTION mvlog.capture_ddl(), mvlog.capture_drop() FROM PUBLIC;
 
+
+-- Statistics for mvlog's own tables (logs, key maps), callable by a refresh role that does not
+-- own them: the planner needs them to probe indexes instead of scanning base tables.
+CREATE OR REPLACE FUNCTION mvlog.analyze(target regclass) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    IF (SELECT c.relnamespace FROM pg_class AS c WHERE c.oid = target) <> 'mvlog'::regnamespace THEN
+        RAISE EXCEPTION 'mvlog.analyze only analyzes tables in schema mvlog, not %', target;
+    END IF;
+    EXECUTE format('ANALYZE %s', target);
+END
+$fn$;
+REVOKE ALL ON FUNCTION mvlog.analyze(regclass) FROM PUBLIC;
+
 INSERT INTO mvlog.schema_version (version) VALUES (2) ON CONFLICT DO NOTHING;

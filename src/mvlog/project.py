@@ -17,11 +17,12 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
 import psycopg2
+import psycopg2.errors
 from psycopg2 import sql
 
 from mvlog.analysis import ViewClass, analyze
 from mvlog.config import Config, RefreshMethod, ViewConfig, load_config
-from mvlog.errors import ConcurrentRefreshError, ConfigError, MvlogError, RefreshError, UsageError
+from mvlog.errors import ConcurrentRefreshError, ConfigError, MvlogError, RefreshError, SourceError, UsageError
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.shape import HIDDEN_PREFIX, ViewShape, downgrade, keymap_name, shape_view
 from mvlog import sqlgen
@@ -220,6 +221,7 @@ class Project:
                 )
             if changed:
                 report.views_registered.append(view.name)
+                cur.execute(sqlgen.drop_keymap_sql(keymap_name(view.name)))  # its columns may differ now
         gone = sorted(set(registered) - {v.name for v in self.config.views})
         if gone:
             cur.execute("DELETE FROM mvlog.views WHERE name = ANY(%s)", (gone,))
@@ -247,6 +249,9 @@ class Project:
         try:
             with conn.cursor() as cur:
                 self._apply_catalog(cur, report)
+        except psycopg2.errors.InsufficientPrivilege as exc:
+            raise SourceError(f"PostgreSQL: {self.source._describe(exc)} (mvlog apply needs the rights of the "
+                              f"owner of the tables and of schema mvlog)") from None
         except psycopg2.Error as exc:
             raise ConfigError(f"PostgreSQL: {self.source._describe(exc)}") from None
         finally:
@@ -436,8 +441,12 @@ class Project:
         shape = plan.shape
         with self.source.snapshot_transaction(snapshot) as cur:
             if shape.keyed and not shape.global_aggregate:
-                statements = (sqlgen.keymap_rebuild_sql(shape) if plan.method == "complete"
-                              else sqlgen.keymap_update_sql(shape, plan.since, stamp))
+                if plan.method == "complete":
+                    cur.execute("SELECT to_regclass(%s) IS NOT NULL",
+                                (sqlgen.keymap_table(shape).sql(dialect="postgres"),))
+                    statements = sqlgen.keymap_rebuild_sql(shape, exists=cur.fetchone()[0])
+                else:
+                    statements = sqlgen.keymap_update_sql(shape, plan.since, stamp)
                 for statement in statements:
                     cur.execute(statement)
             elif plan.method == "complete":

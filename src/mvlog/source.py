@@ -21,7 +21,7 @@ from psycopg2 import sql
 from mvlog.errors import ConfigError, SourceError
 
 SENTINEL = "4000-01-01 00:00:00+00"
-SCHEMA_VERSION = 2  # the newest sql/NNN_*.sql catalog version
+SCHEMA_VERSION = 2  # the newest sql/NNN_*.sql catalog version (002 gained mvlog.analyze)
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of mvlog's two-int advisory locks
 SNAPSHOT_ID = re.compile(r"^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$")
 
@@ -369,7 +369,7 @@ class Source:
         # even a large log costs little).
         with self.transaction() as cur:
             for log in ordered:
-                cur.execute(sql.SQL("ANALYZE {}").format(log.identifier))
+                cur.execute("SELECT mvlog.analyze(%s::regclass)", (log.identifier.as_string(cur),))
         return stamp
 
     @contextlib.contextmanager

@@ -195,20 +195,26 @@ def keymap_probe_sql(shape: ViewShape) -> str:
     return core.sql(dialect=DIALECT)
 
 
-def keymap_rebuild_sql(shape: ViewShape) -> list[str]:
-    """Statements that (re)build the key map from the current base tables."""
-    table = keymap_table(shape)
+def keymap_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
+    """Statements that rebuild the key map from the current base tables.
+
+    An existing map is emptied and refilled (a refresh role may do that without owning
+    it); a missing one is created with an index per FROM item's key columns.
+    """
+    table = keymap_table(shape).sql(dialect=DIALECT)
     core = _parse(shape.core_sql)
     core.set("expressions", _keymap_items(shape))
-    statements = [
-        f"DROP TABLE IF EXISTS {table.sql(dialect=DIALECT)}",
-        f"CREATE TABLE {table.sql(dialect=DIALECT)} AS {core.sql(dialect=DIALECT)}",
-    ]
-    for i, t in enumerate(shape.tables):
-        index = ident(f"{shape.keymap}_{i}")
-        columns = ", ".join(ident(c).sql(dialect=DIALECT) for c in t.keymap_columns)
-        statements.append(f"CREATE INDEX {index.sql(dialect=DIALECT)} ON {table.sql(dialect=DIALECT)} ({columns})")
-    statements.append(f"ANALYZE {table.sql(dialect=DIALECT)}")
+    if exists:
+        statements = [f"TRUNCATE {table}", f"INSERT INTO {table} {core.sql(dialect=DIALECT)}"]
+    else:
+        statements = [f"CREATE TABLE {table} AS {core.sql(dialect=DIALECT)}"]
+        for i, t in enumerate(shape.tables):
+            index = ident(f"{shape.keymap}_{i}")
+            columns = ", ".join(ident(c).sql(dialect=DIALECT) for c in t.keymap_columns)
+            statements.append(f"CREATE INDEX {index.sql(dialect=DIALECT)} ON {table} ({columns})")
+    regclass = exp.DataType.build("regclass", dialect=DIALECT, udt=True)
+    analyze = exp.Anonymous(this="analyze", expressions=[exp.cast(exp.Literal.string(table), regclass)])
+    statements.append(exp.select(exp.Dot(this=exp.to_identifier("mvlog"), expression=analyze)).sql(dialect=DIALECT))
     return statements
 
 

@@ -1,0 +1,49 @@
+-- Least privilege for refreshing: the role mvlog_refresh.
+--
+-- Run once as the role that runs `mvlog apply` (the owner of schema mvlog), after the first
+-- `mvlog apply`. Then give a login role the refresh rights plus SELECT on the base tables:
+--
+--     GRANT mvlog_refresh TO etl;
+--     GRANT SELECT ON public.orders, public.customers TO etl;
+--
+-- etl can then run `mvlog refresh`, `status`, `history`, `explain`, `plan`, `purge` and
+-- `schedule`, but not `apply` or `drop` (they create and drop triggers, tables and functions).
+-- Writers need nothing from mvlog: the log triggers run as their owner (SECURITY DEFINER, with a
+-- fixed search_path), and nobody but the owner can read or write a log directly.
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'mvlog_refresh') THEN
+        CREATE ROLE mvlog_refresh NOLOGIN;
+    END IF;
+END
+$$;
+
+GRANT USAGE ON SCHEMA mvlog TO mvlog_refresh;
+
+-- The catalog: read it; record stamps, refreshes and their history.
+GRANT SELECT ON mvlog.schema_version, mvlog.logs, mvlog.views, mvlog.view_logs, mvlog.refresh_history,
+                mvlog.ddl_log TO mvlog_refresh;
+GRANT UPDATE (last_stamp) ON mvlog.logs TO mvlog_refresh;
+GRANT UPDATE (last_snaptime, last_refresh_at, last_method, needs_complete, row_count, output_signature)
+    ON mvlog.views TO mvlog_refresh;
+GRANT INSERT, UPDATE ON mvlog.refresh_history TO mvlog_refresh;
+GRANT USAGE ON SEQUENCE mvlog.refresh_history_id_seq TO mvlog_refresh;
+GRANT EXECUTE ON FUNCTION mvlog.analyze(regclass) TO mvlog_refresh;
+
+-- Logs (stamp = UPDATE, purge = DELETE, read = SELECT) and key maps (maintained with DELETE and
+-- INSERT, rebuilt with TRUNCATE and INSERT): the ones that exist now ...
+DO $$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN SELECT c.relname FROM pg_class AS c
+             WHERE c.relnamespace = 'mvlog'::regnamespace AND c.relkind = 'r'
+               AND (c.relname LIKE 'mlog$%' OR c.relname LIKE 'keys$%')
+    LOOP
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON mvlog.%I TO mvlog_refresh', t.relname);
+    END LOOP;
+END
+$$;
+-- ... and the ones `mvlog apply` creates later.
+ALTER DEFAULT PRIVILEGES IN SCHEMA mvlog GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON TABLES TO mvlog_refresh;
