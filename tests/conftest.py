@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import psycopg2
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from mvlog.pgtemp import TempPostgres
+    from mvlog.project import Project
 
 os.environ["TZ"] = "UTC"
 time.tzset()
@@ -127,3 +130,30 @@ def assert_view_matches(project, view: str) -> None:
     missing = expected.exceptAll(actual).collect()
     extra = actual.exceptAll(expected).collect()
     assert not missing and not extra, f"{view}: missing from Delta {missing[:5]}, extra in Delta {extra[:5]}"
+
+
+def refresh_ok(project, names=None, complete=False) -> dict:
+    """Refresh and fail the test on any view's error; results by view name."""
+    results = project.refresh(names, complete=complete)
+    errors = [(r.view, r.error) for r in results if r.error]
+    assert not errors, errors
+    return {r.view: r for r in results}
+
+
+def table_stats(db, table: str) -> tuple[int, int, int]:
+    """(seq_tup_read, idx_scan, idx_tup_fetch) of a table, as PostgreSQL last published them."""
+    db.execute("SELECT pg_stat_clear_snapshot()")
+    return db.execute(
+        "SELECT coalesce(seq_tup_read, 0), coalesce(idx_scan, 0), coalesce(idx_tup_fetch, 0) "
+        "FROM pg_stat_user_tables WHERE relname = %s", (table,)
+    )[0]
+
+
+def stats_after(db, table: str, before: tuple[int, int, int], timeout: float = 15) -> tuple[int, int, int]:
+    """Table statistics once they moved past ``before``: a backend publishes them when idle or exiting."""
+    deadline = time.monotonic() + timeout
+    after = table_stats(db, table)
+    while after[1] == before[1] and time.monotonic() < deadline:
+        time.sleep(0.5)
+        after = table_stats(db, table)
+    return after

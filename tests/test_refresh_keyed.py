@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import psycopg2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_view_matches
+from conftest import assert_view_matches, refresh_ok, stats_after, table_stats
 
 pytestmark = pytest.mark.integration
 
@@ -61,13 +59,6 @@ INSERT INTO customers VALUES (1, 'Ada', 1, 'retail'), (2, 'Bo', 2, NULL), (3, 'C
 INSERT INTO orders VALUES (1, 1, 'open', 10.00, 1), (2, 1, 'open', 5.50, 2), (3, 2, NULL, 7.25, 3),
                           (4, 3, 'shipped', NULL, 1), (5, 4, 'cancelled', 3.00, 5);
 """
-
-
-def refresh_ok(project, names=None, complete=False):
-    results = project.refresh(names, complete=complete)
-    errors = [(r.view, r.error) for r in results if r.error]
-    assert not errors, errors
-    return {r.view: r for r in results}
 
 
 def check_all(project):
@@ -177,12 +168,6 @@ def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(shop, db, se
         conn.close()
 
 
-def _stats(db, table):
-    db.execute("SELECT pg_stat_clear_snapshot()")
-    return db.execute("SELECT seq_tup_read, coalesce(idx_scan, 0), coalesce(idx_tup_fetch, 0) "
-                      "FROM pg_stat_user_tables WHERE relname = %s", (table,))[0]
-
-
 def test_aggregate_refresh_reads_only_affected_groups(db, make_project):
     db.execute(SCHEMA)
     db.execute("INSERT INTO customers SELECT g, 'c' || g, 1 + g % 3, 'retail' FROM generate_series(1, 1000) g")
@@ -198,13 +183,9 @@ def test_aggregate_refresh_reads_only_affected_groups(db, make_project):
     project.apply()
     db.execute("UPDATE orders SET amount = 1000 WHERE id IN (10, 20)")   # groups 10 and 20
     db.execute("UPDATE orders SET customer_id = 30 WHERE id = 40")       # group 40 -> group 30
-    before = _stats(db, "orders")
+    before = table_stats(db, "orders")
     results = refresh_ok(project)
-    deadline = time.monotonic() + 15
-    after = _stats(db, "orders")
-    while after[1] == before[1] and time.monotonic() < deadline:
-        time.sleep(0.5)
-        after = _stats(db, "orders")
+    after = stats_after(db, "orders", before)
     assert results["per_customer"].method == "fast" and results["per_customer"].keys_read == 4  # groups 10, 20, 30, 40
     # The join view's key holds both primary keys: moving order 40 deletes (40, 40) and inserts (40, 30).
     lines = results["order_lines"]

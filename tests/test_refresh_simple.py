@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import psycopg2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import assert_view_matches
+from conftest import assert_view_matches, refresh_ok, stats_after, table_stats
 
 pytestmark = pytest.mark.integration
 
@@ -36,13 +34,6 @@ SIMPLE_VIEWS = [
 def check_all(project, views=SIMPLE_VIEWS) -> None:
     for view in views:
         assert_view_matches(project, view["name"])
-
-
-def refresh_ok(project, names=None, complete=False):
-    results = project.refresh(names, complete=complete)
-    errors = [(r.view, r.error) for r in results if r.error]
-    assert not errors, errors
-    return {r.view: r for r in results}
 
 
 # -- random DML ---------------------------------------------------------------------------
@@ -186,14 +177,6 @@ def test_open_transaction_during_refresh_is_taken_by_the_next_refresh(items_proj
     assert db.execute("SELECT label FROM items WHERE id = 1") == [("changed",)]
 
 
-def _table_stats(db, table: str) -> tuple[int, int, int]:
-    db.execute("SELECT pg_stat_clear_snapshot()")
-    return db.execute(
-        "SELECT coalesce(seq_tup_read, 0), coalesce(idx_scan, 0), coalesce(idx_tup_fetch, 0) "
-        "FROM pg_stat_user_tables WHERE relname = %s", (table,)
-    )[0]
-
-
 def test_fast_refresh_reads_only_changed_rows(db, make_project):
     db.execute(ITEMS)
     db.execute("INSERT INTO items SELECT g, g % 4, g % 10, g / 100.0, 'row ' || g, g % 3 > 0 "
@@ -203,14 +186,9 @@ def test_fast_refresh_reads_only_changed_rows(db, make_project):
     project.apply()
     db.execute("UPDATE items SET qty = 9 WHERE id IN (7, 7000)")
     db.execute("DELETE FROM items WHERE id = 19999")
-    before = _table_stats(db, "items")
+    before = table_stats(db, "items")
     results = refresh_ok(project)
-    # PostgreSQL publishes a backend's table statistics when the backend is idle or exits.
-    deadline = time.monotonic() + 15
-    after = _table_stats(db, "items")
-    while after[1] == before[1] and time.monotonic() < deadline:
-        time.sleep(0.5)
-        after = _table_stats(db, "items")
+    after = stats_after(db, "items", before)
     assert results["v_all"].keys_read == 3 and results["v_filtered"].keys_read == 3
     assert after[0] - before[0] == 0, "a sequential scan read the base table"
     assert after[1] > before[1], "the changed rows were not fetched through the primary key"

@@ -14,7 +14,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import psycopg2
 import psycopg2.errors
@@ -30,6 +30,9 @@ from mvlog.faults import checkpoint
 from mvlog.progress import Reporter
 from mvlog.source import LogInfo, Source, TableInfo, log_name_for
 from mvlog.warehouse import ApplyCounts, JdbcSource, SchemaDrift, Warehouse
+
+if TYPE_CHECKING:
+    from mvlog.explain import Explanation
 
 VIEW_LOCK_NAMESPACE = 0x6D767677  # "mvvw": advisory lock held for the whole refresh of a view
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from mvlog.analysis import DIALECT, Analysis, ViewClass, identifier_name, projected_columns
-from mvlog.errors import ConfigError
 from mvlog.source import LogInfo
 
 HIDDEN_PREFIX = "_mvlog_"
