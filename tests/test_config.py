@@ -56,6 +56,10 @@ def test_object_store_warehouse_is_kept_as_is():
         (('    schedule: "*/5 * * * *"', '    schedule: "every minute"'), "is not a valid cron expression"),
         (("warehouse: ./warehouse\n", ""), "missing required key 'warehouse'"),
         (("    query: SELECT id FROM public.orders WHERE status = 'open'", ""), "views[1] (open_orders): missing required key 'query'"),
+        (("logs:\n  - table: public.orders\n  - table: public.customers", "logs: public.orders"), "logs: Input should be a valid list"),
+        (("  - table: public.orders", "  - table: [public, orders]"), "logs[0].table: Input should be a valid string"),
+        (("    group: sales", "    group: {name: sales}"), "views[0].group (customer_revenue): Input should be a valid string"),
+        (("  conf: {spark.sql.shuffle.partitions: 8, spark.x.flag: true}", "  conf: [1, 2]"), "spark.conf: Input should be a valid dictionary"),
     ],
 )
 def test_invalid_config_names_the_place(change, message):

@@ -26,7 +26,7 @@ from mvlog.errors import ConcurrentRefreshError, ConfigError, MvlogError, Refres
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.shape import HIDDEN_PREFIX, ViewShape, downgrade, keymap_name, shape_view
 from mvlog import sqlgen
-from mvlog.faults import checkpoint
+from mvlog.faults import arm, checkpoint
 from mvlog.progress import Reporter
 from mvlog.source import LogInfo, Source, TableInfo, log_name_for
 from mvlog.warehouse import ApplyCounts, JdbcSource, SchemaDrift, Warehouse
@@ -399,6 +399,7 @@ class Project:
                                                             needs_complete, table_exists)))
                 logs = list({log.log_name: log for _, _, p in plans for log in p.logs}.values())
                 self._close_interrupted([v.name for v in views])
+                checkpoint("before_stamp")
                 stamp = self.source.stamp(logs)
                 checkpoint("after_stamp")
                 results = []
@@ -495,6 +496,7 @@ class Project:
                 df = df.cache()
                 df.count()  # really read it, then die before Delta is touched
             checkpoint("after_read")
+            arm("during_merge")
             try:
                 return self.warehouse.merge(plan.location, df, plan.key_columns, metadata, txn), plan
             except SchemaDrift as exc:
