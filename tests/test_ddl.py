@@ -96,7 +96,8 @@ def test_a_changed_primary_key(ddl_project, db):
     ddl_project.apply()  # recreates the log for the new key and rebuilds the views
     db.execute("UPDATE t SET b = 0 WHERE id = 9")
     results = {r.view: r for r in ddl_project.refresh()}
-    assert {r.method for r in results.values()} == {"fast"} and not any(r.error for r in results.values())
+    assert {r.method for r in results.values()} == {"fast"} and not any(r.error for r in results.values()), \
+        [(r.view, r.method, r.reason, r.error) for r in results.values()]
     for view in VIEWS:
         assert_view_matches(ddl_project, view["name"])
 

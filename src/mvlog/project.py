@@ -446,9 +446,16 @@ class Project:
         with self.source.snapshot_transaction(snapshot) as cur:
             if shape.keyed and not shape.global_aggregate:
                 if plan.method == "complete":
-                    cur.execute("SELECT to_regclass(%s) IS NOT NULL",
+                    # Refill the existing key map only if its columns still fit (a changed primary key
+                    # changes them): a refresh role may refill a table it does not own.
+                    cur.execute("SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute "
+                                "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped",
                                 (sqlgen.keymap_table(shape).sql(dialect="postgres"),))
-                    statements = sqlgen.keymap_rebuild_sql(shape, exists=cur.fetchone()[0])
+                    current = cur.fetchone()[0]
+                    if current is not None and current != sqlgen.keymap_all_columns(shape):
+                        cur.execute(sqlgen.drop_keymap_sql(keymap_name(view.name)))
+                        current = None
+                    statements = sqlgen.keymap_rebuild_sql(shape, exists=current is not None)
                 else:
                     statements = sqlgen.keymap_update_sql(shape, plan.since, stamp)
                 for statement in statements:

@@ -188,6 +188,11 @@ def _keymap_items(shape: ViewShape) -> list[exp.Expression]:
     return items
 
 
+def keymap_all_columns(shape: ViewShape) -> list[str]:
+    """Every column of the key map, in order."""
+    return [item.alias for item in _keymap_items(shape)]
+
+
 def keymap_probe_sql(shape: ViewShape) -> str:
     """The key map's defining query (used to check, at apply time, that PostgreSQL accepts it)."""
     core = _parse(shape.core_sql)
