@@ -39,9 +39,9 @@ def load(dsn: str, rows: int) -> None:
             CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int NOT NULL, amount numeric(12,2) NOT NULL,
                                  status text NOT NULL);
         """)
-        cur.execute("INSERT INTO customers SELECT g, 'customer ' || g, (ARRAY['a','b','c'])[1 + g % 3] "
+        cur.execute("INSERT INTO customers SELECT g, 'customer ' || g, (ARRAY['a','b','c'])[1 + g %% 3] "
                     "FROM generate_series(1, %s) g", (customers,))
-        cur.execute("INSERT INTO orders SELECT g, 1 + (g * 7919) %% %s, (g %% 100000) / 100.0, "
+        cur.execute("INSERT INTO orders SELECT g, 1 + (g::bigint * 7919) %% %s, (g %% 100000) / 100.0, "
                     "(ARRAY['open','shipped','cancelled'])[1 + g %% 3] FROM generate_series(1, %s) g",
                     (customers, rows))
         cur.execute("CREATE INDEX ON orders (customer_id); ANALYZE")
