@@ -190,3 +190,14 @@ def test_drop_views_and_logs(db, tmp_path):
     assert db.execute("SELECT count(*) FROM pg_proc WHERE proname LIKE 'mlog$%'")[0][0] == 0
     db.execute("INSERT INTO t VALUES (2, 2)")  # writes work without the log
     assert_one_line_error(run(config, "drop", "nope"), 2, "view nope is not registered")
+
+
+def test_a_failed_refresh_exits_1_with_one_line(db, tmp_path):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t VALUES (1, 1)")
+    config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v", "refresh": "fast", "query": "SELECT * FROM t"}])
+    assert run(config, "apply").returncode == 0
+    db.execute("TRUNCATE t")
+    assert_one_line_error(run(config, "refresh"), 1,
+                          "refresh of view v failed: view v cannot be fast-refreshed: table public.t was truncated",
+                          "run 'mvlog refresh --complete v'")
+    assert run(config, "refresh", "--complete", "v").returncode == 0

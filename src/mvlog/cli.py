@@ -256,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map errors to one line and an exit code."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="mvlog", standalone_mode=False)
-        return 0
+        # Without standalone mode click returns ctx.exit()'s code instead of raising it.
+        result = cli.main(args=argv, prog_name="mvlog", standalone_mode=False)
+        return result if isinstance(result, int) else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
