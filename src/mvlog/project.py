@@ -171,12 +171,9 @@ class Project:
         for index, entry in enumerate(self.config.logs):
             where = f"logs[{index}]"
             try:
-                parsed = analyze(f"SELECT * FROM {entry.table}").tables
-            except ConfigError:
-                parsed = []
-            if len(parsed) != 1:
-                raise ConfigError(f"{where}: {entry.table!r} is not a table name")
-            table: TableInfo | None = self.source.resolve_table(cur, parsed[0].schema, parsed[0].name)
+                table = self._resolve_named_table(cur, entry.table)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
             if table is None:
                 raise ConfigError(f"{where}: table {entry.table} does not exist")
             try:
@@ -231,6 +228,16 @@ class Project:
             for name in gone:
                 cur.execute(sqlgen.drop_keymap_sql(keymap_name(name)))
             report.views_unregistered.extend(gone)
+
+    def _resolve_named_table(self, cur: Any, name: str) -> TableInfo | None:
+        """The table a ``logs:`` entry (or a command argument) names, or None if there is none."""
+        try:
+            refs = analyze(f"SELECT * FROM {name}").tables
+        except ConfigError:
+            refs = []
+        if len(refs) != 1:
+            raise ConfigError(f"{name!r} is not a table name")
+        return self.source.resolve_table(cur, refs[0].schema, refs[0].name)
 
     def _log_is_current(self, cur: Any, table: TableInfo) -> bool:
         cur.execute(
@@ -490,7 +497,7 @@ class Project:
         metadata = {"view": view.name, "snaptime": stamp.isoformat(), "method": plan.method}
         txn = (f"mvlog:{view.name}", int(stamp.timestamp() * 1_000_000))
         if plan.method == "fast":
-            if not self._window_has_rows(plan, stamp):
+            if not any(self.source.window_has_rows(log, plan.since, stamp) for log in plan.logs):
                 return ApplyCounts(), plan
             self.progress(f"{view.name}: fast refresh")
             null_keys = False
@@ -515,17 +522,6 @@ class Project:
         df = self.warehouse.read(self.jdbc, plan.read_sql(stamp), snapshot)
         checkpoint("after_read")
         return self.warehouse.replace(plan.location, df, metadata, txn), plan
-
-    def _window_has_rows(self, plan: RefreshPlan, stamp: datetime) -> bool:
-        for log in plan.logs:
-            rows = self.source.query(
-                sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE "snaptime$$" <= %s AND (%s::timestamptz IS NULL '
-                        'OR "snaptime$$" > %s))').format(log.identifier),
-                (stamp, plan.since, plan.since),
-            )
-            if rows[0][0]:
-                return True
-        return False
 
     def _close_interrupted(self, names: list[str]) -> None:
         """Refreshes still 'running' while we hold the view locks died (killed, crashed): say so."""
@@ -675,9 +671,11 @@ class Project:
     def drop_log(self, table: str, cascade: bool = False) -> list[str]:
         """Drop the materialized view log of ``table``; its views too with ``cascade``."""
         self.source.check_schema()
-        refs = analyze(f"SELECT * FROM {table}").tables
         with self.source.transaction() as cur:
-            found = self.source.resolve_table(cur, refs[0].schema, refs[0].name) if len(refs) == 1 else None
+            try:
+                found = self._resolve_named_table(cur, table)
+            except ConfigError:
+                found = None  # maybe a log whose table is gone: look it up by name below
             logs = self.source.logs()
             log = next((lg for lg in logs.values() if found is not None and lg.table_oid == found.oid), None)
             log = log or logs.get(table) or logs.get(f"public.{table}")
@@ -734,8 +732,10 @@ class Project:
         """Logs as they are, or as ``apply`` would create them for the tables under ``logs:``."""
         logs = {log.table_oid: log for log in self.source.logs().values()} if self.source.is_installed() else {}
         for entry in self.config.logs:
-            refs = analyze(f"SELECT * FROM {entry.table}").tables
-            table = self.source.resolve_table(cur, refs[0].schema, refs[0].name) if len(refs) == 1 else None
+            try:
+                table = self._resolve_named_table(cur, entry.table)
+            except ConfigError:
+                continue  # apply reports it
             if table is not None and table.key and table.oid not in logs:
                 logs[table.oid] = LogInfo(table.schema, table.name, log_name_for(table),
                                           tuple(c.name for c in table.key), tuple(c.type for c in table.key), table.oid)

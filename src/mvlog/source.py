@@ -421,6 +421,15 @@ class Source:
             (list(table_oids), after, after),
         )
 
+    def window_has_rows(self, log: LogInfo, after: datetime | None, upto: datetime) -> bool:
+        """Whether the log holds rows stamped in the window (after, upto]."""
+        rows = self.query(
+            sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE "snaptime$$" <= %s '
+                    'AND (%s::timestamptz IS NULL OR "snaptime$$" > %s))').format(log.identifier),
+            (upto, after, after),
+        )
+        return bool(rows[0][0])
+
     def pending_rows(self, log: LogInfo, after: datetime | None) -> int:
         """Log rows a consumer at ``after`` has not consumed (stamped later, or not stamped yet)."""
         rows = self.query(
