@@ -194,7 +194,7 @@ def test_fast_refresh_reads_only_changed_rows(db, make_project):
     assert after[1] > before[1], "the changed rows were not fetched through the primary key"
     assert after[2] - before[2] <= 2 * 3, "more base rows were fetched than keys changed"
     plan = project.plan("v_all")
-    sql = plan.read_sql(plan.since)
+    sql = plan.read_sql()
     assert "mlog$_items" in sql and "LEFT JOIN" in sql and "DISTINCT" in sql
     check_all(project, SIMPLE_VIEWS[:2])
 

@@ -24,20 +24,20 @@ class RefreshPlan:
     method: str  # "fast" | "complete"
     reason: str
     logs: tuple[LogInfo, ...]
-    since: datetime | None  # last_V: consume log rows with since < snaptime$$ <= S
+    since: datetime | None  # last_V: consume log rows with since < snaptime$$ <= S (the new stamp)
     key_columns: tuple[str, ...]
     shape: ViewShape
 
-    def read_sql(self, upto: datetime, null_keys: bool = False) -> str:
-        """The SQL whose rows the refresh reads from PostgreSQL, for the window ending at S=``upto``.
+    def read_sql(self, null_keys: bool = False) -> str:
+        """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
 
         ``null_keys``: some affected aggregate key holds a NULL (see sqlgen.fast_keyed_sql).
         """
         if self.method == "complete":
             return self.shape.select_sql
         if self.shape.keyed:
-            return fast_keyed_sql(self.shape, self.since, upto, null_keys)
-        return fast_simple_sql(self.shape, self.since, upto)
+            return fast_keyed_sql(self.shape, self.since, null_keys)
+        return fast_simple_sql(self.shape, self.since)
 
     def describe(self) -> str:
         window = f"({self.since.isoformat() if self.since else '-infinity'}, S]"

@@ -28,7 +28,7 @@ from mvlog.shape import HIDDEN_PREFIX, ViewShape, downgrade, keymap_name, shape_
 from mvlog import sqlgen
 from mvlog.faults import arm, checkpoint
 from mvlog.progress import Reporter
-from mvlog.source import LogInfo, Source, TableInfo, log_name_for
+from mvlog.source import LogInfo, Source, StampedSnapshot, TableInfo, log_name_for
 from mvlog.warehouse import ApplyCounts, JdbcSource, SchemaDrift, Warehouse
 
 if TYPE_CHECKING:
@@ -407,24 +407,24 @@ class Project:
                 logs = list({log.log_name: log for _, _, p in plans for log in p.logs}.values())
                 self._close_interrupted([v.name for v in views])
                 checkpoint("before_stamp")
-                stamp = self.source.stamp(logs)
-                checkpoint("after_stamp")
                 results = []
-                with self.source.exported_snapshot() as snapshot:
+                with self.source.stamp(logs) as stamped:
+                    checkpoint("after_stamp")
                     for view, state, plan in plans:
-                        results.append(self._execute(view, state, plan, stamp, snapshot, started[view.name]))
+                        results.append(self._execute(view, state, plan, stamped, started[view.name]))
         except MvlogError as exc:
             return [RefreshResult(v.name, "-", "-", None, error=str(exc), seconds=time.monotonic() - started[v.name])
                     for v in views]
         self.source.purge(logs)
         return results
 
-    def _execute(self, view: ViewConfig, state: dict, plan: RefreshPlan, stamp: datetime, snapshot: str,
+    def _execute(self, view: ViewConfig, state: dict, plan: RefreshPlan, stamped: StampedSnapshot,
                  started: float) -> RefreshResult:
+        stamp, snapshot = stamped.time, stamped.snapshot
         history_id = self._history_start(view.name, plan, stamp)
         try:
-            plan = self._check_truncate(view, plan, stamp)
-            counts, plan = self._apply_plan(view, plan, stamp, snapshot)
+            plan = self._check_truncate(view, plan, stamped)
+            counts, plan = self._apply_plan(view, plan, stamped)
         except MvlogError as exc:
             self._history_end(history_id, "failed", ApplyCounts(), error=str(exc))
             return RefreshResult(view.name, plan.method, plan.reason, stamp, error=str(exc),
@@ -464,7 +464,7 @@ class Project:
                         current = None
                     statements = sqlgen.keymap_rebuild_sql(shape, exists=current is not None)
                 else:
-                    statements = sqlgen.keymap_update_sql(shape, plan.since, stamp)
+                    statements = sqlgen.keymap_update_sql(shape, plan.since)
                 for statement in statements:
                     cur.execute(statement)
             elif plan.method == "complete":
@@ -481,10 +481,10 @@ class Project:
                 (stamp, plan.method, row_count, signature, view.name),
             )
 
-    def _check_truncate(self, view: ViewConfig, plan: RefreshPlan, stamp: datetime) -> RefreshPlan:
+    def _check_truncate(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot) -> RefreshPlan:
         if plan.method != "fast":
             return plan
-        truncated = [log.qualified_table for log in plan.logs if self.source.truncated_since(log, plan.since, stamp)]
+        truncated = [log.qualified_table for log in plan.logs if stamped.truncated_since(log, plan.since)]
         if not truncated:
             return plan
         reason = f"table {truncated[0]} was truncated"
@@ -492,20 +492,19 @@ class Project:
             raise RefreshError(f"view {view.name} cannot be fast-refreshed: {reason}; run 'mvlog refresh --complete {view.name}'")
         return dataclasses.replace(plan, method="complete", reason=reason)
 
-    def _apply_plan(self, view: ViewConfig, plan: RefreshPlan, stamp: datetime,
-                    snapshot: str) -> tuple[ApplyCounts, RefreshPlan]:
+    def _apply_plan(self, view: ViewConfig, plan: RefreshPlan,
+                    stamped: StampedSnapshot) -> tuple[ApplyCounts, RefreshPlan]:
+        stamp, snapshot = stamped.time, stamped.snapshot
         metadata = {"view": view.name, "snaptime": stamp.isoformat(), "method": plan.method}
         txn = (f"mvlog:{view.name}", int(stamp.timestamp() * 1_000_000))
         if plan.method == "fast":
-            if not any(self.source.window_has_rows(log, plan.since, stamp) for log in plan.logs):
+            if not any(stamped.window_has_rows(log, plan.since) for log in plan.logs):
                 return ApplyCounts(), plan
             self.progress(f"{view.name}: fast refresh")
             null_keys = False
             if plan.shape.keyed and plan.shape.view_class is ViewClass.AGGREGATE and not plan.shape.global_aggregate:
-                with self.source.snapshot_transaction(snapshot) as cur:
-                    cur.execute(sqlgen.null_keys_check_sql(plan.shape, plan.since, stamp))
-                    null_keys = bool(cur.fetchone()[0])
-            df = self.warehouse.read(self.jdbc, plan.read_sql(stamp, null_keys), snapshot)
+                null_keys = bool(stamped.query(sqlgen.null_keys_check_sql(plan.shape, plan.since))[0][0])
+            df = self.warehouse.read(self.jdbc, plan.read_sql(null_keys), snapshot)
             if os.environ.get("MVLOG_FAULT") == "after_read":
                 df = df.cache()
                 df.count()  # really read it, then die before Delta is touched
@@ -519,7 +518,7 @@ class Project:
                 plan = dataclasses.replace(plan, method="complete", reason=str(exc))
                 metadata["method"] = "complete"
         self.progress(f"{view.name}: complete refresh")
-        df = self.warehouse.read(self.jdbc, plan.read_sql(stamp), snapshot)
+        df = self.warehouse.read(self.jdbc, plan.read_sql(), snapshot)
         checkpoint("after_read")
         return self.warehouse.replace(plan.location, df, metadata, txn), plan
 

@@ -341,57 +341,69 @@ class Source:
 
     # -- stamping, windows, snapshots ------------------------------------------------
 
-    def stamp(self, logs: Sequence[LogInfo]) -> datetime:
-        """Stamp every sentinel row of these logs with one new S and return S.
+    @contextlib.contextmanager
+    def stamp(self, logs: Sequence[LogInfo]) -> Iterator["StampedSnapshot"]:
+        """Stamp every sentinel row of these logs with one new S, and hold the snapshot the stamp saw.
 
-        Advisory locks (taken in a fixed order, before S is read, held to commit)
-        serialize stamping per log, so stamps become visible in increasing order.
+        The refresh reads everything at that snapshot, so it sees the base tables exactly as
+        the stamped log rows describe them: a transaction that commits after the stamp took
+        its snapshot is neither in the window nor in the base rows read (the next refresh
+        takes both). Reading base tables at a later snapshot would apply such a transaction
+        to some rows of a refresh group and not to others.
+
+        Session advisory locks per log, taken in a fixed order *before* the snapshot and S are
+        taken and released after the stamp commits, serialize stamping, so stamps become
+        visible in increasing order of S and no stamp commits between a snapshot and its stamp.
         """
         ordered = sorted(logs, key=lambda log: log.table_oid)
-        with self.transaction() as cur:
-            for log in ordered:
-                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_NAMESPACE, log.table_oid & 0x7FFFFFFF))
-            cur.execute(
-                "SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond') "
-                "FROM mvlog.logs WHERE log_name = ANY(%s)",
-                ([log.log_name for log in ordered],),
-            )
-            stamp = cur.fetchone()[0]
-            for log in ordered:
-                cur.execute(
-                    sql.SQL('UPDATE {} SET "snaptime$$" = %s WHERE "snaptime$$" = %s').format(log.identifier),
-                    (stamp, SENTINEL),
-                )
-            cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)",
-                        (stamp, [log.log_name for log in ordered]))
-        # Fresh statistics: the planner must know the window holds few keys, or it prefers
-        # hash joins over index probes and scans whole base tables (ANALYZE samples, so
-        # even a large log costs little).
-        with self.transaction() as cur:
-            for log in ordered:
-                cur.execute("SELECT mvlog.analyze(%s::regclass)", (log.identifier.as_string(cur),))
-        return stamp
-
-    @contextlib.contextmanager
-    def exported_snapshot(self) -> Iterator[str]:
-        """Hold a REPEATABLE READ transaction open and yield its exported snapshot id."""
-        conn = self.connect()
+        holder = self.connect()
         try:
-            conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
-            with conn.cursor() as cur:
-                cur.execute("SELECT pg_export_snapshot()")
-                snapshot = cur.fetchone()[0]
-            if not SNAPSHOT_ID.match(snapshot):
-                raise SourceError(f"PostgreSQL returned an unexpected snapshot id {snapshot!r}")
-            yield snapshot
+            holder.set_session(isolation_level="REPEATABLE READ", readonly=True)
+            stamper = self.connect()
+            try:
+                stamper.autocommit = True
+                with stamper.cursor() as cur:
+                    for log in ordered:
+                        cur.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_NAMESPACE, log.table_oid & 0x7FFFFFFF))
+                stamper.autocommit = False
+                stamper.set_session(isolation_level="REPEATABLE READ")
+                with stamper.cursor() as cur, holder.cursor() as held:
+                    cur.execute("SELECT pg_export_snapshot()")  # the stamp's snapshot, taken under the locks
+                    held.execute("SET TRANSACTION SNAPSHOT %s", (_snapshot_id(cur.fetchone()[0]),))
+                    held.execute("SELECT pg_export_snapshot()")  # outlives the stamp's transaction
+                    snapshot = _snapshot_id(held.fetchone()[0])
+                    cur.execute(
+                        "SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond') "
+                        "FROM mvlog.logs WHERE log_name = ANY(%s)",
+                        ([log.log_name for log in ordered],),
+                    )
+                    stamp = cur.fetchone()[0]
+                    for log in ordered:
+                        cur.execute(
+                            sql.SQL('UPDATE {} SET "snaptime$$" = %s WHERE "snaptime$$" = %s').format(log.identifier),
+                            (stamp, SENTINEL),
+                        )
+                    cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)",
+                                (stamp, [log.log_name for log in ordered]))
+                stamper.commit()
+            finally:
+                stamper.close()  # releases the advisory locks
+            # Fresh statistics: the planner must know the window holds few keys, or it prefers
+            # hash joins over index probes and scans whole base tables (ANALYZE samples, so
+            # even a large log costs little).
+            with self.transaction() as cur:
+                for log in ordered:
+                    cur.execute("SELECT mvlog.analyze(%s::regclass)", (log.identifier.as_string(cur),))
+            yield StampedSnapshot(stamp, snapshot, holder, self)
+        except psycopg2.Error as exc:
+            raise SourceError(f"PostgreSQL: {self._describe(exc)}") from None
         finally:
-            conn.close()
+            holder.close()
 
     @contextlib.contextmanager
     def snapshot_transaction(self, snapshot: str) -> Iterator[psycopg2.extensions.cursor]:
         """A read-write REPEATABLE READ transaction that sees the exported ``snapshot``; commits on success."""
-        if not SNAPSHOT_ID.match(snapshot):
-            raise SourceError(f"invalid snapshot id {snapshot!r}")
+        _snapshot_id(snapshot)
         conn = self.connect()
         try:
             conn.set_session(isolation_level="REPEATABLE READ")
@@ -404,15 +416,6 @@ class Source:
         finally:
             conn.close()
 
-    def truncated_since(self, log: LogInfo, after: datetime | None, upto: datetime) -> bool:
-        """Whether the table was truncated in the window (after, upto]."""
-        rows = self.query(
-            sql.SQL("SELECT EXISTS (SELECT FROM {} WHERE \"dmltype$$\" = 'T' AND \"snaptime$$\" <= %s "
-                    "AND (%s::timestamptz IS NULL OR \"snaptime$$\" > %s))").format(log.identifier),
-            (upto, after, after),
-        )
-        return bool(rows[0][0])
-
     def ddl_since(self, table_oids: Sequence[int], after: datetime | None) -> list[tuple]:
         """DDL recorded on these tables after ``after``: (time, command tag, object identity)."""
         return self.query(
@@ -420,15 +423,6 @@ class Source:
             "WHERE table_oid = ANY(%s) AND (%s::timestamptz IS NULL OR logged_at > %s) ORDER BY id",
             (list(table_oids), after, after),
         )
-
-    def window_has_rows(self, log: LogInfo, after: datetime | None, upto: datetime) -> bool:
-        """Whether the log holds rows stamped in the window (after, upto]."""
-        rows = self.query(
-            sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE "snaptime$$" <= %s '
-                    'AND (%s::timestamptz IS NULL OR "snaptime$$" > %s))').format(log.identifier),
-            (upto, after, after),
-        )
-        return bool(rows[0][0])
 
     def pending_rows(self, log: LogInfo, after: datetime | None) -> int:
         """Log rows a consumer at ``after`` has not consumed (stamped later, or not stamped yet)."""
@@ -462,3 +456,48 @@ class Source:
                 cur.execute(sql.SQL('DELETE FROM {} WHERE "snaptime$$" <= %s').format(log.identifier), (horizon,))
                 deleted[log.qualified_table] = cur.rowcount
         return deleted
+
+
+def _snapshot_id(snapshot: str) -> str:
+    if not SNAPSHOT_ID.match(snapshot):
+        raise SourceError(f"unexpected snapshot id {snapshot!r}")
+    return snapshot
+
+
+@dataclass
+class StampedSnapshot:
+    """A refresh's stamp S and the exported snapshot it was taken in, held open until the refresh ends.
+
+    At this snapshot the window of a consumer at ``after`` is simply ``snaptime$$ > after``
+    (see sqlgen.changed_keys_sql).
+    """
+
+    time: datetime
+    snapshot: str
+    conn: psycopg2.extensions.connection
+    source: Source
+
+    def query(self, statement: sql.Composable | str, params: Sequence | dict | None = None) -> list[tuple]:
+        """Run a read-only statement at the snapshot."""
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(statement, params)
+                return cur.fetchall() if cur.description else []
+        except psycopg2.Error as exc:
+            raise SourceError(f"PostgreSQL: {self.source._describe(exc)}") from None
+
+    def _window_has(self, log: LogInfo, after: datetime | None, condition: sql.Composable) -> bool:
+        rows = self.query(
+            sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE ({}) AND (%s::timestamptz IS NULL OR "snaptime$$" > %s))')
+            .format(log.identifier, condition),
+            (after, after),
+        )
+        return bool(rows[0][0])
+
+    def window_has_rows(self, log: LogInfo, after: datetime | None) -> bool:
+        """Whether the log holds rows in this refresh's window for a consumer at ``after``."""
+        return self._window_has(log, after, sql.SQL("true"))
+
+    def truncated_since(self, log: LogInfo, after: datetime | None) -> bool:
+        """Whether the table was truncated in this refresh's window for a consumer at ``after``."""
+        return self._window_has(log, after, sql.SQL("\"dmltype$$\" = 'T'"))

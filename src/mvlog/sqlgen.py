@@ -42,12 +42,14 @@ def _in(expressions: list[exp.Expression], query: exp.Query) -> exp.Expression:
     return exp.In(this=this, query=exp.Subquery(this=query))
 
 
-def changed_keys_sql(log: LogInfo, since: datetime | None, upto: datetime) -> exp.Select:
-    """DISTINCT primary keys logged in the window: many changes of one key collapse into one."""
-    condition = exp.and_(
-        exp.NEQ(this=col("dmltype$$"), expression=exp.Literal.string("T")),
-        exp.LTE(this=col("snaptime$$"), expression=_timestamptz(upto)),
-    )
+def changed_keys_sql(log: LogInfo, since: datetime | None) -> exp.Select:
+    """DISTINCT primary keys logged after ``since``: many changes of one key collapse into one.
+
+    Run at the refresh's snapshot, ``snaptime$$ > since`` is exactly the window (since, S]: the
+    snapshot was taken under the stamping lock, so it sees the rows this refresh stamps with S
+    still holding the sentinel, and no row of a later stamp or of a transaction it does not see.
+    """
+    condition = exp.NEQ(this=col("dmltype$$"), expression=exp.Literal.string("T"))
     if since is not None:
         condition = exp.and_(condition, exp.GT(this=col("snaptime$$"), expression=_timestamptz(since)))
     return (
@@ -79,11 +81,11 @@ def _with_present(select: exp.Select) -> exp.Select:
 
 # -- simple views -------------------------------------------------------------------------
 
-def fast_simple_sql(shape: ViewShape, since: datetime | None, upto: datetime) -> str:
+def fast_simple_sql(shape: ViewShape, since: datetime | None) -> str:
     """Changed keys LEFT JOIN the view: PostgreSQL flattens the view subquery and probes the
     base table's primary key once per changed key, so only changed rows are read."""
     (log,) = shape.logs
-    return _left_join_keys(changed_keys_sql(log, since, upto), _with_present(_parse(shape.select_sql)),
+    return _left_join_keys(changed_keys_sql(log, since), _with_present(_parse(shape.select_sql)),
                            shape.key_columns, null_safe=False)
 
 
@@ -105,14 +107,14 @@ def _key_exprs(shape: ViewShape) -> list[exp.Expression]:
     return [exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs]
 
 
-def _touched(shape: ViewShape, items: list[exp.Expression], since: datetime | None, upto: datetime) -> exp.Query:
+def _touched(shape: ViewShape, items: list[exp.Expression], since: datetime | None) -> exp.Query:
     """``items`` over the view's rows that involve a changed base row (one branch per FROM item)."""
     branches = []
     for table in shape.tables:
         core = _parse(shape.core_sql)
         core.set("expressions", [item.copy() for item in items])
         pks = [col(pk, table.alias) for pk in table.log.key_columns]
-        branches.append(core.where(_in(pks, changed_keys_sql(table.log, since, upto)), copy=False))
+        branches.append(core.where(_in(pks, changed_keys_sql(table.log, since)), copy=False))
     return _union(branches)
 
 
@@ -123,24 +125,24 @@ def _union(branches: list[exp.Query]) -> exp.Query:
     return query
 
 
-def affected_keys_sql(shape: ViewShape, since: datetime | None, upto: datetime) -> exp.Query:
+def affected_keys_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
     """View keys to recompute: produced by changed rows now, or by them at the last refresh."""
     names = _key_names(len(shape.key_columns))
     if shape.global_aggregate:
-        changed = [exp.Exists(this=changed_keys_sql(log, since, upto)) for log in shape.logs]
+        changed = [exp.Exists(this=changed_keys_sql(log, since)) for log in shape.logs]
         return exp.select(exp.alias_(exp.true(), ident(names[0]))).where(exp.or_(*changed))
-    now = _touched(shape, [exp.alias_(e, ident(n)) for e, n in zip(_key_exprs(shape), names)], since, upto)
+    now = _touched(shape, [exp.alias_(e, ident(n)) for e, n in zip(_key_exprs(shape), names)], since)
     before = []
     for table in shape.tables:
         before.append(
             exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
             .from_(keymap_table(shape))
-            .where(_in([col(c) for c in table.keymap_columns], changed_keys_sql(table.log, since, upto)))
+            .where(_in([col(c) for c in table.keymap_columns], changed_keys_sql(table.log, since)))
         )
     return _union([now, *before])
 
 
-def fast_keyed_sql(shape: ViewShape, since: datetime | None, upto: datetime, null_keys: bool = False) -> str:
+def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = False) -> str:
     """Affected view keys LEFT JOIN the view restricted to them.
 
     The restriction is a semi-join ``(key exprs) IN (affected)`` that PostgreSQL can
@@ -163,15 +165,15 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, upto: datetime, nul
         current = exp.union(current, nullish, distinct=False)
     keys_query = exp.select(exp.Star()).from_("affected")
     sql = _left_join_keys(keys_query, current, shape.key_columns, null_safe=True)
-    return exp.maybe_parse(sql, dialect=DIALECT).with_("affected", as_=affected_keys_sql(shape, since, upto)).sql(dialect=DIALECT)
+    return exp.maybe_parse(sql, dialect=DIALECT).with_("affected", as_=affected_keys_sql(shape, since)).sql(dialect=DIALECT)
 
 
-def null_keys_check_sql(shape: ViewShape, since: datetime | None, upto: datetime) -> str:
+def null_keys_check_sql(shape: ViewShape, since: datetime | None) -> str:
     """Whether an affected view key holds a NULL (then the null-safe branch is needed)."""
     names = _key_names(len(shape.key_columns))
     any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
     inner = exp.select(exp.Literal.number(1)).from_(
-        exp.Subquery(this=affected_keys_sql(shape, since, upto), alias=exp.TableAlias(this=ident("a")))
+        exp.Subquery(this=affected_keys_sql(shape, since), alias=exp.TableAlias(this=ident("a")))
     ).where(any_null)
     return exp.select(exp.Exists(this=inner)).sql(dialect=DIALECT)
 
@@ -223,15 +225,15 @@ def keymap_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
     return statements
 
 
-def keymap_update_sql(shape: ViewShape, since: datetime | None, upto: datetime) -> list[str]:
+def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
     """Statements that bring the key map from the last refresh to the window's end: forget the
     rows of changed base keys, then add what those keys produce now."""
     table = keymap_table(shape)
     statements = []
     for t in shape.tables:
-        condition = _in([col(c) for c in t.keymap_columns], changed_keys_sql(t.log, since, upto))
+        condition = _in([col(c) for c in t.keymap_columns], changed_keys_sql(t.log, since))
         statements.append(exp.delete(table, where=condition).sql(dialect=DIALECT))
-    insert = exp.insert(_touched(shape, _keymap_items(shape), since, upto), table)
+    insert = exp.insert(_touched(shape, _keymap_items(shape), since), table)
     statements.append(insert.sql(dialect=DIALECT))
     return statements
 

@@ -1,0 +1,61 @@
+"""Refresh groups: views refreshed together reflect exactly one committed state of the database."""
+
+from __future__ import annotations
+
+import pytest
+
+import mvlog.project
+from conftest import assert_view_matches
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = """
+CREATE TABLE accounts (id int PRIMARY KEY, branch int NOT NULL, balance numeric(14,2) NOT NULL);
+INSERT INTO accounts SELECT g, 1 + g % 3, 100 FROM generate_series(1, 30) g;
+"""
+VIEWS = [
+    {"name": "account_list", "refresh": "fast", "group": "bank",
+     "query": "SELECT id, branch, balance FROM accounts"},
+    {"name": "branch_totals", "refresh": "fast", "group": "bank",
+     "query": "SELECT branch, count(*) AS accounts, sum(balance) AS total FROM accounts GROUP BY branch"},
+]
+
+
+def detail_by_branch(project) -> dict:
+    detail = project.warehouse.spark.read.format("delta").load(project.warehouse.location("account_list"))
+    return {r["branch"]: (r["n"], r["s"]) for r in detail.groupBy("branch").agg({"*": "count", "balance": "sum"})
+            .withColumnsRenamed({"count(1)": "n", "sum(balance)": "s"}).collect()}
+
+
+def totals(project) -> dict:
+    table = project.warehouse.spark.read.format("delta").load(project.warehouse.location("branch_totals"))
+    return {r["branch"]: (r["accounts"], r["total"]) for r in table.collect()}
+
+
+@pytest.mark.parametrize("point", ["after_stamp", "after_read"])
+def test_a_commit_during_a_group_refresh_is_all_or_nothing_in_the_group(db, make_project, monkeypatch, point):
+    """A writer commits while the group refresh runs: the group shows none of it (the next refresh all)."""
+    db.execute(SCHEMA)
+    project = make_project(["accounts"], VIEWS)
+    project.apply()
+    db.execute("UPDATE accounts SET balance = balance + 5 WHERE id = 3")  # branch 1 changes before the refresh
+
+    checkpoint = mvlog.project.checkpoint
+
+    def writer_commits_at(name: str) -> None:
+        if name == point:  # account 6 (not in the window) moves from branch 1 to branch 2
+            db.execute("UPDATE accounts SET branch = 2, balance = balance + 1 WHERE id = 6")
+        checkpoint(name)
+
+    monkeypatch.setattr(mvlog.project, "checkpoint", writer_commits_at)
+    results = project.refresh(group="bank")
+    assert [r.error for r in results] == [None, None]
+    assert detail_by_branch(project) == totals(project)
+    assert totals(project)[1] == (10, 1005)  # the move of account 6 is not half-applied: not applied at all
+
+    monkeypatch.setattr(mvlog.project, "checkpoint", checkpoint)
+    results = project.refresh(group="bank")
+    assert [r.error for r in results] == [None, None]
+    assert detail_by_branch(project) == totals(project)
+    for view in VIEWS:
+        assert_view_matches(project, view["name"])
