@@ -368,6 +368,7 @@ class Project:
         """Refresh views: named ones, a group's, or all. Views of one group share one stamp and snapshot."""
         views = self._select_views(names, group)
         self.source.check_schema()
+        self.warehouse  # noqa: B018  start Spark first: no view's time includes the JVM start
         batches: dict[str | None, list[ViewConfig]] = {}
         for view in views:
             batches.setdefault(view.group, []).append(view)
