@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import hashlib
 import json
 import time
@@ -506,13 +505,11 @@ class Project:
             if plan.shape.keyed and plan.shape.view_class is ViewClass.AGGREGATE and not plan.shape.global_aggregate:
                 null_keys = bool(stamped.query(sqlgen.null_keys_check_sql(plan.shape, plan.since))[0][0])
             df = self.warehouse.read(self.jdbc, plan.read_sql(null_keys), snapshot)
-            if os.environ.get("MVLOG_FAULT") == "after_read":
-                df = df.cache()
-                df.count()  # really read it, then die before Delta is touched
-            checkpoint("after_read")
-            arm("during_merge")
             try:
-                return self.warehouse.merge(plan.location, df, plan.key_columns, metadata, txn), plan
+                with self.warehouse.staged(df) as staged:
+                    checkpoint("after_read")
+                    arm("during_merge")
+                    return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn), plan
             except SchemaDrift as exc:
                 if view.refresh is RefreshMethod.FAST:
                     raise RefreshError(f"view {view.name} cannot be fast-refreshed: {exc}") from None
