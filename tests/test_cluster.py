@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from conftest import assert_view_matches
+from test_faults import SCHEMA, VIEWS  # the same three views, simple, join and aggregate
 from mvlog.config import load_config
 from mvlog.pgtemp import free_port
 from mvlog.project import Project
@@ -31,22 +32,6 @@ from mvlog.project import Project
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
-
-SCHEMA = """
-CREATE TABLE customers (id int PRIMARY KEY, name text, region int);
-CREATE TABLE orders (id int PRIMARY KEY, customer_id int, amount numeric(10,2), status text);
-INSERT INTO customers SELECT g, 'c' || g, g % 3 FROM generate_series(1, 20) g;
-INSERT INTO orders SELECT g, 1 + g % 20, g, CASE WHEN g % 2 = 0 THEN 'open' ELSE 'done' END
-  FROM generate_series(1, 200) g;
-"""
-VIEWS = [
-    {"name": "open_orders", "refresh": "fast", "query": "SELECT id, amount FROM orders WHERE status = 'open'"},
-    {"name": "order_names", "refresh": "fast",
-     "query": "SELECT o.id, c.name, o.amount FROM orders o JOIN customers c ON c.id = o.customer_id"},
-    {"name": "by_region", "refresh": "fast",
-     "query": "SELECT c.region, count(*) AS n, sum(o.amount) AS total, max(o.amount) AS hi "
-              "FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY c.region"},
-]
 
 
 def _get_json(url: str) -> dict:
