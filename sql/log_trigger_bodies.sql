@@ -9,14 +9,18 @@ BEGIN
 END
 
 -- @update
--- A key-changing UPDATE logs the old key as a delete and the new key as an insert.
+-- One FULL JOIN of the old and new keys: a key in both is an update (U, N); a key only in the
+-- new rows was set by a key-changing UPDATE (I, N), one only in the old rows was left (D, O).
+-- Primary key columns are NOT NULL, so a NULL key column means "no row on that side". A full
+-- join cannot run as a nested loop, so the plan PL/pgSQL caches for the session's first call
+-- stays linear in the rows of every later UPDATE (a nested loop made a 20k-row UPDATE after a
+-- one-row UPDATE take 56 s instead of 0.35 s).
 BEGIN
     INSERT INTO {log} ({key_cols}, "dmltype$$", "old_new$$")
-    SELECT {new_keys}, CASE WHEN {old_first_key} IS NULL THEN 'I' ELSE 'U' END, 'N'
-    FROM mvlog_new AS n LEFT JOIN mvlog_old AS o ON {keys_equal}
-    UNION ALL
-    SELECT {old_keys}, 'D', 'O'
-    FROM mvlog_old AS o WHERE NOT EXISTS (SELECT FROM mvlog_new AS n WHERE {keys_equal});
+    SELECT {either_keys},
+           CASE WHEN {old_first_key} IS NULL THEN 'I' WHEN {new_first_key} IS NULL THEN 'D' ELSE 'U' END,
+           CASE WHEN {new_first_key} IS NULL THEN 'O' ELSE 'N' END
+    FROM mvlog_new AS n FULL JOIN mvlog_old AS o ON {keys_equal};
     RETURN NULL;
 END
 

@@ -41,3 +41,39 @@ def test_a_large_update_after_a_small_one_in_one_session_is_planned_for_its_size
     log = db.execute("SELECT log_name FROM mvlog.logs")[0][0]
     counts = dict(db.execute(f'SELECT "dmltype$$", count(*) FROM mvlog."{log}" GROUP BY 1'))
     assert counts == {"U": 1 + 3000, "D": 1500, "I": 1500}
+
+
+def test_apply_recreates_trigger_functions_of_an_older_mvlog(db, make_project):
+    """A log whose trigger functions differ from what this mvlog renders (an upgrade changed a
+    body) is recreated by ``apply``; a current one is left alone."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0)")
+    project = make_project(["t"], [])
+    assert project.apply().logs_created == ["public.t"]
+    assert make_project(["t"], []).apply().logs_unchanged == ["public.t"]
+    log = db.execute("SELECT log_name FROM mvlog.logs")[0][0]
+    fn = f'mvlog."{log}$update"'
+    # The body an older version installed: logs nothing.
+    db.execute(f"CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER "
+               "SET search_path = pg_catalog, pg_temp AS 'BEGIN RETURN NULL; END'")
+    assert make_project(["t"], []).apply().logs_created == ["public.t"]
+    db.execute("UPDATE t SET v = 1")
+    assert db.execute(f'SELECT id, "dmltype$$" FROM mvlog."{log}"') == [(1, "U")]
+
+
+def test_the_update_trigger_logs_key_changes_for_composite_keys(db, make_project):
+    db.execute("CREATE TABLE t (a int, b text, v int, PRIMARY KEY (a, b));"
+               "INSERT INTO t VALUES (1, 'x', 0), (1, 'y', 0), (2, 'x', 0)")
+    make_project(["t"], []).apply()
+    log = db.execute("SELECT log_name FROM mvlog.logs")[0][0]
+    db.execute("UPDATE t SET b = 'z', v = 1 WHERE a = 1 AND b = 'x'; UPDATE t SET v = 2 WHERE a = 2;"
+               "UPDATE t SET a = a + 1 WHERE b = 'x' OR b = 'y'")
+    rows = db.execute(f'SELECT a, b, "dmltype$$", "old_new$$" FROM mvlog."{log}" ORDER BY 1, 2, 3')
+    assert rows == [
+        (1, "x", "D", "O"),  # first statement: (1,x) -> (1,z)
+        (1, "y", "D", "O"),  # third: (1,y) -> (2,y)
+        (1, "z", "I", "N"),
+        (2, "x", "D", "O"),  # third: (2,x) -> (3,x)
+        (2, "x", "U", "N"),  # second
+        (2, "y", "I", "N"),
+        (3, "x", "I", "N"),
+    ]

@@ -49,7 +49,7 @@ def test_writer_and_refresh_roles(pg, db, make_project):
     with conn.cursor() as cur, pytest.raises(psycopg2.errors.InsufficientPrivilege):
         cur.execute("SELECT * FROM mvlog.logs")
     conn.close()
-    # Every trigger function pins its search_path (the update one also turns nested loops off).
+    # Every trigger function pins its search_path.
     assert db.execute("SELECT bool_and(prosecdef), array_agg(DISTINCT proconfig[1]) "
                       "FROM pg_proc WHERE proname LIKE 'mlog$%'") == [(True, ["search_path=pg_catalog, pg_temp"])]
 

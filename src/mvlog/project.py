@@ -176,7 +176,7 @@ class Project:
             if table is None:
                 raise ConfigError(f"{where}: table {entry.table} does not exist")
             try:
-                existed = self._log_is_current(cur, table)
+                existed = self.source.log_is_current(cur, table)
                 logs[table.oid] = self.source.ensure_log(cur, table, current=existed)
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
@@ -237,19 +237,6 @@ class Project:
         if len(refs) != 1:
             raise ConfigError(f"{name!r} is not a table name")
         return self.source.resolve_table(cur, refs[0].schema, refs[0].name)
-
-    def _log_is_current(self, cur: Any, table: TableInfo) -> bool:
-        cur.execute(
-            """
-            SELECT l.key_columns = %s AND l.key_types = %s
-                   AND (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = %s AND t.tgname LIKE 'mvlog$%%') = 4
-                   AND to_regclass(format('mvlog.%%I', l.log_name)) IS NOT NULL
-            FROM mvlog.logs l WHERE l.table_schema = %s AND l.table_name = %s
-            """,
-            ([c.name for c in table.key], [c.type for c in table.key], table.oid, table.schema, table.name),
-        )
-        row = cur.fetchone()
-        return bool(row and row[0])
 
     def validate(self) -> ApplyReport:
         """Check the configuration against the database without changing anything."""

@@ -23,6 +23,7 @@ from mvlog.errors import ConfigError, SourceError
 SENTINEL = "4000-01-01 00:00:00+00"
 SCHEMA_VERSION = 2  # the newest sql/NNN_*.sql catalog version (002 gained mvlog.analyze)
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of mvlog's two-int advisory locks
+TRIGGER_FUNCTION_CONFIG = ("search_path=pg_catalog, pg_temp",)  # the SET clause of every log trigger function (sql/log.sql)
 SNAPSHOT_ID = re.compile(r"^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$")
 
 
@@ -293,37 +294,71 @@ class Source:
         )
         return log
 
-    def _log_ddl(self, cur: psycopg2.extensions.cursor, table: TableInfo, log: LogInfo) -> sql.Composed:
-        keys = [sql.Identifier(c.name) for c in table.key]
-        log_id = log.identifier
+    def log_is_current(self, cur: psycopg2.extensions.cursor, table: TableInfo) -> bool:
+        """The table's log, its four triggers and their functions exist exactly as this version
+        of mvlog renders them (an upgrade that changes a trigger body makes ``apply`` recreate it)."""
+        cur.execute(
+            "SELECT log_name, key_columns, key_types FROM mvlog.logs WHERE table_schema = %s AND table_name = %s",
+            (table.schema, table.name),
+        )
+        row = cur.fetchone()
+        if not row or (tuple(row[1]), tuple(row[2])) != (tuple(c.name for c in table.key), tuple(c.type for c in table.key)):
+            return False
+        log = LogInfo(table.schema, table.name, row[0], tuple(row[1]), tuple(row[2]), table.oid)
+        cur.execute(
+            """
+            SELECT (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = %s AND t.tgname LIKE 'mvlog$%%') = 4
+                   AND to_regclass(%s) IS NOT NULL
+            """,
+            (table.oid, log.identifier.as_string(cur)),
+        )
+        if not cur.fetchone()[0]:
+            return False
+        expected = {f"{log.log_name}${name}": body for name, body in self._trigger_bodies(cur, table, log).items()}
+        cur.execute(
+            "SELECT proname, prosrc, proconfig FROM pg_proc WHERE pronamespace = 'mvlog'::regnamespace AND proname = ANY(%s)",
+            (list(expected),),
+        )
+        found = {name: (source, config) for name, source, config in cur.fetchall()}
+        return all(found.get(name) == (body, list(TRIGGER_FUNCTION_CONFIG)) for name, body in expected.items())
+
+    def _trigger_bodies(self, cur: psycopg2.extensions.cursor, table: TableInfo, log: LogInfo) -> dict[str, str]:
+        """The rendered PL/pgSQL bodies of the log's trigger functions, by event."""
 
         def prefixed(alias: str) -> sql.Composed:
             return sql.SQL(", ").join(sql.Identifier(alias, c.name) for c in table.key)
 
         parts = {
-            "log": log_id,
-            "key_cols": sql.SQL(", ").join(keys),
+            "log": log.identifier,
+            "key_cols": sql.SQL(", ").join(sql.Identifier(c.name) for c in table.key),
             "new_keys": prefixed("n"),
             "old_keys": prefixed("o"),
             "old_first_key": sql.Identifier("o", table.key[0].name),
+            "new_first_key": sql.Identifier("n", table.key[0].name),
+            "either_keys": sql.SQL(", ").join(
+                sql.SQL("coalesce({}, {})").format(sql.Identifier("n", c.name), sql.Identifier("o", c.name))
+                for c in table.key
+            ),
             "keys_equal": sql.SQL(" AND ").join(
                 sql.SQL("{} = {}").format(sql.Identifier("n", c.name), sql.Identifier("o", c.name)) for c in table.key
             ),
         }
-        bodies = {
-            name: sql.Literal(sql.SQL(text).format(**{k: v for k, v in parts.items() if "{" + k + "}" in text})
-                              .as_string(cur))
+        return {
+            name: sql.SQL(text).format(**{k: v for k, v in parts.items() if "{" + k + "}" in text}).as_string(cur)
             for name, text in trigger_bodies().items()
         }
+
+    def _log_ddl(self, cur: psycopg2.extensions.cursor, table: TableInfo, log: LogInfo) -> sql.Composed:
+        bodies = self._trigger_bodies(cur, table, log)
         return sql.SQL(read_sql("log.sql")).format(
             table=table.identifier,
-            log=log_id,
+            log=log.identifier,
             log_index=sql.Identifier(f"{log.log_name}$snaptime"),
             key_defs=sql.SQL(", ").join(
                 sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.type)) for c in table.key
             ),
             **{f"fn_{name}": sql.Identifier("mvlog", f"{log.log_name}${name}") for name in bodies},
-            **{f"body_{name}": body for name, body in bodies.items()},
+            **{f"body_{name}": sql.Literal(body) for name, body in bodies.items()},
         )
 
     def drop_log(self, cur: psycopg2.extensions.cursor, log: LogInfo) -> None:
