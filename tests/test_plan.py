@@ -10,9 +10,9 @@ import sqlglot
 from mvlog.analysis import analyze
 from mvlog.config import RefreshMethod
 from mvlog.errors import RefreshError
-from mvlog.plan import plan_refresh
+from mvlog.plan import ROWS_PER_PARTITION, partition_predicates, plan_refresh
 from mvlog.shape import shape_view
-from mvlog.source import LogInfo
+from mvlog.source import ColumnStats, LogInfo
 
 LOG = LogInfo("public", "orders", "mlog$_orders_1", ("id",), ("bigint",), 1)
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -77,3 +77,43 @@ def test_complete_when_state_requires_it(since, needs, exists, reason):
 def test_complete_requested():
     plan = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
     assert plan.method == "complete" and plan.read_sql() == plan.shape.select_sql
+
+
+CUSTOMERS = LogInfo("public", "customers", "mlog$_customers_2", ("id",), ("integer",), 2)
+
+
+def test_range_key_is_the_first_key_column_and_the_base_column_it_equals():
+    simple = shape("SELECT id AS order_id, amount FROM orders")
+    assert (simple.range_key.column, simple.range_key.log, simple.range_key.base_column) == ("order_id", LOG, "id")
+    join = shape_view("v", analyze("SELECT c.name, o.amount FROM customers c JOIN orders o ON o.customer_id = c.id"),
+                      {"c": CUSTOMERS, "o": LOG})
+    assert (join.range_key.column, join.range_key.log, join.range_key.base_column) == ("_mvlog_c_id", CUSTOMERS, "id")
+    grouped = shape_view("v", analyze("SELECT o.customer_id, count(*) AS n FROM orders o GROUP BY o.customer_id"),
+                         {"o": LOG})
+    assert (grouped.range_key.column, grouped.range_key.base_column, grouped.range_key.grouped) == (
+        "customer_id", "customer_id", True)
+    assert shape("SELECT count(*) AS n FROM orders").range_key is None  # one row: nothing to split
+    assert shape("SELECT amount + 1 AS a, count(*) AS n FROM orders GROUP BY amount + 1").range_key is None
+
+
+def test_partitions_split_by_histogram_bounds_and_cover_every_value_once():
+    s = shape("SELECT id AS order_id, amount FROM orders")
+    histogram = tuple(str(v) for v in range(0, 10_000_001, 100_000))  # 101 bounds, 100 buckets
+    predicates = partition_predicates(s, ColumnStats(histogram, 10_000_000, 10_000_000))
+    assert len(predicates) == 10_000_000 // ROWS_PER_PARTITION
+    assert predicates[0] == "\"order_id\" < '500000' OR \"order_id\" IS NULL"
+    assert predicates[1] == "\"order_id\" >= '500000' AND \"order_id\" < '1000000'"
+    assert predicates[-1] == "\"order_id\" >= '9500000'"
+    # Repeated bounds (a skewed column) are split at once, not into empty ranges.
+    skewed = partition_predicates(s, ColumnStats(("0",) + ("1",) * 50 + ("2",) * 50, 10_000_000, 10_000_000))
+    assert skewed == ("\"order_id\" < '1' OR \"order_id\" IS NULL",
+                      "\"order_id\" >= '1' AND \"order_id\" < '2'", "\"order_id\" >= '2'")
+
+
+def test_small_tables_and_missing_statistics_read_in_one_piece():
+    s = shape("SELECT id AS order_id, amount FROM orders")
+    assert partition_predicates(s, None) == ()
+    assert partition_predicates(s, ColumnStats(("1", "50", "100"), ROWS_PER_PARTITION / 2, 100)) == ()
+    grouped = shape("SELECT customer_id, count(*) AS n FROM orders GROUP BY customer_id")
+    many_rows_few_groups = ColumnStats(tuple(str(v) for v in range(101)), 10_000_000, 1000)
+    assert partition_predicates(grouped, many_rows_few_groups) == ()

@@ -6,14 +6,18 @@ to PostgreSQL — so it can be printed and tested without Spark or a database.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
 from mvlog.config import RefreshMethod
 from mvlog.errors import RefreshError
 from mvlog.shape import ViewShape
-from mvlog.source import LogInfo
-from mvlog.sqlgen import fast_keyed_sql, fast_simple_sql
+from mvlog.source import ColumnStats, LogInfo
+from mvlog.sqlgen import fast_keyed_sql, fast_simple_sql, range_predicates
+
+ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
+MAX_PARTITIONS = 64
 
 @dataclass(frozen=True)
 class RefreshPlan:
@@ -27,6 +31,7 @@ class RefreshPlan:
     since: datetime | None  # last_V: consume log rows with since < snaptime$$ <= S (the new stamp)
     key_columns: tuple[str, ...]
     shape: ViewShape
+    partitions: tuple[str, ...] = ()  # complete refresh: one JDBC read per WHERE clause (empty: one read)
 
     def read_sql(self, null_keys: bool = False) -> str:
         """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
@@ -49,6 +54,8 @@ class RefreshPlan:
         ]
         if self.method == "fast":
             lines.append(f"  window: snaptime$$ in {window}")
+        elif self.partitions and self.shape.range_key:
+            lines.append(f"  read: {len(self.partitions)} partitions by ranges of {self.shape.range_key.column}")
         return "\n".join(lines)
 
 
@@ -80,3 +87,19 @@ def plan_refresh(
     if requested is RefreshMethod.FAST:
         raise RefreshError(f"view {shape.name} cannot be fast-refreshed: {blocker}")
     return plan("complete", blocker)
+
+
+def partition_predicates(shape: ViewShape, stats: ColumnStats | None) -> tuple[str, ...]:
+    """How a complete refresh of ``shape`` splits its read: WHERE clauses on the view's first key
+    column, one per partition of about ROWS_PER_PARTITION view rows; () to read in one piece.
+
+    The bounds only balance the partitions; any bounds give a correct, complete read."""
+    if shape.range_key is None or stats is None or len(stats.histogram) < 3:
+        return ()
+    rows = stats.distinct if shape.range_key.grouped else stats.rows
+    wanted = min(MAX_PARTITIONS, math.ceil(rows / ROWS_PER_PARTITION), len(stats.histogram) - 1)
+    if wanted < 2:
+        return ()
+    buckets = len(stats.histogram) - 1
+    splits = list(dict.fromkeys(stats.histogram[round(i * buckets / wanted)] for i in range(1, wanted)))
+    return tuple(range_predicates(shape.range_key.column, splits))

@@ -22,7 +22,7 @@ from psycopg2 import sql
 from mvlog.analysis import ViewClass, analyze
 from mvlog.config import Config, RefreshMethod, ViewConfig, load_config
 from mvlog.errors import ConcurrentRefreshError, ConfigError, MvlogError, RefreshError, SourceError, UsageError
-from mvlog.plan import RefreshPlan, plan_refresh
+from mvlog.plan import RefreshPlan, partition_predicates, plan_refresh
 from mvlog.shape import HIDDEN_PREFIX, ViewShape, downgrade, keymap_name, shape_view
 from mvlog import sqlgen
 from mvlog.faults import arm, checkpoint
@@ -493,7 +493,7 @@ class Project:
                 null_keys = bool(stamped.query(sqlgen.null_keys_check_sql(plan.shape, plan.since))[0][0])
             df = self.warehouse.read(self.jdbc, plan.read_sql(null_keys), snapshot)
             try:
-                with self.warehouse.staged(df) as staged:
+                with self.warehouse.staged(df, sqlgen.CHANGED_KEY_PREFIX + "0") as staged:
                     checkpoint("after_read")
                     arm("during_merge")
                     return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn), plan
@@ -502,10 +502,20 @@ class Project:
                     raise RefreshError(f"view {view.name} cannot be fast-refreshed: {exc}") from None
                 plan = dataclasses.replace(plan, method="complete", reason=str(exc))
                 metadata["method"] = "complete"
-        self.progress(f"{view.name}: complete refresh")
-        df = self.warehouse.read(self.jdbc, plan.read_sql(), snapshot)
+        plan = self._partitioned(plan)
+        self.progress(f"{view.name}: complete refresh"
+                      + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))
+        df = self.warehouse.read(self.jdbc, plan.read_sql(), snapshot, plan.partitions)
         checkpoint("after_read")
         return self.warehouse.replace(plan.location, df, metadata, txn), plan
+
+    def _partitioned(self, plan: RefreshPlan) -> RefreshPlan:
+        """A complete refresh's plan with its read split by ranges of the view's first key column."""
+        key = plan.shape.range_key
+        if plan.method != "complete" or key is None:
+            return plan
+        stats = self.source.column_stats(key.log, key.base_column)
+        return dataclasses.replace(plan, partitions=partition_predicates(plan.shape, stats))
 
     def _close_interrupted(self, names: list[str]) -> None:
         """Refreshes still 'running' while we hold the view locks died (killed, crashed): say so."""
@@ -732,5 +742,5 @@ class Project:
         check = self._check(view)
         method = RefreshMethod.COMPLETE if complete else view.refresh
         location = self.config.warehouse_uri + "/" + view.name
-        return plan_refresh(check.shape, location, method, state["last_snaptime"],
-                            self._needs_complete(view, state, check), True)
+        return self._partitioned(plan_refresh(check.shape, location, method, state["last_snaptime"],
+                                              self._needs_complete(view, state, check), True))

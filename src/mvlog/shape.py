@@ -38,6 +38,18 @@ class TableKey:
 
 
 @dataclass(frozen=True)
+class RangeKey:
+    """The first view-key column and the base-table column it equals. A complete refresh reads
+    the view in ranges of it (bounds from the column's PostgreSQL statistics), so the Delta
+    table's files each hold one key range and a MERGE can skip the files its keys miss."""
+
+    column: str  # the view's output column
+    log: LogInfo  # the base table, by its log
+    base_column: str
+    grouped: bool = False  # an aggregate's group column: the view has one row per distinct value
+
+
+@dataclass(frozen=True)
 class ViewShape:
     """How a view is keyed and read (plain data: printable, testable without a database)."""
 
@@ -53,6 +65,7 @@ class ViewShape:
     core_sql: str = ""  # SELECT 1 FROM <from items> WHERE <where>: the rows the view is computed from
     keymap: str | None = None  # mvlog.<keymap>: base-row keys -> view key, kept at last_V
     global_aggregate: bool = False
+    range_key: RangeKey | None = None
 
     @property
     def fast_possible(self) -> bool:
@@ -99,7 +112,8 @@ def _shape_simple(name, analysis, select, logs_by_alias, logs) -> ViewShape:
             _add_hidden(select, col(pk, ref.alias), HIDDEN_PREFIX + pk)
             key_columns.append(HIDDEN_PREFIX + pk)
             hidden.append(HIDDEN_PREFIX + pk)
-    return ViewShape(name, ViewClass.SIMPLE, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT))
+    return ViewShape(name, ViewClass.SIMPLE, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
+                     range_key=RangeKey(key_columns[0], log, log.key_columns[0]))
 
 
 def _group_expressions(select: exp.Select) -> list[exp.Expression]:
@@ -176,7 +190,22 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
         name, analysis.view_class, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
         tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
         core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
+        range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups),
     )
+
+
+def _range_key(key_columns: list[str], tables: list[TableKey], groups: list[exp.Expression]) -> RangeKey | None:
+    if not groups:  # a join: the first key column is the first FROM item's first primary key column
+        return RangeKey(key_columns[0], tables[0].log, tables[0].log.key_columns[0])
+    first = groups[0]
+    if not (isinstance(first, exp.Column) and isinstance(first.this, exp.Identifier)):
+        return None
+    alias = first.args.get("table")
+    if alias is None:
+        table = tables[0] if len(tables) == 1 else None
+    else:
+        table = next((t for t in tables if t.alias == identifier_name(alias)), None)
+    return RangeKey(key_columns[0], table.log, identifier_name(first.this), grouped=True) if table else None
 
 
 def _unambiguous(select: exp.Select, alias: str, column: str) -> bool:

@@ -97,6 +97,15 @@ class LogInfo:
         return sql.Identifier("mvlog", self.log_name)
 
 
+@dataclass(frozen=True)
+class ColumnStats:
+    """PostgreSQL's statistics of one base-table column (pg_stats, pg_class)."""
+
+    histogram: tuple[str, ...]  # equal-population bucket bounds, ascending, in text form
+    rows: float  # the table's estimated rows
+    distinct: float  # estimated distinct values
+
+
 def log_name_for(table: TableInfo) -> str:
     """A readable, unique, ASCII log table name: mlog$_<table>_<oid>."""
     stem = re.sub(r"[^a-z0-9_]+", "_", table.name.lower()).strip("_")[:36] or "t"
@@ -458,6 +467,24 @@ class Source:
             "WHERE table_oid = ANY(%s) AND (%s::timestamptz IS NULL OR logged_at > %s) ORDER BY id",
             (list(table_oids), after, after),
         )
+
+    def column_stats(self, log: LogInfo, column: str) -> ColumnStats | None:
+        """The planner statistics of one column of a logged table; None before it was analyzed."""
+        rows = self.query(
+            """
+            SELECT s.histogram_bounds::text::text[], c.reltuples, s.n_distinct
+            FROM pg_stats s
+            JOIN pg_class c ON c.oid = %s
+            WHERE s.schemaname = %s AND s.tablename = %s AND s.attname = %s AND NOT s.inherited
+            """,
+            (log.table_oid, log.table_schema, log.table_name, column),
+        )
+        if not rows or rows[0][0] is None:
+            return None
+        histogram, reltuples, n_distinct = rows[0]
+        reltuples = max(float(reltuples), 0.0)
+        distinct = float(n_distinct) if n_distinct >= 0 else -float(n_distinct) * reltuples
+        return ColumnStats(tuple(histogram), reltuples, distinct)
 
     def pending_rows(self, log: LogInfo, after: datetime | None) -> int:
         """Log rows a consumer at ``after`` has not consumed (stamped later, or not stamped yet)."""

@@ -240,3 +240,24 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
 
 def drop_keymap_sql(name: str) -> str:
     return f"DROP TABLE IF EXISTS {exp.Table(this=ident(name), db=ident('mvlog')).sql(dialect=DIALECT)}"
+
+
+def range_predicates(column: str, splits: list[str]) -> list[str]:
+    """WHERE clauses cutting a view's rows into ``len(splits) + 1`` disjoint ranges of ``column``
+    that together hold every row (NULLs in the first). ``splits`` are ascending values in
+    PostgreSQL's text form; as untyped literals they take the column's type."""
+    if not splits:
+        return []
+    column_ref = col(column)
+
+    def value(text: str) -> exp.Literal:
+        return exp.Literal.string(text)
+
+    predicates: list[exp.Expression] = [
+        exp.or_(exp.LT(this=column_ref.copy(), expression=value(splits[0])), exp.Is(this=column_ref.copy(), expression=exp.Null()))
+    ]
+    for low, high in zip(splits, splits[1:]):
+        predicates.append(exp.and_(exp.GTE(this=column_ref.copy(), expression=value(low)),
+                                   exp.LT(this=column_ref.copy(), expression=value(high))))
+    predicates.append(exp.GTE(this=column_ref.copy(), expression=value(splits[-1])))
+    return [p.sql(dialect=DIALECT) for p in predicates]

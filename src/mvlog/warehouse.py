@@ -71,10 +71,14 @@ class ApplyCounts:
 
 @dataclass(frozen=True)
 class Staged:
-    """Rows read from PostgreSQL once and held by the executors for one apply."""
+    """Rows read from PostgreSQL once and held by the executors for one apply, with the range of
+    their first key column (``low``/``high``: None if every value is NULL)."""
 
     df: Any
     rows: int
+    low: Any = None
+    high: Any = None
+    has_nulls: bool = False
 
 
 def quote_spark(name: str) -> str:
@@ -152,44 +156,48 @@ class Warehouse:
         except Exception as exc:
             raise WarehouseError(f"cannot delete {location}: {self._redact(short_error(exc))}") from None
 
-    def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None) -> Any:
-        """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``."""
-        reader = (
-            self.spark.read.format("jdbc")
-            .option("url", jdbc.url)
-            .option("dbtable", f"({select_sql}\n) AS mvlog_src")
-            .option("fetchsize", "10000")
-            .option("preferTimestampNTZ", "true")
-        )
-        for key, value in jdbc.properties.items():
-            reader = reader.option(key, value)
+    def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None, partitions: tuple[str, ...] = ()) -> Any:
+        """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``; with ``partitions``
+        (disjoint WHERE clauses covering every row) one JDBC read per clause, in parallel."""
+        options = {"fetchsize": "10000", "preferTimestampNTZ": "true", **jdbc.properties}
         if snapshot is not None:
             if not SNAPSHOT_ID.match(snapshot):
                 raise SourceError(f"invalid snapshot id {snapshot!r}")
-            reader = reader.option(
-                "sessionInitStatement",
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '" + snapshot + "'",
+            options["sessionInitStatement"] = (
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '" + snapshot + "'"
             )
+        table = f"({select_sql}\n) AS mvlog_src"
         try:
-            return reader.load()
+            if partitions:
+                return self.spark.read.jdbc(jdbc.url, table, predicates=list(partitions), properties=options)
+            return self.spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", table).options(**options).load()
         except Exception as exc:
             raise self._fail("reading from PostgreSQL failed", exc) from None
 
     @contextlib.contextmanager
-    def staged(self, df: Any) -> Iterator["Staged"]:
+    def staged(self, df: Any, range_column: str | None = None) -> Iterator["Staged"]:
         """Read ``df`` from PostgreSQL exactly once, into executor memory (spilling to disk).
 
         The MERGE then reads the staged rows twice (to find the touched files, then to write)
-        without asking PostgreSQL again, and the row count tells how to join them. A local
-        checkpoint, as Delta's own source materialization does (Delta refuses a cached
-        source); Spark's context cleaner frees its blocks once the DataFrame is gone.
+        without asking PostgreSQL again; the row count tells how to join them, the range of
+        ``range_column`` which target files can hold their keys. A local checkpoint, as
+        Delta's own source materialization does (Delta refuses a cached source); Spark's
+        context cleaner frees its blocks once the DataFrame is gone.
         """
+        from pyspark.sql import functions as F
+
         try:
             checkpointed = df.localCheckpoint(eager=True)
-            rows = checkpointed.count()
+            if range_column is None:
+                staged = Staged(checkpointed, checkpointed.count())
+            else:
+                column = F.col(quote_spark(range_column))
+                rows, low, high, non_null = checkpointed.agg(
+                    F.count(F.lit(1)), F.min(column), F.max(column), F.count(column)).collect()[0]
+                staged = Staged(checkpointed, rows, low, high, non_null < rows)
         except Exception as exc:
             raise self._fail("reading from PostgreSQL failed", exc) from None
-        yield Staged(checkpointed, rows)
+        yield staged
 
     def _with_commit(self, metadata: dict, txn: tuple[str, int] | None, action, conf: dict[str, str] | None = None):
         settings = {COMMIT_METADATA: json.dumps({"mvlog": metadata}, default=str, sort_keys=True), **(conf or {})}
@@ -235,14 +243,14 @@ class Warehouse:
         """One MERGE on the view key: the staged rows hold affected keys (``_mvlog_key_<i>``) and
         their current view rows; ``_mvlog_present`` is NULL where the key has no row any more."""
         from delta.tables import DeltaTable
-        from pyspark.sql.functions import broadcast
+        from pyspark.sql import functions as F
 
         if staged.rows == 0:
             return ApplyCounts()
         df = staged.df
         # Few affected keys: broadcast them, so the MERGE's join does not shuffle the whole
         # target table (measured: about a third of a small MERGE's time).
-        source = broadcast(df) if staged.rows <= BROADCAST_ROWS else df
+        source = F.broadcast(df) if staged.rows <= BROADCAST_ROWS else df
         try:
             target = DeltaTable.forPath(self.spark, location)
             table_columns = [f.name for f in target.toDF().schema.fields]
@@ -252,7 +260,10 @@ class Warehouse:
             s = lambda c: f"s.{quote_spark(c)}"  # noqa: E731
             t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
             # Null-safe: an aggregate's group key may hold NULLs.
-            on = " AND ".join(f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns))
+            on = F.expr(" AND ".join(f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns)))
+            key_range = _key_range(target.toDF().schema[key_columns[0]], staged)
+            if key_range is not None:  # a target-only predicate: Delta skips files outside the range
+                on = on & key_range
             present = f"{s(PRESENT)} IS NOT NULL"
             unchanged = " AND ".join(f"{t(c)} <=> {s(c)}" for c in value_columns)
             values = {quote_spark(c): s(c) for c in value_columns}
@@ -295,6 +306,21 @@ class Warehouse:
             return json.loads(row["userMetadata"])["mvlog"] if row["userMetadata"] else None
         except (ValueError, KeyError, TypeError):
             return None
+
+
+RANGE_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
+
+
+def _key_range(field: Any, staged: Staged) -> Any:
+    """``t.<first key> BETWEEN low AND high`` (OR IS NULL) over the staged keys, as a Column; None
+    for key types whose literals do not round-trip exactly (floats, timestamps)."""
+    from pyspark.sql import functions as F
+
+    if type(field.dataType).__name__ not in RANGE_TYPES or (staged.low is None and not staged.has_nulls):
+        return None
+    column = F.col(f"t.{quote_spark(field.name)}")
+    condition = column.between(F.lit(staged.low), F.lit(staged.high)) if staged.low is not None else F.lit(False)
+    return condition | column.isNull() if staged.has_nulls else condition
 
 
 class SchemaDrift(WarehouseError):
