@@ -241,6 +241,16 @@ def purge(ctx: click.Context) -> None:
 
 
 @cli.command()
+@click.argument("views", nargs=-1)
+@click.option("--vacuum", is_flag=True, help="Also delete data files older than the tables' retention (Delta default 7 days).")
+@click.pass_context
+def optimize(ctx: click.Context, views: tuple[str, ...], vacuum: bool) -> None:
+    """Compact the small Delta files that fast refreshes leave (default: every view)."""
+    for view, what in _project(ctx).optimize(list(views) or None, vacuum):
+        out.print(f"{view}: {what}", markup=False)
+
+
+@cli.command()
 @click.option("--keep", is_flag=True, help="Keep the PostgreSQL cluster and warehouse afterwards (prints where).")
 @click.option("--warehouse", metavar="DIR", help="Warehouse directory (default: a temporary directory).")
 @click.option("--example", type=click.Choice(["shop", "tpch"]), default="shop", show_default=True,

@@ -699,6 +699,29 @@ class Project:
                 self.reporter.advance(log.qualified_table)
         return purged
 
+    def optimize(self, names: list[str] | None = None, vacuum: bool = False) -> list[tuple[str, str]]:
+        """Compact the Delta files of the views (all by default) that frequent fast refreshes leave
+        small; ``vacuum`` also deletes files older than the tables' retention. Holds each view's
+        refresh lock, so it never races a refresh. Returns (view, what was done) pairs."""
+        self.source.check_schema()
+        views = self._select_views(names, None)
+        done = []
+        with self.reporter.task("optimizing", len(views)):
+            for view in views:
+                location = self.warehouse.location(view.name)
+                with self._view_locks([view.name]):
+                    if not self.warehouse.exists(location):
+                        done.append((view.name, "not built yet"))
+                    else:
+                        started = time.monotonic()
+                        key = self._check(view).shape.range_key
+                        removed, added = self.warehouse.optimize(location, key.column if key else None, vacuum)
+                        what = f"{removed} files compacted into {added}" if removed else "nothing to compact"
+                        done.append((view.name, f"{what}{', vacuumed' if vacuum else ''} "
+                                                f"({time.monotonic() - started:.1f} s)"))
+                self.reporter.advance(view.name)
+        return done
+
     def explain(self, name: str) -> "Explanation":
         """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW)."""
         from mvlog.explain import explain

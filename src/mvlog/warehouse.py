@@ -24,6 +24,8 @@ COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+OPTIMIZE_FILE_BYTES = 64 * 1024 * 1024  # small enough that a MERGE can skip most files of a large view
 BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
 
 
@@ -290,6 +292,30 @@ class Warehouse:
             rows_updated=int(row["num_updated_rows"]),
             rows_deleted=int(row["num_deleted_rows"]),
         )
+
+    def optimize(self, location: str, cluster_column: str | None, vacuum: bool = False) -> tuple[int, int]:
+        """Delta's OPTIMIZE: rewrite the table into files of up to OPTIMIZE_FILE_BYTES, ordered by
+        ``cluster_column`` (ZORDER BY on one column is a sort) so that each file again holds one
+        key range — the small files and deletion vectors fast refreshes leave are folded in.
+        Without a column, plain compaction. ``vacuum``: then delete files no version inside the
+        table's retention period (Delta's default: 7 days) still needs.
+        Returns (files removed, files added)."""
+        from delta.tables import DeltaTable
+
+        def run() -> Any:
+            table = DeltaTable.forPath(self.spark, location)
+            optimizer = table.optimize()
+            result = optimizer.executeZOrderBy(cluster_column) if cluster_column else optimizer.executeCompaction()
+            metrics = result.collect()[0]["metrics"]
+            if vacuum:
+                table.vacuum()
+            return metrics
+
+        try:
+            metrics = self._with_commit({"operation": "optimize"}, None, run, {OPTIMIZE_MAX_FILE_SIZE: str(OPTIMIZE_FILE_BYTES)})
+        except Exception as exc:
+            raise self._fail(f"optimizing {location} failed", exc) from None
+        return int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
 
     def row_count(self, location: str) -> int:
         try:
