@@ -1,16 +1,24 @@
 """Fast refresh vs complete refresh, per view class, on a throwaway PostgreSQL.
 
-    python benchmarks/refresh_vs_complete.py --rows 1000000 --changes 0.0001,0.001,0.01
+    python benchmarks/refresh_vs_complete.py --rows 1000000 --changes 0.0001,0.001,0.01,0.1 --cold
 
-Prints one table row per (view class, change fraction): changed keys, warm fast-refresh
-seconds, warm complete-refresh seconds, and the speed-up. "Warm" means the SparkSession is
-already running (as under `mvlog schedule`); the cold start is printed once.
+Each batch changes a fraction of the orders (amount, and the customer of a third of them),
+either spread uniformly over all orders (``random``) or the newest orders (``recent``: the
+common case of recent rows changing). Prints one table row per (pattern, fraction, view
+class): changed keys, warm fast-refresh seconds and keys/s, the cold fast refresh (a new
+``mvlog refresh`` process: JVM and Spark start included; with --cold), and the speed-up over
+a warm complete refresh (measured once per view: it does not depend on the batch). "Warm"
+means the SparkSession is already running (as under ``mvlog schedule``). Then the time of
+``mvlog optimize`` per view.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -47,26 +55,43 @@ def load(dsn: str, rows: int) -> None:
         cur.execute("CREATE INDEX ON orders (customer_id); ANALYZE")
 
 
-def change(dsn: str, rows: int, fraction: float, seed: int) -> int:
+def change(dsn: str, rows: int, fraction: float, seed: int, pattern: str) -> int:
     """Update ``fraction`` of the orders (amount and, for a third, the customer): returns rows changed."""
     n = max(1, int(rows * fraction))
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
         cur.execute("SELECT setseed(%s)", (seed / 1000.0,))
-        cur.execute("""
+        if pattern == "recent":  # the newest n orders (ids are ascending in time)
+            chosen = "SELECT g FROM generate_series(%s::bigint - %s + 1, %s) g"
+            params = (rows, n, rows)
+        else:
+            chosen = "SELECT 1 + floor(random() * %s)::bigint FROM generate_series(1, %s)"
+            params = (rows, n)
+        cur.execute(f"""
             UPDATE orders SET amount = amount + 1,
                    customer_id = CASE WHEN id %% 3 = 0 THEN 1 + (customer_id %% 50) ELSE customer_id END
-            WHERE id IN (SELECT 1 + floor(random() * %s)::bigint FROM generate_series(1, %s))
-        """, (rows, n))
+            WHERE id IN ({chosen})
+        """, params)
         return cur.rowcount
+
+
+def cold_refresh(config: Path, view: str) -> float:
+    """Seconds of a fresh ``mvlog refresh VIEW`` process."""
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "refresh", view], check=True,
+                   stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return time.perf_counter() - t
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000, help="orders rows (customers: rows/100)")
     parser.add_argument("--changes", default="0.0001,0.001,0.01", help="comma-separated fractions of orders changed")
+    parser.add_argument("--patterns", default="random,recent", help="which orders change: random, recent")
     parser.add_argument("--views", default="simple,join,aggregate")
+    parser.add_argument("--cold", action="store_true", help="also time each fast refresh in a new process")
     args = parser.parse_args()
     fractions = [float(f) for f in args.changes.split(",")]
+    patterns = args.patterns.split(",")
     kinds = args.views.split(",")
 
     with TempPostgres(settings={"shared_buffers": "1GB", "max_wal_size": "4GB"}) as pg, \
@@ -88,32 +113,58 @@ def main() -> None:
             t = time.perf_counter()
             project.apply()
             print(f"Spark start (cold): {cold:.1f} s; apply with complete builds of {len(kinds)} views: "
-                  f"{time.perf_counter() - t:.1f} s")
+                  f"{time.perf_counter() - t:.1f} s", flush=True)
+            complete_s = {}
+            for kind in kinds:
+                t = time.perf_counter()
+                (complete,) = project.refresh([kind], complete=True)
+                complete_s[kind] = time.perf_counter() - t
+                assert not complete.error, complete.error
+                print(f"complete refresh of {kind}: {complete_s[kind]:.1f} s "
+                      f"({len(project.plan(kind, complete=True).partitions) or 1} partitions)", flush=True)
             rows_out = []
-            for seed, fraction in enumerate(fractions, start=1):
-                changed = change(pg.dsn(), args.rows, fraction, seed)
-                for kind in kinds:
-                    t = time.perf_counter()
-                    (fast,) = project.refresh([kind])
-                    fast_s = time.perf_counter() - t
-                    t = time.perf_counter()
-                    (complete,) = project.refresh([kind], complete=True)
-                    complete_s = time.perf_counter() - t
-                    assert not fast.error and not complete.error, (fast.error, complete.error)
-                    assert fast.method == "fast", fast.reason
-                    rows_out.append((kind, fraction, changed, fast.keys_read, fast_s, complete_s))
-                    change(pg.dsn(), args.rows, 0, seed)  # keep the next fast refresh's window to the next batch
-                    project.refresh([kind])
+            seed = 0
+            for pattern in patterns:
+                for fraction in fractions:
+                    seed += 1
+                    changed = change(pg.dsn(), args.rows, fraction, seed, pattern)
+                    results = {}
+                    for kind in kinds:
+                        t = time.perf_counter()
+                        (fast,) = project.refresh([kind])
+                        results[kind] = (fast, time.perf_counter() - t)
+                        assert not fast.error and fast.method == "fast", (fast.error, fast.reason)
+                    colds = {}
+                    if args.cold:
+                        seed += 1
+                        change(pg.dsn(), args.rows, fraction, seed, pattern)
+                        colds = {kind: cold_refresh(config, kind) for kind in kinds}
+                    for kind in kinds:
+                        fast, fast_s = results[kind]
+                        rows_out.append((pattern, kind, fraction, changed, fast.keys_read, fast_s, colds.get(kind),
+                                         complete_s[kind]))
+                        print(rows_out[-1], flush=True)
+            optimize_s = {}
+            for kind in kinds:
+                t = time.perf_counter()
+                ((_, what),) = project.optimize([kind])
+                optimize_s[kind] = (time.perf_counter() - t, what)
 
     print()
-    print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}; "
-          f"date: {datetime.now(timezone.utc):%Y-%m-%d}; rows: {args.rows}")
-    header = f"| view | changed | rows changed | view keys | fast (s) | complete (s) | speed-up |"
-    print(header)
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for kind, fraction, changed, keys, fast_s, complete_s in rows_out:
-        print(f"| {kind} | {fraction:.2%} | {changed} | {keys} | {fast_s:.1f} | {complete_s:.1f} | "
-              f"{complete_s / fast_s:.1f}x |")
+    print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} cores; "
+          f"date: {datetime.now(timezone.utc):%Y-%m-%d}; rows: {args.rows}; Spark cold start {cold:.1f} s")
+    print("| pattern | view | changed | rows changed | view keys | fast, warm (s) | keys/s | fast, cold (s) "
+          "| complete, warm (s) | speed-up (warm) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for pattern, kind, fraction, changed, keys, fast_s, cold_s, full_s in rows_out:
+        cold_text = f"{cold_s:.1f}" if cold_s is not None else "–"
+        print(f"| {pattern} | {kind} | {fraction:.2%} | {changed} | {keys} | {fast_s:.1f} | {keys / fast_s:,.0f} | "
+              f"{cold_text} | {full_s:.1f} | {full_s / fast_s:.1f}x |")
+    print()
+    print("| view | `mvlog optimize` (s) | result |")
+    print("|---|---:|---|")
+    for kind, (seconds, what) in optimize_s.items():
+        print(f"| {kind} | {seconds:.1f} | {what} |")
 
 
 if __name__ == "__main__":
