@@ -15,8 +15,11 @@ CREATE TABLE IF NOT EXISTS {log} (
     "old_new$$"  "char"      NOT NULL,
     "xact_time$$" timestamptz NOT NULL DEFAULT transaction_timestamp()  -- for status: age of pending changes
 );
--- The one index: stamping finds sentinel rows, refresh reads a snaptime window, purge deletes below one.
-CREATE INDEX IF NOT EXISTS {log_index} ON {log} ("snaptime$$");
+-- No index (as Oracle's MLOG$ tables): the log holds the changes since the oldest dependent
+-- view's last refresh, and stamping, the window read and purge each read most of it anyway.
+-- An index on snaptime$$ cost writers ~10 % of pgbench TPC-B TPS (BENCHMARKS.md), and without
+-- it the stamping UPDATE can be HOT. Earlier versions of mvlog created one: dropped here.
+DROP INDEX IF EXISTS {log_index};
 
 CREATE OR REPLACE FUNCTION {fn_insert}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS {body_insert};

@@ -56,6 +56,10 @@ def test_apply_recreates_trigger_functions_of_an_older_mvlog(db, make_project):
     db.execute(f"CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER "
                "SET search_path = pg_catalog, pg_temp AS 'BEGIN RETURN NULL; END'")
     assert make_project(["t"], []).apply().logs_created == ["public.t"]
+    # An older version's index on snaptime$$ is dropped (the log has no index).
+    db.execute(f'CREATE INDEX "{log}$snaptime" ON mvlog."{log}" ("snaptime$$")')
+    assert make_project(["t"], []).apply().logs_created == ["public.t"]
+    assert db.execute(f"SELECT count(*) FROM pg_index WHERE indrelid = 'mvlog.\"{log}\"'::regclass") == [(0,)]
     db.execute("UPDATE t SET v = 1")
     assert db.execute(f'SELECT id, "dmltype$$" FROM mvlog."{log}"') == [(1, "U")]
 

@@ -305,7 +305,8 @@ class Source:
 
     def log_is_current(self, cur: psycopg2.extensions.cursor, table: TableInfo) -> bool:
         """The table's log, its four triggers and their functions exist exactly as this version
-        of mvlog renders them (an upgrade that changes a trigger body makes ``apply`` recreate it)."""
+        of mvlog renders them, and the log has no index (an upgrade that changes a trigger body or
+        drops the old snaptime index makes ``apply`` redo the log's DDL)."""
         cur.execute(
             "SELECT log_name, key_columns, key_types FROM mvlog.logs WHERE table_schema = %s AND table_name = %s",
             (table.schema, table.name),
@@ -318,8 +319,9 @@ class Source:
             """
             SELECT (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = %s AND t.tgname LIKE 'mvlog$%%') = 4
                    AND to_regclass(%s) IS NOT NULL
+                   AND NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = to_regclass(%s))
             """,
-            (table.oid, log.identifier.as_string(cur)),
+            (table.oid, log.identifier.as_string(cur), log.identifier.as_string(cur)),
         )
         if not cur.fetchone()[0]:
             return False
@@ -362,7 +364,7 @@ class Source:
         return sql.SQL(read_sql("log.sql")).format(
             table=table.identifier,
             log=log.identifier,
-            log_index=sql.Identifier(f"{log.log_name}$snaptime"),
+            log_index=sql.Identifier("mvlog", f"{log.log_name}$snaptime"),
             key_defs=sql.SQL(", ").join(
                 sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.type)) for c in table.key
             ),
