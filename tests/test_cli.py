@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,6 +138,12 @@ def test_apply_refresh_status_json(db, tmp_path):
     assert status["logs"][0]["rows"] == 0  # purged after both views consumed
     human = run(config, "status")
     assert human.returncode == 0 and "evens" in human.stdout and "fresh" in human.stdout
+
+    result = run(config, "optimize", "--vacuum")
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
+    assert re.match(r"[2-9] files compacted into 1, vacuumed \(", lines["evens"]) and "top" in lines, result.stdout
+    assert_one_line_error(run(config, "optimize", "nosuch"), 2, "there is no view named 'nosuch'")
 
 
 def test_explain_each_class_and_unsupported_shapes(db, tmp_path):

@@ -22,6 +22,7 @@ from psycopg2 import sql
 from mvlog.analysis import ViewClass, analyze
 from mvlog.config import Config, RefreshMethod, ViewConfig, load_config
 from mvlog.errors import ConcurrentRefreshError, ConfigError, MvlogError, RefreshError, SourceError, UsageError
+from mvlog import plan as planner
 from mvlog.plan import RefreshPlan, partition_predicates, plan_refresh
 from mvlog.shape import HIDDEN_PREFIX, ViewShape, downgrade, keymap_name, shape_view
 from mvlog import sqlgen
@@ -715,7 +716,8 @@ class Project:
                     else:
                         started = time.monotonic()
                         key = self._check(view).shape.range_key
-                        removed, added = self.warehouse.optimize(location, key.column if key else None, vacuum)
+                        removed, added = self.warehouse.optimize(location, key.column if key else None,
+                                                                 planner.ROWS_PER_PARTITION, vacuum)
                         what = f"{removed} files compacted into {added}" if removed else "nothing to compact"
                         done.append((view.name, f"{what}{', vacuumed' if vacuum else ''} "
                                                 f"({time.monotonic() - started:.1f} s)"))

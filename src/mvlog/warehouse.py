@@ -25,7 +25,8 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
-OPTIMIZE_FILE_BYTES = 64 * 1024 * 1024  # small enough that a MERGE can skip most files of a large view
+OPTIMIZE_MIN_FILE_BYTES = 1024 * 1024
+OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
 BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
 
 
@@ -293,10 +294,12 @@ class Warehouse:
             rows_deleted=int(row["num_deleted_rows"]),
         )
 
-    def optimize(self, location: str, cluster_column: str | None, vacuum: bool = False) -> tuple[int, int]:
-        """Delta's OPTIMIZE: rewrite the table into files of up to OPTIMIZE_FILE_BYTES, ordered by
-        ``cluster_column`` (ZORDER BY on one column is a sort) so that each file again holds one
-        key range — the small files and deletion vectors fast refreshes leave are folded in.
+    def optimize(self, location: str, cluster_column: str | None, rows_per_file: int,
+                 vacuum: bool = False) -> tuple[int, int]:
+        """Delta's OPTIMIZE: rewrite the table into files of about ``rows_per_file`` rows (by the
+        table's bytes per row; 1 MB to 1 GB), ordered by ``cluster_column`` (ZORDER BY on one
+        column is a sort) so that each file again holds one key range, as after a complete
+        refresh — the small files and deletion vectors fast refreshes leave are folded in.
         Without a column, plain compaction. ``vacuum``: then delete files no version inside the
         table's retention period (Delta's default: 7 days) still needs.
         Returns (files removed, files added)."""
@@ -312,7 +315,12 @@ class Warehouse:
             return metrics
 
         try:
-            metrics = self._with_commit({"operation": "optimize"}, None, run, {OPTIMIZE_MAX_FILE_SIZE: str(OPTIMIZE_FILE_BYTES)})
+            size = int(DeltaTable.forPath(self.spark, location).detail().collect()[0]["sizeInBytes"] or 0)
+            rows = self.row_count(location)
+            file_bytes = min(max(size * rows_per_file // max(rows, 1), OPTIMIZE_MIN_FILE_BYTES), OPTIMIZE_MAX_FILE_BYTES)
+            metrics = self._with_commit({"operation": "optimize"}, None, run, {OPTIMIZE_MAX_FILE_SIZE: str(file_bytes)})
+        except WarehouseError:
+            raise
         except Exception as exc:
             raise self._fail(f"optimizing {location} failed", exc) from None
         return int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
