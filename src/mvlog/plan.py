@@ -97,9 +97,9 @@ def partition_predicates(shape: ViewShape, stats: ColumnStats | None) -> tuple[s
     if shape.range_key is None or stats is None or len(stats.histogram) < 3:
         return ()
     rows = stats.distinct if shape.range_key.grouped else stats.rows
-    wanted = min(MAX_PARTITIONS, math.ceil(rows / ROWS_PER_PARTITION), len(stats.histogram) - 1)
+    buckets = len(stats.histogram) - 1
+    wanted = min(MAX_PARTITIONS, math.ceil(rows / ROWS_PER_PARTITION), buckets)
     if wanted < 2:
         return ()
-    buckets = len(stats.histogram) - 1
     splits = list(dict.fromkeys(stats.histogram[round(i * buckets / wanted)] for i in range(1, wanted)))
     return tuple(range_predicates(shape.range_key.column, splits))

@@ -177,11 +177,10 @@ class Project:
             if table is None:
                 raise ConfigError(f"{where}: table {entry.table} does not exist")
             try:
-                existed = self.source.log_is_current(cur, table)
-                logs[table.oid] = self.source.ensure_log(cur, table, current=existed)
+                logs[table.oid], created = self.source.ensure_log(cur, table)
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
-            (report.logs_unchanged if existed else report.logs_created).append(table.qualified)
+            (report.logs_created if created else report.logs_unchanged).append(table.qualified)
 
         cur.execute("SELECT name, definition_hash FROM mvlog.views")
         registered = dict(cur.fetchall())
@@ -756,8 +755,7 @@ class Project:
             except ConfigError:
                 continue  # apply reports it
             if table is not None and table.key and table.oid not in logs:
-                logs[table.oid] = LogInfo(table.schema, table.name, log_name_for(table),
-                                          tuple(c.name for c in table.key), tuple(c.type for c in table.key), table.oid)
+                logs[table.oid] = LogInfo.for_table(table, log_name_for(table))
         return logs
 
     def plan(self, name: str, complete: bool = False) -> RefreshPlan:

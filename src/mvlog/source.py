@@ -96,6 +96,12 @@ class LogInfo:
     def identifier(self) -> sql.Identifier:
         return sql.Identifier("mvlog", self.log_name)
 
+    @classmethod
+    def for_table(cls, table: "TableInfo", log_name: str) -> "LogInfo":
+        """The log ``log_name`` of ``table``, keyed by the table's primary key."""
+        return cls(table.schema, table.name, log_name, tuple(c.name for c in table.key),
+                   tuple(c.type for c in table.key), table.oid)
+
 
 @dataclass(frozen=True)
 class ColumnStats:
@@ -265,10 +271,12 @@ class Source:
         )
         return {f"{r[0]}.{r[1]}": LogInfo(r[0], r[1], r[2], tuple(r[3]), tuple(r[4]), int(r[5])) for r in rows}
 
-    def ensure_log(self, cur: psycopg2.extensions.cursor, table: TableInfo, current: bool = False) -> LogInfo:
+    def ensure_log(self, cur: psycopg2.extensions.cursor, table: TableInfo) -> tuple[LogInfo, bool]:
         """CREATE MATERIALIZED VIEW LOG ON table WITH PRIMARY KEY (idempotent).
 
-        ``current``: the log and its triggers exist for this very key; nothing is (re)created.
+        Returns the log and whether its DDL ran: False when the log, its four triggers and
+        their functions already exist exactly as this version of mvlog renders them (an
+        upgrade that changes a trigger body or drops the old snaptime index redoes the DDL).
         """
         if not table.key:
             raise ConfigError(f"table {table.qualified} has no primary key, so it cannot have a materialized view log")
@@ -277,20 +285,17 @@ class Source:
             (table.schema, table.name),
         )
         row = cur.fetchone()
-        key_columns = tuple(c.name for c in table.key)
-        key_types = tuple(c.type for c in table.key)
-        log_name = row[0] if row else log_name_for(table)
-        if row and (tuple(row[1]), tuple(row[2])) != (key_columns, key_types):
+        log = LogInfo.for_table(table, row[0] if row else log_name_for(table))
+        if row and (tuple(row[1]), tuple(row[2])) != (log.key_columns, log.key_types):
             # The primary key changed: the old log's rows name keys of another shape.
-            cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier("mvlog", log_name)))
+            cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(log.identifier))
             cur.execute(
                 "UPDATE mvlog.views SET needs_complete = 'the primary key of a base table changed' "
                 "WHERE name IN (SELECT view_name FROM mvlog.view_logs WHERE table_schema = %s AND table_name = %s)",
                 (table.schema, table.name),
             )
-        log = LogInfo(table.schema, table.name, log_name, key_columns, key_types, table.oid)
-        if current and row:
-            return log
+        elif row and self._log_ddl_current(cur, table, log):
+            return log, False
         cur.execute(self._log_ddl(cur, table, log))
         cur.execute(
             """
@@ -299,29 +304,19 @@ class Source:
             ON CONFLICT (table_schema, table_name) DO UPDATE
             SET table_oid = excluded.table_oid, key_columns = excluded.key_columns, key_types = excluded.key_types
             """,
-            (table.schema, table.name, table.oid, log_name, list(key_columns), list(key_types)),
+            (table.schema, table.name, table.oid, log.log_name, list(log.key_columns), list(log.key_types)),
         )
-        return log
+        return log, True
 
-    def log_is_current(self, cur: psycopg2.extensions.cursor, table: TableInfo) -> bool:
-        """The table's log, its four triggers and their functions exist exactly as this version
-        of mvlog renders them, and the log has no index (an upgrade that changes a trigger body or
-        drops the old snaptime index makes ``apply`` redo the log's DDL)."""
-        cur.execute(
-            "SELECT log_name, key_columns, key_types FROM mvlog.logs WHERE table_schema = %s AND table_name = %s",
-            (table.schema, table.name),
-        )
-        row = cur.fetchone()
-        if not row or (tuple(row[1]), tuple(row[2])) != (tuple(c.name for c in table.key), tuple(c.type for c in table.key)):
-            return False
-        log = LogInfo(table.schema, table.name, row[0], tuple(row[1]), tuple(row[2]), table.oid)
+    def _log_ddl_current(self, cur: psycopg2.extensions.cursor, table: TableInfo, log: LogInfo) -> bool:
+        """The log table (without an index), its four triggers and their functions are as rendered now."""
         cur.execute(
             """
-            SELECT (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = %s AND t.tgname LIKE 'mvlog$%%') = 4
-                   AND to_regclass(%s) IS NOT NULL
-                   AND NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = to_regclass(%s))
+            SELECT (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = %(table)s AND t.tgname LIKE 'mvlog$%%') = 4
+                   AND to_regclass(%(log)s) IS NOT NULL
+                   AND NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = to_regclass(%(log)s))
             """,
-            (table.oid, log.identifier.as_string(cur), log.identifier.as_string(cur)),
+            {"table": table.oid, "log": log.identifier.as_string(cur)},
         )
         if not cur.fetchone()[0]:
             return False
@@ -415,9 +410,9 @@ class Source:
                 stamper.set_session(isolation_level="REPEATABLE READ")
                 with stamper.cursor() as cur, holder.cursor() as held:
                     cur.execute("SELECT pg_export_snapshot()")  # the stamp's snapshot, taken under the locks
-                    held.execute("SET TRANSACTION SNAPSHOT %s", (_snapshot_id(cur.fetchone()[0]),))
+                    held.execute("SET TRANSACTION SNAPSHOT %s", (checked_snapshot_id(cur.fetchone()[0]),))
                     held.execute("SELECT pg_export_snapshot()")  # outlives the stamp's transaction
-                    snapshot = _snapshot_id(held.fetchone()[0])
+                    snapshot = checked_snapshot_id(held.fetchone()[0])
                     cur.execute(
                         "SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond') "
                         "FROM mvlog.logs WHERE log_name = ANY(%s)",
@@ -449,7 +444,7 @@ class Source:
     @contextlib.contextmanager
     def snapshot_transaction(self, snapshot: str) -> Iterator[psycopg2.extensions.cursor]:
         """A read-write REPEATABLE READ transaction that sees the exported ``snapshot``; commits on success."""
-        _snapshot_id(snapshot)
+        checked_snapshot_id(snapshot)
         conn = self.connect()
         try:
             conn.set_session(isolation_level="REPEATABLE READ")
@@ -522,7 +517,9 @@ class Source:
         return deleted
 
 
-def _snapshot_id(snapshot: str) -> str:
+def checked_snapshot_id(snapshot: str) -> str:
+    """``snapshot`` if it has the form of a PostgreSQL exported snapshot id (it is pasted into
+    JDBC session statements), else SourceError."""
     if not SNAPSHOT_ID.match(snapshot):
         raise SourceError(f"unexpected snapshot id {snapshot!r}")
     return snapshot

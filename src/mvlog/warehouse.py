@@ -18,7 +18,7 @@ from psycopg2.extensions import parse_dsn
 from mvlog.errors import ConfigError, SourceError, WarehouseError
 from mvlog.shape import PRESENT
 from mvlog.sqlgen import CHANGED_KEY_PREFIX
-from mvlog.source import SNAPSHOT_ID
+from mvlog.source import checked_snapshot_id
 
 COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -164,10 +164,9 @@ class Warehouse:
         (disjoint WHERE clauses covering every row) one JDBC read per clause, in parallel."""
         options = {"fetchsize": "10000", "preferTimestampNTZ": "true", **jdbc.properties}
         if snapshot is not None:
-            if not SNAPSHOT_ID.match(snapshot):
-                raise SourceError(f"invalid snapshot id {snapshot!r}")
             options["sessionInitStatement"] = (
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '" + snapshot + "'"
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '"
+                + checked_snapshot_id(snapshot) + "'"
             )
         table = f"({select_sql}\n) AS mvlog_src"
         try:
@@ -256,7 +255,8 @@ class Warehouse:
         source = F.broadcast(df) if staged.rows <= BROADCAST_ROWS else df
         try:
             target = DeltaTable.forPath(self.spark, location)
-            table_columns = [f.name for f in target.toDF().schema.fields]
+            schema = target.toDF().schema
+            table_columns = [f.name for f in schema.fields]
             value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
             if sorted(table_columns) != sorted(value_columns):
                 raise SchemaDrift(f"the columns of {location} differ from the query's columns")
@@ -264,7 +264,7 @@ class Warehouse:
             t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
             # Null-safe: an aggregate's group key may hold NULLs.
             on = F.expr(" AND ".join(f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns)))
-            key_range = _key_range(target.toDF().schema[key_columns[0]], staged)
+            key_range = _key_range(schema[key_columns[0]], staged)
             if key_range is not None:  # a target-only predicate: Delta skips files outside the range
                 on = on & key_range
             present = f"{s(PRESENT)} IS NOT NULL"
@@ -306,7 +306,6 @@ class Warehouse:
         from delta.tables import DeltaTable
 
         def run() -> Any:
-            table = DeltaTable.forPath(self.spark, location)
             optimizer = table.optimize()
             result = optimizer.executeZOrderBy(cluster_column) if cluster_column else optimizer.executeCompaction()
             metrics = result.collect()[0]["metrics"]
@@ -315,7 +314,8 @@ class Warehouse:
             return metrics
 
         try:
-            size = int(DeltaTable.forPath(self.spark, location).detail().collect()[0]["sizeInBytes"] or 0)
+            table = DeltaTable.forPath(self.spark, location)
+            size = int(table.detail().collect()[0]["sizeInBytes"] or 0)
             rows = self.row_count(location)
             file_bytes = min(max(size * rows_per_file // max(rows, 1), OPTIMIZE_MIN_FILE_BYTES), OPTIMIZE_MAX_FILE_BYTES)
             metrics = self._with_commit({"operation": "optimize"}, None, run, {OPTIMIZE_MAX_FILE_SIZE: str(file_bytes)})
