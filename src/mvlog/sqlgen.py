@@ -15,7 +15,7 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mvlog.analysis import DIALECT
+from mvlog.analysis import DIALECT, ViewClass
 from mvlog.shape import HIDDEN_PREFIX, PRESENT, ViewShape, col, ident
 from mvlog.source import LogInfo
 
@@ -60,19 +60,22 @@ def changed_keys_sql(log: LogInfo, since: datetime | None) -> exp.Select:
     )
 
 
-def _left_join_keys(keys: exp.Query, current: exp.Query, key_columns: tuple[str, ...], null_safe: bool) -> str:
-    """SELECT k.*, v.* FROM keys k LEFT JOIN current v ON v.<key i> = k._mvlog_key_<i>."""
+def _left_join_keys(keys: exp.Query, current: exp.Query, key_columns: tuple[str, ...],
+                    null_safe: bool = False) -> exp.Select:
+    """SELECT k.*, v.* FROM keys k LEFT JOIN current v ON v.<key i> = k._mvlog_key_<i>.
+
+    ``null_safe`` compares with IS NOT DISTINCT FROM, which PostgreSQL can only join by a
+    nested loop (every key against every row): use it for few rows only."""
     compare = exp.NullSafeEQ if null_safe else exp.EQ
     on = exp.and_(*[
         compare(this=col(name, "v"), expression=col(key, "k"))
         for name, key in zip(key_columns, _key_names(len(key_columns)))
     ])
-    query = (
+    return (
         exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
         .from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident("k"))))
         .join(exp.Subquery(this=current, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left")
     )
-    return query.sql(dialect=DIALECT)
 
 
 def _with_present(select: exp.Select) -> exp.Select:
@@ -86,7 +89,7 @@ def fast_simple_sql(shape: ViewShape, since: datetime | None) -> str:
     base table's primary key once per changed key, so only changed rows are read."""
     (log,) = shape.logs
     return _left_join_keys(changed_keys_sql(log, since), _with_present(_parse(shape.select_sql)),
-                           shape.key_columns, null_safe=False)
+                           shape.key_columns).sql(dialect=DIALECT)
 
 
 # -- join and aggregate views ----------------------------------------------------------------
@@ -98,7 +101,7 @@ def keymap_table(shape: ViewShape) -> exp.Table:
 
 def keymap_key_columns(shape: ViewShape) -> list[str]:
     """Key-map columns holding the view key (join views: the base keys themselves)."""
-    if shape.view_class.value == "join":
+    if shape.view_class is ViewClass.JOIN:
         return [c for table in shape.tables for c in table.keymap_columns]
     return [f"{HIDDEN_PREFIX}k{i}" for i in range(len(shape.key_exprs))]
 
@@ -146,26 +149,36 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
     """Affected view keys LEFT JOIN the view restricted to them.
 
     The restriction is a semi-join ``(key exprs) IN (affected)`` that PostgreSQL can
-    drive through indexes. ``IN`` never matches NULL, so when an affected aggregate key
-    holds a NULL (``null_keys``), a second branch matches those keys null-safely.
+    drive through indexes, and the LEFT JOIN an equi-join it can hash. Neither matches
+    NULL, so when an affected aggregate key holds a NULL (``null_keys``), those keys take
+    a second branch that matches null-safely (IS NOT DISTINCT FROM: a nested loop, but
+    over the few keys and rows with a NULL in the key only).
     """
-    affected = exp.select(*[col(n) for n in _key_names(len(shape.key_columns))]).from_("affected")
+    names = _key_names(len(shape.key_columns))
     keys = _key_exprs(shape)
+    affected = exp.select(*[col(n) for n in names]).from_("affected")
     current = _with_present(_parse(shape.select_sql)).where(_in([k.copy() for k in keys], affected.copy()), copy=False)
+    query: exp.Query = _left_join_keys(exp.select(exp.Star()).from_("affected"), current, shape.key_columns)
     if null_keys:
-        names = _key_names(len(keys))
-        any_null = exp.or_(*[exp.Is(this=col(n, "a"), expression=exp.Null()) for n in names])
+        any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
+        a_any_null = exp.or_(*[exp.Is(this=col(n, "a"), expression=exp.Null()) for n in names])
         matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, "a")) for k, n in zip(keys, names)]
+        # Only rows with a NULL in their key can match; an index on a key column finds them.
+        key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k in keys])
         nullish = _with_present(_parse(shape.select_sql)).where(
-            exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
+            exp.and_(key_has_null, exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
                 exp.Table(this=ident("affected"), alias=exp.TableAlias(this=ident("a")))
-            ).where(exp.and_(any_null, *matches))),
+            ).where(exp.and_(a_any_null, *matches)))),
             copy=False,
         )
-        current = exp.union(current, nullish, distinct=False)
-    keys_query = exp.select(exp.Star()).from_("affected")
-    sql = _left_join_keys(keys_query, current, shape.key_columns, null_safe=True)
-    return exp.maybe_parse(sql, dialect=DIALECT).with_("affected", as_=affected_keys_sql(shape, since)).sql(dialect=DIALECT)
+        with_nulls = exp.select(exp.Star()).from_("affected").where(any_null)
+        without_nulls = exp.select(exp.Star()).from_("affected").where(exp.not_(any_null.copy()))
+        query = exp.union(
+            _left_join_keys(without_nulls, current, shape.key_columns),
+            _left_join_keys(with_nulls, nullish, shape.key_columns, null_safe=True),
+            distinct=False,
+        )
+    return query.with_("affected", as_=affected_keys_sql(shape, since)).sql(dialect=DIALECT)
 
 
 def null_keys_check_sql(shape: ViewShape, since: datetime | None) -> str:
@@ -185,7 +198,7 @@ def _keymap_items(shape: ViewShape) -> list[exp.Expression]:
         exp.alias_(col(pk, table.alias), ident(c))
         for table in shape.tables for pk, c in zip(table.log.key_columns, table.keymap_columns)
     ]
-    if shape.view_class.value != "join":
+    if shape.view_class is not ViewClass.JOIN:
         items += [exp.alias_(e, ident(n)) for e, n in zip(_key_exprs(shape), keymap_key_columns(shape))]
     return items
 
