@@ -135,3 +135,17 @@ def test_keyed_fast_sql_joins_on_plain_equality_so_postgresql_can_hash_it():
     assert len(null_safe) == 1
     restricted = null_safe[0].this.this  # the right side: the view restricted to NULL keys
     assert restricted.args["where"].find(sqlglot.exp.Is) is not None
+
+
+def test_force_switches_to_complete_only_for_large_windows_of_large_tables():
+    from mvlog.plan import COMPLETE_ABOVE_FRACTION, COMPLETE_MIN_KEYS, WindowSize, cheaper_complete
+
+    big = 10 * COMPLETE_MIN_KEYS / COMPLETE_ABOVE_FRACTION
+    small_change = WindowSize("public.orders", int(big * COMPLETE_ABOVE_FRACTION) - 1, big)
+    assert cheaper_complete([small_change]) is None
+    large_change = WindowSize("public.customers", int(big * COMPLETE_ABOVE_FRACTION), big)
+    reason = cheaper_complete([small_change, large_change])
+    assert reason is not None and "public.customers" in reason and "10%" in reason
+    # A small table changed entirely is still cheap to refresh fast; unknown sizes never switch.
+    assert cheaper_complete([WindowSize("public.t", COMPLETE_MIN_KEYS - 1, COMPLETE_MIN_KEYS - 1)]) is None
+    assert cheaper_complete([WindowSize("public.t", 10**9, -1)]) is None

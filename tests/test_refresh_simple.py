@@ -219,6 +219,26 @@ def test_complete_and_force_methods(db, make_project):
         assert_view_matches(project, v["name"])
 
 
+def test_force_refreshes_completely_when_the_window_changed_much_of_a_table(db, make_project, monkeypatch):
+    from mvlog import plan
+
+    monkeypatch.setattr(plan, "COMPLETE_MIN_KEYS", 5)  # let a 100-row table count as large
+    db.execute(ITEMS)
+    db.execute("INSERT INTO items SELECT g, g % 4, g, g, 'l' || g, true FROM generate_series(1, 100) g; ANALYZE items")
+    views = [{"name": "v_force", "query": "SELECT id, qty FROM items WHERE grp = 1"},
+             {"name": "v_fast", "refresh": "fast", "query": "SELECT id, label FROM items"}]
+    project = make_project(["items"], views)
+    project.apply()
+    db.execute("UPDATE items SET qty = qty + 1 WHERE id <= 9")  # 9 % of the rows: still fast
+    assert {r.method for r in refresh_ok(project).values()} == {"fast"}
+    db.execute("UPDATE items SET grp = 1, label = 'moved' WHERE id > 80")  # 20 %
+    results = refresh_ok(project)
+    assert results["v_force"].method == "complete" and "20% of public.items" in results["v_force"].reason
+    assert results["v_fast"].method == "fast"  # refresh: fast asked for it
+    for v in views:
+        assert_view_matches(project, v["name"])
+
+
 def test_truncate_forces_complete_refresh(db, make_project):
     db.execute(ITEMS)
     db.execute("INSERT INTO items SELECT g, 1, g, g, 'l', true FROM generate_series(1, 20) g")

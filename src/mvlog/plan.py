@@ -18,6 +18,20 @@ from mvlog.sqlgen import fast_keyed_sql, fast_simple_sql, range_predicates
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
 MAX_PARTITIONS = 64
+# `force` refreshes completely when a window changed this fraction of a base table's rows, and at
+# least COMPLETE_MIN_KEYS keys: from there a MERGE that touches most files costs more than
+# rewriting the table (BENCHMARKS.md: at 10 % of 1M random keys fast took 1.5x complete).
+COMPLETE_ABOVE_FRACTION = 0.1
+COMPLETE_MIN_KEYS = 10_000
+
+
+@dataclass(frozen=True)
+class WindowSize:
+    """How much of one base table a refresh window changed."""
+
+    table: str
+    changed_keys: int
+    table_rows: float  # the planner's estimate (pg_class.reltuples); <= 0 when unknown
 
 @dataclass(frozen=True)
 class RefreshPlan:
@@ -103,3 +117,16 @@ def partition_predicates(shape: ViewShape, stats: ColumnStats | None) -> tuple[s
         return ()
     splits = list(dict.fromkeys(stats.histogram[round(i * buckets / wanted)] for i in range(1, wanted)))
     return tuple(range_predicates(shape.range_key.column, splits))
+
+
+def cheaper_complete(windows: list[WindowSize]) -> str | None:
+    """Why a complete refresh is cheaper than this fast one (the window changed a large share of a
+    base table), or None. Only ``force`` views act on it."""
+    for window in windows:
+        if window.table_rows <= 0 or window.changed_keys < COMPLETE_MIN_KEYS:
+            continue
+        share = window.changed_keys / window.table_rows
+        if share >= COMPLETE_ABOVE_FRACTION:
+            return (f"{window.changed_keys} changed keys are {min(share, 1):.0%} of {window.table}: "
+                    f"a complete refresh is cheaper")
+    return None

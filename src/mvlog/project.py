@@ -410,7 +410,7 @@ class Project:
         stamp, snapshot = stamped.time, stamped.snapshot
         history_id = self._history_start(view.name, plan, stamp)
         try:
-            plan = self._check_truncate(view, plan, stamped)
+            plan = self._reconsider(view, plan, stamped)
             counts, plan = self._apply_plan(view, plan, stamped)
         except MvlogError as exc:
             self._history_end(history_id, "failed", ApplyCounts(), error=str(exc))
@@ -468,16 +468,29 @@ class Project:
                 (stamp, plan.method, row_count, signature, view.name),
             )
 
-    def _check_truncate(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot) -> RefreshPlan:
+    def _reconsider(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot) -> RefreshPlan:
+        """A fast plan, looked at again once the window is known: a table truncated in it needs a
+        complete refresh; so does (for ``force`` views) a window that changed so much of a table
+        that a complete refresh is cheaper."""
         if plan.method != "fast":
             return plan
         truncated = [log.qualified_table for log in plan.logs if stamped.truncated_since(log, plan.since)]
-        if not truncated:
-            return plan
-        reason = f"table {truncated[0]} was truncated"
-        if view.refresh is RefreshMethod.FAST:
-            raise RefreshError(f"view {view.name} cannot be fast-refreshed: {reason}; run 'mvlog refresh --complete {view.name}'")
-        return dataclasses.replace(plan, method="complete", reason=reason)
+        if truncated:
+            reason = f"table {truncated[0]} was truncated"
+            if view.refresh is RefreshMethod.FAST:
+                raise RefreshError(f"view {view.name} cannot be fast-refreshed: {reason}; "
+                                   f"run 'mvlog refresh --complete {view.name}'")
+            return dataclasses.replace(plan, method="complete", reason=reason)
+        if view.refresh is RefreshMethod.FORCE:
+            windows = []
+            for log in plan.logs:
+                ((rows,),) = stamped.query("SELECT reltuples FROM pg_class WHERE oid = %s", (log.table_oid,))
+                ((changed,),) = stamped.query(sqlgen.changed_key_count_sql(log, plan.since))
+                windows.append(planner.WindowSize(log.qualified_table, int(changed), float(rows or 0)))
+            reason = planner.cheaper_complete(windows)
+            if reason:
+                return dataclasses.replace(plan, method="complete", reason=reason)
+        return plan
 
     def _apply_plan(self, view: ViewConfig, plan: RefreshPlan,
                     stamped: StampedSnapshot) -> tuple[ApplyCounts, RefreshPlan]:

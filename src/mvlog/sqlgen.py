@@ -60,6 +60,12 @@ def changed_keys_sql(log: LogInfo, since: datetime | None) -> exp.Select:
     )
 
 
+def changed_key_count_sql(log: LogInfo, since: datetime | None) -> str:
+    """How many distinct keys the window holds (the size of the change, for planning)."""
+    keys = exp.Subquery(this=changed_keys_sql(log, since), alias=exp.TableAlias(this=ident("k")))
+    return exp.select(exp.Count(this=exp.Star())).from_(keys).sql(dialect=DIALECT)
+
+
 def _left_join_keys(keys: exp.Query, current: exp.Query, key_columns: tuple[str, ...],
                     null_safe: bool = False) -> exp.Select:
     """SELECT k.*, v.* FROM keys k LEFT JOIN current v ON v.<key i> = k._mvlog_key_<i>.
