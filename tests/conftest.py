@@ -124,7 +124,7 @@ def assert_view_matches(project, view: str) -> None:
     spark = project.warehouse.spark
     config = project.config.view(view)
     expected = project.warehouse.read(project.jdbc, config.query.strip().rstrip(";"), snapshot=None)
-    actual = spark.read.format("delta").load(project.warehouse.location(view))
+    actual = spark.read.format("delta").load(project.config.view_location(view))
     assert visible_columns(actual.columns) == expected.columns, f"{view}: columns differ"
     actual = actual.select(*[actual[c] for c in expected.columns])
     missing = expected.exceptAll(actual).collect()

@@ -211,7 +211,7 @@ def test_apply_and_fast_refresh_on_a_standalone_cluster(db, spark, spark_cluster
         assert oracle.warehouse.spark is spark
         for view in VIEWS:
             assert_view_matches(oracle, view["name"])
-            last = oracle.warehouse.last_commit_metadata(oracle.warehouse.location(view["name"]))
+            last = oracle.warehouse.last_commit_metadata(oracle.config.view_location(view["name"]))
             assert last and last.get("method", "fast") == "fast", (view["name"], last)
     assert db.execute("SELECT count(*) FROM mvlog.refresh_history WHERE status <> 'succeeded'")[0][0] == 0
 

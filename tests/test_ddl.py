@@ -53,7 +53,7 @@ def test_a_new_unused_column_is_harmless_but_reaches_select_star(ddl_project, db
     assert results["uses_ab"] == ("fast", None) and results["uses_ab_fast"] == ("fast", None)
     assert results["agg_on_c"] == ("fast", None)
     assert results["star"] == ("complete", None)
-    star = ddl_project.warehouse.spark.read.format("delta").load(ddl_project.warehouse.location("star"))
+    star = ddl_project.warehouse.spark.read.format("delta").load(ddl_project.config.view_location("star"))
     assert "d" in star.columns
     for view in VIEWS:
         assert_view_matches(ddl_project, view["name"])

@@ -96,7 +96,7 @@ def test_a_retried_delta_commit_is_not_applied_twice(db, make_project):
     project = make_project(["customers", "orders"], VIEWS[:1])
     project.apply()
     warehouse = project.warehouse
-    location = warehouse.location("open_orders")
+    location = project.config.view_location("open_orders")
     spark = warehouse.spark
     before = spark.read.format("delta").load(location).count()
     df = spark.createDataFrame([(999999, 1.5, True, 999999)], "id int, amount double, _mvlog_present boolean, _mvlog_key_0 int")

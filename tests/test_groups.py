@@ -22,13 +22,13 @@ VIEWS = [
 
 
 def detail_by_branch(project) -> dict:
-    detail = project.warehouse.spark.read.format("delta").load(project.warehouse.location("account_list"))
+    detail = project.warehouse.spark.read.format("delta").load(project.config.view_location("account_list"))
     return {r["branch"]: (r["n"], r["s"]) for r in detail.groupBy("branch").agg({"*": "count", "balance": "sum"})
             .withColumnsRenamed({"count(1)": "n", "sum(balance)": "s"}).collect()}
 
 
 def totals(project) -> dict:
-    table = project.warehouse.spark.read.format("delta").load(project.warehouse.location("branch_totals"))
+    table = project.warehouse.spark.read.format("delta").load(project.config.view_location("branch_totals"))
     return {r["branch"]: (r["accounts"], r["total"]) for r in table.collect()}
 
 

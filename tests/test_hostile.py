@@ -45,7 +45,7 @@ def test_a_delta_table_deleted_by_hand(db, make_project):
                                    {"name": "v_fast", "refresh": "fast", "query": "SELECT * FROM t"}])
     project.apply()
     for name in ("v_force", "v_fast"):
-        shutil.rmtree(project.warehouse.location(name))
+        shutil.rmtree(project.config.view_location(name))
     db.execute("UPDATE t SET a = 0 WHERE id = 3")
     results = {r.view: r for r in project.refresh()}
     assert results["v_force"].method == "complete" and "Delta table is missing" in results["v_force"].reason
@@ -59,14 +59,14 @@ def test_a_corrupted_warehouse_path_is_one_clear_error(db, make_project):
     db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t VALUES (1, 1)")
     project = make_project(["t"], [{"name": "v", "refresh": "fast", "query": "SELECT * FROM t"}])
     project.apply()
-    log_dir = os.path.join(project.warehouse.location("v"), "_delta_log")
+    log_dir = os.path.join(project.config.view_location("v"), "_delta_log")
     for name in os.listdir(log_dir):
         if name.endswith(".json"):
             with open(os.path.join(log_dir, name), "w") as f:
                 f.write("{not json")
     db.execute("UPDATE t SET a = 2")
     result = project.refresh()[0]
-    assert result.error.startswith(f"merging into {project.warehouse.location('v')} failed: ")
+    assert result.error.startswith(f"merging into {project.config.view_location('v')} failed: ")
     assert "_delta_log/00000000000000000000.json" in result.error and "\n" not in result.error
     assert db.execute("SELECT status, error FROM mvlog.refresh_history ORDER BY id DESC LIMIT 1")[0] == (
         "failed", result.error)

@@ -149,3 +149,18 @@ def test_force_switches_to_complete_only_for_large_windows_of_large_tables():
     # A small table changed entirely is still cheap to refresh fast; unknown sizes never switch.
     assert cheaper_complete([WindowSize("public.t", COMPLETE_MIN_KEYS - 1, COMPLETE_MIN_KEYS - 1)]) is None
     assert cheaper_complete([WindowSize("public.t", 10**9, -1)]) is None
+
+
+def test_plan_json_reports_the_partitioned_read():
+    import dataclasses
+    import json
+
+    s = shape("SELECT id AS order_id, amount FROM orders")
+    plan = plan_refresh(s, "/wh/v", RefreshMethod.COMPLETE, None, None, True)
+    histogram = tuple(str(v) for v in range(0, 2_000_001, 100_000))
+    plan = dataclasses.replace(plan, partitions=partition_predicates(s, ColumnStats(histogram, 2_000_000, 2_000_000)))
+    data = json.loads(json.dumps(plan.to_json()))
+    assert data["method"] == "complete" and data["partition_column"] == "order_id"
+    assert data["partitions"] == list(plan.partitions) and len(data["partitions"]) == 4
+    fast = plan_refresh(s, "/wh/v", RefreshMethod.FORCE, T0, None, True).to_json()
+    assert fast["partitions"] == [] and fast["partition_column"] is None and fast["since"] == T0.isoformat()

@@ -114,8 +114,8 @@ def test_writers_during_refreshes_lose_nothing_and_groups_agree(db, make_project
             assert [r.error for r in results] == [None] * len(VIEWS)
             refreshes += 1
             # One stamp and one snapshot for the group: detail and totals agree at every refresh.
-            detail = spark.read.format("delta").load(project.warehouse.location("account_list"))
-            totals = spark.read.format("delta").load(project.warehouse.location("branch_totals"))
+            detail = spark.read.format("delta").load(project.config.view_location("account_list"))
+            totals = spark.read.format("delta").load(project.config.view_location("branch_totals"))
             by_branch = {r["branch"]: (r["n"], r["s"]) for r in
                          detail.groupBy("branch").agg({"*": "count", "balance": "sum"})
                          .withColumnsRenamed({"count(1)": "n", "sum(balance)": "s"}).collect()}

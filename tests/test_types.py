@@ -99,7 +99,7 @@ def test_types_and_quoted_identifiers_round_trip(db, make_project):
         key=lambda r: r[0],
     )
     spark = project.warehouse.spark
-    df = spark.read.format("delta").load(project.warehouse.location("everything"))
+    df = spark.read.format("delta").load(project.config.view_location("everything"))
     assert df.columns == columns
     actual = sorted((tuple(normalize_delta(v, c) for v, c in zip(row, columns)) for row in df.collect()),
                     key=lambda r: r[0])
@@ -111,7 +111,7 @@ def test_types_and_quoted_identifiers_round_trip(db, make_project):
     assert types["raw"] == "binary" and types["tags"] == "array<int>" and types["small one"] == "smallint"
     assert types["uid"] == "string" and types["doc"] == "string"
 
-    renamed = spark.read.format("delta").load(project.warehouse.location("renamed"))
+    renamed = spark.read.format("delta").load(project.config.view_location("renamed"))
     assert [c for c in renamed.columns if not c.startswith("_mvlog_")] == ['Ünïcode "label"', "double amount", "ok"]
     assert "_mvlog_Id" in renamed.columns  # the key the query does not output is kept hidden
     assert_view_matches(project, "everything")

@@ -34,7 +34,7 @@ def data_files(project, view, key: str) -> dict[str, tuple]:
     """The Delta table's data files: path -> (min, max) of ``key`` in it."""
     from pyspark.sql import functions as F
 
-    df = project.warehouse.spark.read.format("delta").load(project.warehouse.location(view))
+    df = project.warehouse.spark.read.format("delta").load(project.config.view_location(view))
     rows = df.groupBy(F.input_file_name().alias("f")).agg(F.min(key), F.max(key)).collect()
     return {row[0]: (row[1], row[2]) for row in rows}
 

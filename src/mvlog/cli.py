@@ -149,9 +149,7 @@ def plan(ctx: click.Context, view: str, as_json: bool, complete: bool) -> None:
     """Show how the next refresh of VIEW would run, without running it."""
     p = _project(ctx).plan(view, complete=complete)
     if as_json:
-        _emit_json({"view": p.view, "method": p.method, "reason": p.reason, "location": p.location,
-                    "logs": [log.qualified_table for log in p.logs], "key": list(p.key_columns),
-                    "since": p.since.isoformat() if p.since else None})
+        _emit_json(p.to_json())
     else:
         out.print(p.describe(), markup=False)
 

@@ -127,6 +127,10 @@ class Config(_Strict):
             path = self.base_dir / path
         return str(path.resolve())
 
+    def view_location(self, name: str) -> str:
+        """Where a view's Delta table lives: ``<warehouse>/<view name>``."""
+        return f"{self.warehouse_uri}/{name}"
+
     def secrets(self) -> list[str]:
         """Strings that must never be printed: the DSN's password."""
         password = dsn_password(self.source.dsn)

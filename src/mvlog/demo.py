@@ -39,7 +39,7 @@ def examples_dir() -> Path:
 
 def _show(console: Console, project: Project, view: str, title: str) -> None:
     spark = project.warehouse.spark
-    df = spark.read.format("delta").load(project.warehouse.location(view))
+    df = spark.read.format("delta").load(project.config.view_location(view))
     visible = [c for c in df.columns if not c.startswith("_mvlog_")]
     rows = df.select(*visible).orderBy(visible[0]).limit(8).collect()
     table = Table(title=f"{title}: {view} ({df.count()} rows, first 8)", title_justify="left", show_edge=False)

@@ -59,7 +59,7 @@ def session(config_path: str | None = None):
 def location(name: str, config_path: str | None = None) -> str:
     """Where the view's Delta table lives: ``<warehouse>/<name>``."""
     config = _load(config_path)
-    return f"{config.warehouse_uri}/{_view_name(config, name)}"
+    return config.view_location(_view_name(config, name))
 
 
 def read_view(name: str, config_path: str | None = None):

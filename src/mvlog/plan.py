@@ -58,6 +58,17 @@ class RefreshPlan:
             return fast_keyed_sql(self.shape, self.since, null_keys)
         return fast_simple_sql(self.shape, self.since)
 
+    def to_json(self) -> dict:
+        """The plan as ``mvlog plan --json`` prints it (docs/json.md)."""
+        key = self.shape.range_key
+        return {
+            "view": self.view, "method": self.method, "reason": self.reason, "location": self.location,
+            "logs": [log.qualified_table for log in self.logs], "key": list(self.key_columns),
+            "since": self.since.isoformat() if self.since else None,
+            "partition_column": key.column if self.partitions and key else None,
+            "partitions": list(self.partitions),
+        }
+
     def describe(self) -> str:
         window = f"({self.since.isoformat() if self.since else '-infinity'}, S]"
         lines = [

@@ -207,7 +207,7 @@ class Project:
                 """,
                 {
                     "name": view.name, "query": view.query, "hash": digest,
-                    "location": self.config.warehouse_uri + "/" + view.name, "method": view.refresh.value,
+                    "location": self.config.view_location(view.name), "method": view.refresh.value,
                     "class": shape.view_class.value, "reason": "; ".join(shape.fast_reasons) or None,
                     "group": view.group,
                 },
@@ -273,7 +273,7 @@ class Project:
         )
         names = {name for name, _ in rows}
         for view in self.config.views:
-            if view.name not in names and not self.warehouse.exists(self.config.warehouse_uri + "/" + view.name):
+            if view.name not in names and not self.warehouse.exists(self.config.view_location(view.name)):
                 names.add(view.name)
         return [v.name for v in self.config.views if v.name in names]
 
@@ -384,7 +384,7 @@ class Project:
                     check = self._check(view)
                     shape = check.shape
                     needs_complete = self._needs_complete(view, state, check)
-                    location = self.config.warehouse_uri + "/" + view.name
+                    location = self.config.view_location(view.name)
                     method = RefreshMethod.COMPLETE if complete else view.refresh
                     # Only a fast refresh needs the Delta table to be there already.
                     might_be_fast = method is not RefreshMethod.COMPLETE and state["last_snaptime"] is not None
@@ -721,7 +721,7 @@ class Project:
         done = []
         with self.reporter.task("optimizing", len(views)):
             for view in views:
-                location = self.warehouse.location(view.name)
+                location = self.config.view_location(view.name)
                 with self._view_locks([view.name]):
                     if not self.warehouse.exists(location):
                         done.append((view.name, "not built yet"))
@@ -777,6 +777,6 @@ class Project:
         state = self._registered_state(view.name)
         check = self._check(view)
         method = RefreshMethod.COMPLETE if complete else view.refresh
-        location = self.config.warehouse_uri + "/" + view.name
+        location = self.config.view_location(view.name)
         return self._partitioned(plan_refresh(check.shape, location, method, state["last_snaptime"],
                                               self._needs_complete(view, state, check), True))

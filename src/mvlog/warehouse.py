@@ -115,9 +115,6 @@ class Warehouse:
         self.root = root.rstrip("/")
         self.secrets = secrets or []
 
-    def location(self, view: str) -> str:
-        return f"{self.root}/{view}"
-
     def _redact(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, "***")
