@@ -106,3 +106,27 @@ def test_complete_refresh_reads_in_key_ranges_and_merge_skips_untouched_files(db
     db.execute("UPDATE orders SET amount = 0 WHERE id < 100")
     assert refresh_ok(project, ["big_orders"])["big_orders"].rows_deleted == 91
     assert_view_matches(project, "big_orders")
+
+
+def test_merge_skips_files_of_a_view_whose_key_comes_after_32_columns(db, make_project, monkeypatch):
+    # Delta indexes the first 32 columns only; this view's (hidden) key column is the 41st.
+    monkeypatch.setattr(mvlog.plan, "ROWS_PER_PARTITION", 500)
+    db.execute(SCHEMA)
+    wide = ", ".join(f"amount + {i} AS a{i}" for i in range(40))
+    view = {"name": "wide", "refresh": "fast", "query": f"SELECT {wide} FROM orders"}
+    project = make_project(["orders", "tags"], [view])
+    project.apply()
+    files = data_files(project, "wide", "_mvlog_id")
+    assert len(files) == 4
+    db.execute("UPDATE orders SET amount = amount + 1 WHERE id > 1990")
+    with files_hidden([f for f, (low, high) in files.items() if high < 1991]):
+        assert refresh_ok(project, ["wide"])["wide"].rows_updated == 10
+    assert_view_matches(project, "wide")
+    # A rebuild of a table created before (default statistics) gets the setting too.
+    from delta.tables import DeltaTable
+
+    location = project.config.view_location("wide")
+    project.warehouse.spark.sql(f"ALTER TABLE delta.`{location}` UNSET TBLPROPERTIES ('delta.dataSkippingNumIndexedCols')")
+    refresh_ok(project, ["wide"], complete=True)
+    properties = DeltaTable.forPath(project.warehouse.spark, location).detail().collect()[0]["properties"]
+    assert properties["delta.dataSkippingNumIndexedCols"] == "41"

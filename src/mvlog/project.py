@@ -520,7 +520,7 @@ class Project:
                       + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))
         df = self.warehouse.read(self.jdbc, plan.read_sql(), snapshot, plan.partitions)
         checkpoint("after_read")
-        return self.warehouse.replace(plan.location, df, metadata, txn), plan
+        return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns), plan
 
     def _partitioned(self, plan: RefreshPlan) -> RefreshPlan:
         """A complete refresh's plan with its read split by ranges of the view's first key column."""

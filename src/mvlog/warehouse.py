@@ -28,6 +28,8 @@ OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 OPTIMIZE_MIN_FILE_BYTES = 1024 * 1024
 OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
 BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
+INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
+DEFAULT_INDEXED_COLUMNS = 32
 
 
 @dataclass(frozen=True)
@@ -210,20 +212,31 @@ class Warehouse:
             for key in settings:
                 self.spark.conf.unset(key)
 
-    def replace(self, location: str, df: Any, metadata: dict, txn: tuple[str, int] | None = None) -> ApplyCounts:
-        """Atomically replace the table's contents (and schema) with ``df``: one Delta commit."""
+    def replace(self, location: str, df: Any, metadata: dict, txn: tuple[str, int] | None = None,
+                key_columns: tuple[str, ...] = ()) -> ApplyCounts:
+        """Atomically replace the table's contents (and schema) with ``df``: one Delta commit.
+
+        Delta keeps min/max statistics (which MERGE uses to skip files) for the first 32
+        columns only; when a key column comes later (a wide view, or hidden key columns after
+        many visible ones), the table is told to index that many columns."""
         from delta.tables import DeltaTable
 
         existed = self.exists(location)
         before = self.row_count(location) if existed else 0
+        indexed = max((df.columns.index(k) + 1 for k in key_columns if k in df.columns), default=0)
+        indexed = indexed if indexed > DEFAULT_INDEXED_COLUMNS else None
 
         def write() -> None:
             writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
             if txn:
                 writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
+            if indexed and not existed:  # a new table takes its properties from the writer
+                writer = writer.option(INDEXED_COLUMNS, str(indexed))
             writer.save(location)
 
         try:
+            if indexed and existed:
+                self._index_columns(location, indexed)
             self.spark.conf.set(COMMIT_METADATA, json.dumps({"mvlog": metadata}, default=str, sort_keys=True))
             try:
                 write()
@@ -236,6 +249,18 @@ class Warehouse:
             raise self._fail(f"writing {location} failed", exc) from None
         written = int((history["operationMetrics"] or {}).get("numOutputRows", 0))
         return ApplyCounts(keys_read=written, rows_inserted=written, rows_deleted=before)
+
+    def _index_columns(self, location: str, count: int) -> None:
+        """Make an existing table collect statistics on at least its first ``count`` columns (a
+        metadata-only commit before the rewrite; an index count, unlike a list of column
+        names, stays valid whatever the next schema is)."""
+        from delta.tables import DeltaTable
+
+        properties = DeltaTable.forPath(self.spark, location).detail().collect()[0]["properties"] or {}
+        current = int(properties.get(INDEXED_COLUMNS, DEFAULT_INDEXED_COLUMNS))
+        if 0 <= current < count:  # -1: every column is indexed already
+            self.spark.sql(f"ALTER TABLE delta.{quote_spark(location)} "
+                           f"SET TBLPROPERTIES ('{INDEXED_COLUMNS}' = '{int(count)}')")
 
     def merge(self, location: str, staged: "Staged", key_columns: tuple[str, ...], metadata: dict,
               txn: tuple[str, int] | None = None) -> ApplyCounts:
