@@ -20,7 +20,8 @@ ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) a
 MAX_PARTITIONS = 64
 # `force` refreshes completely when a window changed this fraction of a base table's rows, and at
 # least COMPLETE_MIN_KEYS keys: from there a MERGE that touches most files costs more than
-# rewriting the table (BENCHMARKS.md: at 10 % of 1M random keys fast took 1.5x complete).
+# rewriting the table (BENCHMARKS.md: at 10 % of 1M random keys a fast refresh took 0.8-1.5x
+# as long as a complete one, in two runs).
 COMPLETE_ABOVE_FRACTION = 0.1
 COMPLETE_MIN_KEYS = 10_000
 
@@ -32,6 +33,7 @@ class WindowSize:
     table: str
     changed_keys: int
     table_rows: float  # the planner's estimate (pg_class.reltuples); <= 0 when unknown
+
 
 @dataclass(frozen=True)
 class RefreshPlan:
