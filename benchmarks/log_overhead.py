@@ -44,6 +44,7 @@ from mvlog.config import load_config
 from mvlog.errors import ConfigError
 from mvlog.pgtemp import SUPERUSER, TempPostgres
 from mvlog.project import Project
+from mvlog.source import log_identifier
 
 DESIGNS = ("none", "statement", "row")
 LOGGED = ("pgbench_accounts", "pgbench_tellers", "pgbench_branches")
@@ -110,7 +111,7 @@ def history_note(project: Project) -> str:
     """mvlog's own answer to a log on pgbench_history (in a transaction that is rolled back)."""
     try:
         with project.source.transaction() as cur:
-            project.source.ensure_log(cur, project.source.resolve_table(cur, "public", "pgbench_history"))
+            project.logs.ensure(cur, project.source.resolve_table(cur, "public", "pgbench_history"))
             raise AssertionError("mvlog accepted a log on pgbench_history")
     except ConfigError as exc:
         return str(exc)
@@ -122,7 +123,7 @@ def use_design(project: Project, design: str) -> None:
     Triggers are dropped, not disabled: a disabled trigger with transition tables still
     makes PostgreSQL collect them.
     """
-    logs = project.source.logs().values()
+    logs = project.logs.registered().values()
     with project.source.transaction() as cur:
         cur.execute("SELECT n.nspname, c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
                     "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relname = ANY(%s) "
@@ -130,11 +131,11 @@ def use_design(project: Project, design: str) -> None:
         for schema, table, trigger in cur.fetchall():
             cur.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(trigger), sql.Identifier(schema, table)))
         for log in logs:
-            cur.execute(sql.SQL("TRUNCATE {}").format(log.identifier))
+            cur.execute(sql.SQL("TRUNCATE {}").format(log_identifier(log)))
             if design == "row":
                 keys = log.key_columns
                 body = sql.SQL(ROW_BODY).format(
-                    log=log.identifier, keys=sql.SQL(", ").join(map(sql.Identifier, keys)),
+                    log=log_identifier(log), keys=sql.SQL(", ").join(map(sql.Identifier, keys)),
                     new=sql.SQL(", ").join(sql.Identifier("new", k) for k in keys),
                     old=sql.SQL(", ").join(sql.Identifier("old", k) for k in keys))
                 cur.execute(sql.SQL(ROW_DDL).format(
@@ -146,9 +147,9 @@ def use_design(project: Project, design: str) -> None:
 
 def run(pg: TempPostgres, project: Project, args: argparse.Namespace, workload: list[str]) -> dict[str, float]:
     """One pgbench run: TPS, WAL bytes and log rows per transaction, log bytes per log row."""
-    logs = [log for log in project.source.logs().values() if log.table_name in LOGGED]
+    logs = [log for log in project.logs.registered().values() if log.table_name in LOGGED]
     with connect(pg.dsn()) as conn, conn.cursor() as cur:
-        cur.execute(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(log.identifier for log in logs)))
+        cur.execute(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(log_identifier(log) for log in logs)))
         cur.execute("VACUUM pgbench_branches, pgbench_tellers, pgbench_accounts")
         cur.execute("TRUNCATE pgbench_history")
         cur.execute("CHECKPOINT")
@@ -159,7 +160,7 @@ def run(pg: TempPostgres, project: Project, args: argparse.Namespace, workload: 
         wal = float(cur.fetchone()[0])
         cur.execute(sql.SQL(" UNION ALL ").join(
             sql.SQL("SELECT count(*), pg_total_relation_size({}::regclass) FROM {}").format(
-                sql.Literal(log.identifier.as_string(cur)), log.identifier) for log in logs))
+                sql.Literal(log_identifier(log).as_string(cur)), log_identifier(log)) for log in logs))
         rows, size = (sum(column) for column in zip(*cur.fetchall()))
     tps = float(re.search(r"^tps = ([\d.]+)", out, re.M).group(1))
     xacts = int(re.search(r"actually processed: (\d+)", out).group(1))
@@ -190,12 +191,12 @@ def bulk_round(project: Project, dsn: str, design: str, args: argparse.Namespace
     use_design(project, design)  # empty logs again
     result["update"] = timed_update(dsn, args.stamp_rows)
     if design == "statement":
-        log = project.source.logs()[f"public.{BULK}"]
+        log = project.logs.registered()[f"public.{BULK}"]
         t = time.perf_counter()
-        with project.source.stamp([log]):
+        with project.logs.stamp([log]):
             result["stamp"] = time.perf_counter() - t
         t = time.perf_counter()
-        result["purged"] = project.source.purge([log])[log.qualified_table]
+        result["purged"] = project.logs.purge([log], project.catalog.purge_horizon)[log.qualified_table]
         result["purge"] = time.perf_counter() - t
     return result
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mvlog.config import RefreshMethod, dsn_password, load_config, parse_config
+from mvlog.config import RefreshMethod, load_config, parse_config
 from mvlog.errors import ConfigError
 
 VALID = """\
@@ -37,7 +37,6 @@ def test_valid_config_is_typed(tmp_path):
     assert config.views[0].group == "sales" and config.views[1].schedule is None
     assert config.spark.conf == {"spark.sql.shuffle.partitions": "8", "spark.x.flag": "true"}
     assert config.warehouse_uri == str((tmp_path / "warehouse").resolve())
-    assert config.secrets() == ["s3cret"]
 
 
 def test_object_store_warehouse_is_kept_as_is():
@@ -88,20 +87,6 @@ def test_env_expansion(monkeypatch):
     monkeypatch.delenv("SHOP_PASSWORD")
     with pytest.raises(ConfigError, match=r"mvlog.yaml:2: source.dsn refers to environment variable \$\{SHOP_PASSWORD\}"):
         parse_config(VALID.replace("app:s3cret@", "app:${SHOP_PASSWORD}@"))
-
-
-@pytest.mark.parametrize(
-    ("dsn", "password"),
-    [
-        ("postgresql://u:pa%40ss@h/db", "pa@ss"),
-        ("postgresql://u@h/db", None),
-        ("host=h user=u password=secret dbname=d", "secret"),
-        ("host=h password='it\\'s x' dbname=d", "it's x"),
-        ("host=h dbname=d", None),
-    ],
-)
-def test_dsn_password(dsn, password):
-    assert dsn_password(dsn) == password
 
 
 def test_missing_file(tmp_path):

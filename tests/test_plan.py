@@ -1,52 +1,17 @@
-"""Refresh planning and the SQL it pushes down (pure, no database)."""
+"""Refresh planning: fast or complete and why, after the stamp, partitions (pure, no database)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import pytest
-import sqlglot
 
+from facts import LOG, T0, shape
 from mvlog.analysis import analyze
 from mvlog.config import RefreshMethod
 from mvlog.errors import RefreshError
-from mvlog.plan import ROWS_PER_PARTITION, partition_predicates, plan_refresh
+from mvlog.model import ColumnStats
+from mvlog.plan import (COMPLETE_MIN_KEYS, ROWS_PER_PARTITION, WindowSize, after_stamp, needs_complete,
+                        partition_predicates, plan_refresh, schema_drift, with_partitions)
 from mvlog.shape import shape_view
-from mvlog.source import ColumnStats, LogInfo
-from mvlog import sqlgen
-
-LOG = LogInfo("public", "orders", "mlog$_orders_1", ("id",), ("bigint",), 1)
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-
-
-def shape(query: str, alias: str = "orders"):
-    return shape_view("v", analyze(query), {alias: LOG})
-
-
-def test_simple_view_key_is_the_projected_primary_key():
-    s = shape("SELECT id AS order_id, amount FROM orders WHERE amount > 0")
-    assert s.key_columns == ("order_id",) and s.hidden_columns == ()
-
-
-def test_simple_view_without_its_key_gets_a_hidden_key_column():
-    s = shape("SELECT amount FROM orders")
-    assert s.key_columns == ("_mvlog_id",) and s.hidden_columns == ("_mvlog_id",)
-    assert '"orders"."id" AS "_mvlog_id"' in s.select_sql
-
-
-def test_fast_sql_restricts_the_view_to_changed_keys_in_the_window():
-    s = shape("SELECT o.amount FROM public.orders o WHERE o.status = 'open'", alias="o")
-    plan = plan_refresh(s, "/wh/v", RefreshMethod.FORCE, T0, None, True)
-    assert plan.method == "fast"
-    text = plan.read_sql()
-    tree = sqlglot.parse_one(text, read="postgres")  # valid SQL
-    assert tree is not None
-    assert '"mvlog"."mlog$_orders_1"' in text
-    assert "SELECT DISTINCT" in text and "LEFT JOIN" in text
-    assert "\"snaptime$$\" > CAST('2026-01-01T00:00:00+00:00' AS TIMESTAMPTZ)" in text
-    assert "\"snaptime$$\" <=" not in text  # at the stamp's snapshot nothing above S is visible
-    assert "\"dmltype$$\" <> 'T'" in text
-    assert '"v"."_mvlog_id" = "k"."_mvlog_key_0"' in text
 
 
 def test_force_falls_back_to_complete_with_the_reason():
@@ -80,23 +45,6 @@ def test_complete_requested():
     assert plan.method == "complete" and plan.read_sql() == plan.shape.select_sql
 
 
-CUSTOMERS = LogInfo("public", "customers", "mlog$_customers_2", ("id",), ("integer",), 2)
-
-
-def test_range_key_is_the_first_key_column_and_the_base_column_it_equals():
-    simple = shape("SELECT id AS order_id, amount FROM orders")
-    assert (simple.range_key.column, simple.range_key.log, simple.range_key.base_column) == ("order_id", LOG, "id")
-    join = shape_view("v", analyze("SELECT c.name, o.amount FROM customers c JOIN orders o ON o.customer_id = c.id"),
-                      {"c": CUSTOMERS, "o": LOG})
-    assert (join.range_key.column, join.range_key.log, join.range_key.base_column) == ("_mvlog_c_id", CUSTOMERS, "id")
-    grouped = shape_view("v", analyze("SELECT o.customer_id, count(*) AS n FROM orders o GROUP BY o.customer_id"),
-                         {"o": LOG})
-    assert (grouped.range_key.column, grouped.range_key.base_column, grouped.range_key.grouped) == (
-        "customer_id", "customer_id", True)
-    assert shape("SELECT count(*) AS n FROM orders").range_key is None  # one row: nothing to split
-    assert shape("SELECT amount + 1 AS a, count(*) AS n FROM orders GROUP BY amount + 1").range_key is None
-
-
 def test_partitions_split_by_histogram_bounds_and_cover_every_value_once():
     s = shape("SELECT id AS order_id, amount FROM orders")
     histogram = tuple(str(v) for v in range(0, 10_000_001, 100_000))  # 101 bounds, 100 buckets
@@ -118,23 +66,6 @@ def test_small_tables_and_missing_statistics_read_in_one_piece():
     grouped = shape("SELECT customer_id, count(*) AS n FROM orders GROUP BY customer_id")
     many_rows_few_groups = ColumnStats(tuple(str(v) for v in range(101)), 10_000_000, 1000)
     assert partition_predicates(grouped, many_rows_few_groups) == ()
-
-
-def test_keyed_fast_sql_joins_on_plain_equality_so_postgresql_can_hash_it():
-    # IS NOT DISTINCT FROM cannot be hashed: a 95k-key read ran > 20 min in a nested loop.
-    join = shape_view("v", analyze("SELECT c.name, o.amount FROM customers c JOIN orders o ON o.customer_id = c.id"),
-                      {"c": CUSTOMERS, "o": LOG})
-    grouped = shape("SELECT status, count(*) AS n FROM orders GROUP BY status")
-    for s in (join, grouped):
-        assert "DISTINCT FROM" not in sqlgen.fast_keyed_sql(s, T0).upper()
-    # A NULL group key takes its own null-safe branch, restricted to rows with a NULL key.
-    with_nulls = sqlglot.parse_one(sqlgen.fast_keyed_sql(grouped, T0, null_keys=True), read="postgres")
-    branches = list(with_nulls.find_all(sqlglot.exp.Join))
-    assert len(branches) == 2
-    null_safe = [b for b in branches if b.find(sqlglot.exp.NullSafeEQ)]
-    assert len(null_safe) == 1
-    restricted = null_safe[0].this.this  # the right side: the view restricted to NULL keys
-    assert restricted.args["where"].find(sqlglot.exp.Is) is not None
 
 
 def test_force_switches_to_complete_only_for_large_windows_of_large_tables():
@@ -164,3 +95,51 @@ def test_plan_json_reports_the_partitioned_read():
     assert data["partitions"] == list(plan.partitions) and len(data["partitions"]) == 4
     fast = plan_refresh(s, "/wh/v", RefreshMethod.FORCE, T0, None, True).to_json()
     assert fast["partitions"] == [] and fast["partition_column"] is None and fast["since"] == T0.isoformat()
+
+
+def fast_plan(refresh: RefreshMethod = RefreshMethod.FORCE):
+    return plan_refresh(shape("SELECT id AS order_id, amount FROM orders"), "/wh/v", refresh, T0, None, True)
+
+
+def test_after_the_stamp_a_truncated_table_makes_force_complete_and_fast_refuse():
+    plan = fast_plan()
+    assert after_stamp(plan, RefreshMethod.FORCE, [], []) is plan  # nothing new: the same plan
+    complete = after_stamp(plan, RefreshMethod.FORCE, ["public.orders"], [])
+    assert complete.method is RefreshMethod.COMPLETE and complete.reason == "table public.orders was truncated"
+    assert plan.method is RefreshMethod.FAST  # a new plan; the old one is unchanged
+    with pytest.raises(RefreshError, match=r"cannot be fast-refreshed: table public.orders was truncated; "
+                                           r"run 'mvlog refresh --complete v'"):
+        after_stamp(fast_plan(RefreshMethod.FAST), RefreshMethod.FAST, ["public.orders"], [])
+
+
+def test_after_the_stamp_only_force_switches_for_a_large_window():
+    large = [WindowSize("public.orders", 10 * COMPLETE_MIN_KEYS, 10 * COMPLETE_MIN_KEYS)]
+    switched = after_stamp(fast_plan(), RefreshMethod.FORCE, [], large)
+    assert switched.method is RefreshMethod.COMPLETE and "a complete refresh is cheaper" in switched.reason
+    kept = after_stamp(fast_plan(RefreshMethod.FAST), RefreshMethod.FAST, [], large)
+    assert kept.method is RefreshMethod.FAST
+    complete = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
+    assert after_stamp(complete, RefreshMethod.COMPLETE, ["public.orders"], large) is complete
+
+
+def test_partitions_apply_to_complete_plans_only():
+    histogram = tuple(str(v) for v in range(0, 2_000_001, 100_000))
+    stats = ColumnStats(histogram, 2_000_000, 2_000_000)
+    assert with_partitions(fast_plan(), stats).partitions == ()
+    complete = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
+    assert len(with_partitions(complete, stats).partitions) == 4 and complete.partitions == ()
+
+
+def test_why_a_view_needs_a_complete_refresh():
+    assert needs_complete(None, (), False, None) is None
+    assert needs_complete("the view is new", ("public.t",), True, None) == "the view is new"
+    assert needs_complete(None, ("public.t", "public.u"), True, None) == "the primary key of public.t changed"
+    assert needs_complete(None, (), True, None) == "the columns of its query changed"
+    assert needs_complete(None, (), True, ("ALTER TABLE", "public.t")) == \
+        "the columns of its query changed (ALTER TABLE on public.t)"
+
+
+def test_schema_drift_compares_column_names_in_any_order():
+    assert schema_drift("/wh/v", None, ("a", "b")) is None  # no table: planned as missing instead
+    assert schema_drift("/wh/v", ["b", "a"], ("a", "b")) is None
+    assert schema_drift("/wh/v", ["a"], ("a", "b")) == "the columns of /wh/v differ from the query's columns"

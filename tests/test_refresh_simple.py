@@ -167,7 +167,7 @@ def test_open_transaction_during_refresh_is_taken_by_the_next_refresh(items_proj
     db.execute("INSERT INTO items VALUES (51, 2, 3, 1.50, 'other', true)")  # committed meanwhile
     refresh_ok(project)  # runs while the writer's transaction is open
     check_all(project)
-    pending = db.execute("SELECT count(*) FROM mvlog.\"" + project.source.logs()["public.items"].log_name + "\"")
+    pending = db.execute("SELECT count(*) FROM mvlog.\"" + project.logs.registered()["public.items"].log_name + "\"")
     writer.commit()
     writer.close()
     assert pending[0][0] >= 0
@@ -260,7 +260,7 @@ def test_purge_waits_for_every_dependent_view(db, make_project):
     project = make_project(["items"], [{"name": "a", "query": "SELECT id FROM items"},
                                        {"name": "b", "query": "SELECT id, qty FROM items"}])
     project.apply()
-    log = project.source.logs()["public.items"]
+    log = project.logs.registered()["public.items"]
     count = lambda: db.execute(f'SELECT count(*) FROM mvlog."{log.log_name}"')[0][0]  # noqa: E731
     db.execute("INSERT INTO items VALUES (1, 1, 1, 1, 'x', true), (2, 1, 1, 1, 'y', true)")
     refresh_ok(project, ["a"])

@@ -8,42 +8,54 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
 import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from mvlog.errors import MvlogError
+from mvlog.errors import MvlogError, redact
 
 # Not a terminal (a pipe, a log file): wide enough that tables are not squeezed.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-_secrets: list[str] = []
 
 
-def redact(text: str) -> str:
-    for secret in _secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+@dataclass
+class State:
+    """What one invocation carries from the options to the commands and back to :func:`main`."""
+
+    config: str | None = None
+    debug: bool = False
+    quiet: bool = False
+    project: Any = None
+
+    @property
+    def secrets(self) -> list[str]:
+        """The loaded configuration's secrets (none before it is loaded)."""
+        return self.project.secrets if self.project is not None else []
+
+    def redact(self, text: str) -> str:
+        return redact(text, self.secrets)
+
+
+def _state(ctx: click.Context) -> State:
+    return ctx.ensure_object(State)
 
 
 def _project(ctx: click.Context):
-    from mvlog.project import Project
-
-    obj = ctx.ensure_object(dict)
-    if "project" not in obj:
+    state = _state(ctx)
+    if state.project is None:
         from mvlog.config import load_config
-
-        config = load_config(obj.get("config"))
-        _secrets.extend(config.secrets())
         from mvlog.progress import reporter_for
+        from mvlog.project import Project
 
-        obj["project"] = ctx.with_resource(Project(config, reporter=reporter_for(err, bool(obj.get("quiet")))))
-    return obj["project"]
+        config = load_config(state.config)
+        state.project = ctx.with_resource(Project(config, reporter=reporter_for(err, state.quiet)))
+    return state.project
 
 
 def _emit_json(data: Any) -> None:
@@ -59,7 +71,8 @@ def _emit_json(data: Any) -> None:
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, debug: bool, quiet: bool) -> None:
     """mvlog: materialized view logs on PostgreSQL, fast-refreshed Delta Lake views."""
-    ctx.ensure_object(dict).update(config=config, debug=debug, quiet=quiet)
+    state = _state(ctx)
+    state.config, state.debug, state.quiet = config, debug, quiet
 
 
 @cli.command()
@@ -75,23 +88,16 @@ def apply(ctx: click.Context) -> None:
         out.print(f"view {name} registered")
     for name in report.views_unregistered:
         out.print(f"view {name} is no longer in the configuration: unregistered (its Delta table is kept)")
-    _print_results(report.builds)
+    _print_results(ctx, report.builds)
     if any(r.error for r in report.builds):
         ctx.exit(1)
 
 
-def _print_results(results: list) -> None:
-    if not results:
-        return
-    table = Table(title=None, show_edge=False)
-    for column in ("view", "method", "keys", "inserted", "updated", "deleted", "rows", "seconds", "note"):
-        table.add_column(column, no_wrap=column != "note",
-                         justify="right" if column in ("keys", "inserted", "updated", "deleted", "rows", "seconds") else "left")
-    for r in results:
-        table.add_row(r.view, r.method, str(r.keys_read), str(r.rows_inserted), str(r.rows_updated),
-                      str(r.rows_deleted), "" if r.row_count is None else str(r.row_count), f"{r.seconds:.1f}",
-                      f"[red]failed: {redact(r.error)}[/red]" if r.error else r.reason)
-    out.print(table)
+def _print_results(ctx: click.Context, results: list) -> None:
+    from mvlog.render import results_table
+
+    if results:
+        out.print(results_table(results, _state(ctx).secrets))
 
 
 @cli.command()
@@ -106,10 +112,11 @@ def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: s
     if as_json:
         _emit_json([r.to_json() for r in results])
     else:
-        _print_results(results)
+        _print_results(ctx, results)
     failed = [r for r in results if r.error]
     if failed:
-        err.print(f"Error: refresh of view {failed[0].view} failed: {redact(failed[0].error)}", markup=False)
+        err.print(f"Error: refresh of view {failed[0].view} failed: {_state(ctx).redact(failed[0].error)}",
+                  markup=False)
         ctx.exit(1)
 
 
@@ -180,8 +187,10 @@ def schedule(ctx: click.Context) -> None:
     """Refresh each view or group on its cron schedule, with one warm SparkSession, until SIGTERM/SIGINT."""
     from mvlog.schedule import Scheduler
 
+    state = _state(ctx)
+
     def log(line: str) -> None:
-        click.echo(f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ} {redact(line)}", err=False)
+        click.echo(f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ} {state.redact(line)}", err=False)
         sys.stdout.flush()
 
     scheduler = Scheduler(_project(ctx), log)
@@ -196,7 +205,7 @@ def schedule(ctx: click.Context) -> None:
 @click.pass_context
 def history(ctx: click.Context, view: str, limit: int, as_json: bool) -> None:
     """Recent refreshes of VIEW: when, how, why, what changed, errors."""
-    rows = _project(ctx).history(view, limit)
+    rows = [row.to_json() for row in _project(ctx).history(view, limit)]
     if as_json:
         _emit_json(rows)
         return
@@ -207,7 +216,7 @@ def history(ctx: click.Context, view: str, limit: int, as_json: bool) -> None:
         table.add_row(r["started_at"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["status"],
                       r["method"] or "-", *[str(r[k] if r[k] is not None else "") for k in
                                              ("keys_read", "rows_inserted", "rows_updated", "rows_deleted")],
-                      redact(r["error"]) if r["error"] else (r["reason"] or ""))
+                      _state(ctx).redact(r["error"]) if r["error"] else (r["reason"] or ""))
     out.print(table)
 
 
@@ -263,9 +272,11 @@ def demo(keep: bool, warehouse: str | None, example: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map errors to one line and an exit code."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    state = State(debug=debug)  # filled in by the command; its secrets are redacted from every error
+    redact = state.redact
     try:
         # Without standalone mode click returns ctx.exit()'s code instead of raising it.
-        result = cli.main(args=argv, prog_name="mvlog", standalone_mode=False)
+        result = cli.main(args=argv, prog_name="mvlog", standalone_mode=False, obj=state)
         return result if isinstance(result, int) else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mvlog.errors import ConfigError
+from mvlog.model import RefreshMethod
 
 DEFAULT_CONFIG = "mvlog.yaml"
 CONFIG_ENV = "MVLOG_CONFIG"
 VIEW_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-class RefreshMethod(str, Enum):
-    """Oracle's refresh methods."""
-
-    FAST = "fast"
-    COMPLETE = "complete"
-    FORCE = "force"
 
 
 class _Strict(BaseModel):
@@ -130,22 +122,6 @@ class Config(_Strict):
     def view_location(self, name: str) -> str:
         """Where a view's Delta table lives: ``<warehouse>/<view name>``."""
         return f"{self.warehouse_uri}/{name}"
-
-    def secrets(self) -> list[str]:
-        """Strings that must never be printed: the DSN's password."""
-        password = dsn_password(self.source.dsn)
-        return [password] if password else []
-
-
-def dsn_password(dsn: str) -> str | None:
-    """The password inside a libpq URI or key=value DSN, if any (parsed by libpq itself)."""
-    from psycopg2.extensions import parse_dsn
-
-    try:
-        return parse_dsn(dsn).get("password") or None
-    except Exception:  # unparsable: find it the crude way so it can still be hidden
-        match = re.search(r"(?:://[^:/@]*:([^@/]+)@)|(?:password\s*=\s*(\S+))", dsn)
-        return (match.group(1) or match.group(2)) if match else None
 
 
 def _expand_env(text: str, where: str) -> str:

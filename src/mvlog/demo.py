@@ -13,8 +13,10 @@ from rich.console import Console
 from rich.table import Table
 
 from mvlog.config import load_config
+from mvlog.model import HIDDEN_PREFIX
 from mvlog.pgtemp import TempPostgres
 from mvlog.project import Project
+from mvlog.render import results_table
 
 EXAMPLES = {
     "shop": {
@@ -40,23 +42,13 @@ def examples_dir() -> Path:
 def _show(console: Console, project: Project, view: str, title: str) -> None:
     spark = project.warehouse.spark
     df = spark.read.format("delta").load(project.config.view_location(view))
-    visible = [c for c in df.columns if not c.startswith("_mvlog_")]
+    visible = [c for c in df.columns if not c.startswith(HIDDEN_PREFIX)]
     rows = df.select(*visible).orderBy(visible[0]).limit(8).collect()
     table = Table(title=f"{title}: {view} ({df.count()} rows, first 8)", title_justify="left", show_edge=False)
     for column in visible:
         table.add_column(column)
     for row in rows:
         table.add_row(*["NULL" if v is None else str(v) for v in row])
-    console.print(table)
-
-
-def _results(console: Console, results: list) -> None:
-    table = Table(show_edge=False)
-    for column in ("view", "method", "changed keys", "inserted", "updated", "deleted", "rows", "seconds"):
-        table.add_column(column, no_wrap=True)
-    for r in results:
-        table.add_row(r.view, r.method, str(r.keys_read), str(r.rows_inserted), str(r.rows_updated),
-                      str(r.rows_deleted), str(r.row_count), f"{r.seconds:.1f}")
     console.print(table)
 
 
@@ -82,7 +74,7 @@ def run_demo(keep: bool = False, warehouse: str | None = None, console: Console 
         with Project(config, progress=lambda m: console.print(f"   [dim]… {m}[/dim]")) as project:
             console.print("[bold]2. mvlog apply[/bold]: logs, triggers and a complete build of every view")
             report = project.apply()
-            _results(console, report.builds)
+            console.print(results_table(report.builds))
             _show(console, project, facts["show"], "before")
             console.print(f"[bold]3. Changing the data[/bold] (examples/{example}/changes.sql)")
             with psycopg2.connect(pg.dsn()) as conn:
@@ -92,7 +84,7 @@ def run_demo(keep: bool = False, warehouse: str | None = None, console: Console 
             console.print(f"   {facts['changes']}")
             console.print("[bold]4. mvlog refresh[/bold]: fast refresh from the logs")
             results = project.refresh(raise_on_error=True)
-            _results(console, results)
+            console.print(results_table(results))
             _show(console, project, facts["show"], "after")
             console.print("[bold]5. mvlog status[/bold]")
             for view in project.status()["views"]:

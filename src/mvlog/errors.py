@@ -1,16 +1,26 @@
-"""The one error hierarchy of mvlog.
+"""The one error hierarchy of mvlog, and the one function that keeps secrets out of messages.
 
 Every error a user can cause or meet is an :class:`MvlogError` whose message is one
-clear sentence. The CLI prints ``Error: <message>`` and exits with ``exit_code``.
+clear sentence. The CLI prints ``Error: <message>`` and exits with ``exit_code``. An
+error is ``transient`` when the same call may well succeed later (a connection lost, a
+concurrent refresh): the scheduler retries those, and only those.
 """
 
 from __future__ import annotations
+
+from typing import Iterable
 
 
 class MvlogError(Exception):
     """Base class: a problem mvlog can explain in one sentence."""
 
     exit_code = 1
+    transient = False
+
+    def __init__(self, message: str, *, transient: bool | None = None):
+        super().__init__(message)
+        if transient is not None:
+            self.transient = transient
 
 
 class ConfigError(MvlogError):
@@ -40,6 +50,16 @@ class RefreshError(MvlogError):
 class ConcurrentRefreshError(RefreshError):
     """Another refresh of the same view is running."""
 
+    transient = True
+
 
 class SetupError(MvlogError):
     """A local prerequisite (PostgreSQL binaries, Java, ...) is missing."""
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret (a password) replaced by ``***``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text

@@ -16,8 +16,7 @@ from typing import Any
 
 from mvlog.config import Config, load_config
 from mvlog.errors import UsageError
-
-INTERNAL_PREFIX = "_mvlog_"
+from mvlog.model import HIDDEN_PREFIX
 
 _config: Config | None = None
 
@@ -66,7 +65,7 @@ def read_view(name: str, config_path: str | None = None):
     """The view as a Spark DataFrame, without mvlog's internal ``_mvlog_…`` columns."""
     path = location(name, config_path)  # an unknown name fails here, before Spark starts
     df = _spark(None).read.format("delta").load(path)
-    return df.drop(*[c for c in df.columns if c.startswith(INTERNAL_PREFIX)])
+    return df.drop(*[c for c in df.columns if c.startswith(HIDDEN_PREFIX)])
 
 
 def history(name: str, config_path: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
@@ -79,7 +78,7 @@ def history(name: str, config_path: str | None = None, limit: int = 50) -> list[
 
     config = _load(config_path)
     with Project(config) as project:
-        return project.history(_view_name(config, name), limit)
+        return [row.to_json() for row in project.history(_view_name(config, name), limit)]
 
 
 def delta_history(name: str, config_path: str | None = None):

@@ -1,19 +1,23 @@
 """Refresh planning: from a view's shape and its state to a :class:`RefreshPlan`.
 
 A plan is plain data — method, reason, window, key columns and the SQL to push down
-to PostgreSQL — so it can be printed and tested without Spark or a database.
+to PostgreSQL — so it can be printed and tested without Spark or a database. It is
+decided before anything is read (:func:`plan_refresh`); what the stamp reveals (a
+truncated table, a large window) and how a complete read is split are pure functions
+that return a new plan (:func:`after_stamp`, :func:`with_partitions`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Sequence
 
-from mvlog.config import RefreshMethod
 from mvlog.errors import RefreshError
+from mvlog.model import ColumnStats, LogInfo, RefreshMethod
 from mvlog.shape import ViewShape
-from mvlog.source import ColumnStats, LogInfo
 from mvlog.sqlgen import fast_keyed_sql, fast_simple_sql, range_predicates
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
@@ -41,7 +45,7 @@ class RefreshPlan:
 
     view: str
     location: str
-    method: str  # "fast" | "complete"
+    method: RefreshMethod  # FAST or COMPLETE
     reason: str
     logs: tuple[LogInfo, ...]
     since: datetime | None  # last_V: consume log rows with since < snaptime$$ <= S (the new stamp)
@@ -54,7 +58,7 @@ class RefreshPlan:
 
         ``null_keys``: some affected aggregate key holds a NULL (see sqlgen.fast_keyed_sql).
         """
-        if self.method == "complete":
+        if self.method is RefreshMethod.COMPLETE:
             return self.shape.select_sql
         if self.shape.keyed:
             return fast_keyed_sql(self.shape, self.since, null_keys)
@@ -64,7 +68,7 @@ class RefreshPlan:
         """The plan as ``mvlog plan --json`` prints it (docs/json.md)."""
         key = self.shape.range_key
         return {
-            "view": self.view, "method": self.method, "reason": self.reason, "location": self.location,
+            "view": self.view, "method": self.method.value, "reason": self.reason, "location": self.location,
             "logs": [log.qualified_table for log in self.logs], "key": list(self.key_columns),
             "since": self.since.isoformat() if self.since else None,
             "partition_column": key.column if self.partitions and key else None,
@@ -79,7 +83,7 @@ class RefreshPlan:
             f"  logs: {', '.join(log.qualified_table for log in self.logs) or '-'}",
             f"  key: {', '.join(self.key_columns) or '-'}",
         ]
-        if self.method == "fast":
+        if self.method is RefreshMethod.FAST:
             lines.append(f"  window: snaptime$$ in {window}")
         elif self.partitions and self.shape.range_key:
             lines.append(f"  read: {len(self.partitions)} partitions by ranges of {self.shape.range_key.column}")
@@ -96,12 +100,12 @@ def plan_refresh(
 ) -> RefreshPlan:
     """Decide fast or complete, and why (Oracle's FAST / COMPLETE / FORCE)."""
 
-    def plan(method: str, reason: str) -> RefreshPlan:
+    def plan(method: RefreshMethod, reason: str) -> RefreshPlan:
         keys = shape.key_columns
         return RefreshPlan(shape.name, location, method, reason, shape.logs, since, keys, shape)
 
     if requested is RefreshMethod.COMPLETE:
-        return plan("complete", "complete refresh requested")
+        return plan(RefreshMethod.COMPLETE, "complete refresh requested")
     blocker = None
     if not shape.fast_possible:
         blocker = "; ".join(shape.fast_reasons)
@@ -110,10 +114,59 @@ def plan_refresh(
     elif needs_complete:
         blocker = needs_complete
     if blocker is None:
-        return plan("fast", "changed keys since the last refresh")
+        return plan(RefreshMethod.FAST, "changed keys since the last refresh")
     if requested is RefreshMethod.FAST:
         raise RefreshError(f"view {shape.name} cannot be fast-refreshed: {blocker}")
-    return plan("complete", blocker)
+    return plan(RefreshMethod.COMPLETE, blocker)
+
+
+def needs_complete(recorded: str | None, key_changed: Sequence[str], columns_changed: bool,
+                   last_ddl: tuple[str, str] | None) -> str | None:
+    """Why the next refresh must be complete, or None: a recorded reason, a base table whose
+    primary key changed, or query columns that differ from the last complete refresh's
+    (``last_ddl``: the newest DDL on its tables since then, as command tag and object)."""
+    if recorded:
+        return recorded
+    if key_changed:
+        return f"the primary key of {key_changed[0]} changed"
+    if columns_changed:
+        what = f" ({last_ddl[0]} on {last_ddl[1]})" if last_ddl else ""
+        return f"the columns of its query changed{what}"
+    return None
+
+
+def schema_drift(location: str, table_columns: Sequence[str] | None, expected: Sequence[str]) -> str | None:
+    """Why the Delta table cannot be merged into: its columns are not the ones the view's read
+    produces (``table_columns`` None: there is no table, which the plan handles itself)."""
+    if table_columns is not None and sorted(table_columns) != sorted(expected):
+        return f"the columns of {location} differ from the query's columns"
+    return None
+
+
+def after_stamp(plan: RefreshPlan, requested: RefreshMethod, truncated: Sequence[str],
+                windows: Sequence[WindowSize]) -> RefreshPlan:
+    """A fast plan, looked at again once the window is known: a table truncated in it needs a
+    complete refresh (a ``fast`` view refuses); so does, for a ``force`` view, a window that
+    changed so much of a table that a complete refresh is cheaper (:func:`cheaper_complete`)."""
+    if plan.method is not RefreshMethod.FAST:
+        return plan
+    if truncated:
+        reason = f"table {truncated[0]} was truncated"
+        if requested is RefreshMethod.FAST:
+            raise RefreshError(f"view {plan.view} cannot be fast-refreshed: {reason}; "
+                               f"run 'mvlog refresh --complete {plan.view}'")
+        return dataclasses.replace(plan, method=RefreshMethod.COMPLETE, reason=reason)
+    reason = cheaper_complete(list(windows)) if requested is RefreshMethod.FORCE else None
+    if reason:
+        return dataclasses.replace(plan, method=RefreshMethod.COMPLETE, reason=reason)
+    return plan
+
+
+def with_partitions(plan: RefreshPlan, stats: ColumnStats | None) -> RefreshPlan:
+    """A complete refresh's plan with its read split by ranges of the view's first key column."""
+    if plan.method is not RefreshMethod.COMPLETE or plan.shape.range_key is None:
+        return plan
+    return dataclasses.replace(plan, partitions=partition_predicates(plan.shape, stats))
 
 
 def partition_predicates(shape: ViewShape, stats: ColumnStats | None) -> tuple[str, ...]:

@@ -1,8 +1,9 @@
 """``mvlog schedule``: refresh views and groups on their cron schedules with one warm SparkSession.
 
 One process, one refresh at a time (so never two of the same view; across processes the
-per-view advisory lock holds). Transient failures (PostgreSQL unreachable, a concurrent
-refresh) are retried with exponential backoff. SIGTERM or SIGINT stops the loop after the
+per-view advisory lock holds). Transient failures (PostgreSQL unreachable or its connection
+lost, a concurrent refresh: errors that say they are transient) are retried with exponential
+backoff. SIGTERM or SIGINT stops the loop after the
 refresh in flight; the Spark JVM ignores SIGINT, so Ctrl-C does not cut a refresh in half.
 """
 
@@ -18,10 +19,8 @@ from croniter import croniter
 
 from mvlog.config import Config
 from mvlog.errors import ConfigError
-from mvlog.project import Project, RefreshResult
-
-TRANSIENT = ("cannot connect to PostgreSQL", "is being refreshed by another process", "terminating connection",
-             "server closed the connection")
+from mvlog.project import Project
+from mvlog.render import result_line
 
 
 @dataclass
@@ -56,14 +55,6 @@ def units_of(config: Config) -> list[Unit]:
     if not units:
         raise ConfigError("no view has a schedule: add schedule: '<cron>' to the views to refresh")
     return list(units.values())
-
-
-def format_result(result: RefreshResult) -> str:
-    if result.error:
-        return f"view={result.view} status=failed seconds={result.seconds:.1f} error={result.error!r}"
-    return (f"view={result.view} status=ok method={result.method} keys={result.keys_read} "
-            f"inserted={result.rows_inserted} updated={result.rows_updated} deleted={result.rows_deleted} "
-            f"rows={result.row_count} seconds={result.seconds:.1f}")
 
 
 class Scheduler:
@@ -108,8 +99,8 @@ class Scheduler:
             else:
                 results = self.project.refresh(unit.views)
             for result in results:
-                self.log(format_result(result))
-            transient = [r for r in results if r.error and any(t in r.error for t in TRANSIENT)]
+                self.log(result_line(result))
+            transient = [r for r in results if r.error and r.transient]
             if not transient or attempt == self.max_retries or self.stop.is_set():
                 return
             delay = self.backoff * 2 ** attempt

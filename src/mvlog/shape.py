@@ -14,10 +14,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from mvlog.analysis import DIALECT, Analysis, ViewClass, identifier_name, projected_columns
-from mvlog.source import LogInfo
-
-HIDDEN_PREFIX = "_mvlog_"
-PRESENT = "_mvlog_present"
+from mvlog.model import HIDDEN_PREFIX, LogInfo
 
 
 def ident(name: str) -> exp.Identifier:

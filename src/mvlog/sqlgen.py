@@ -16,10 +16,8 @@ from datetime import datetime
 from sqlglot import exp
 
 from mvlog.analysis import DIALECT, ViewClass
-from mvlog.shape import HIDDEN_PREFIX, PRESENT, ViewShape, col, ident
-from mvlog.source import LogInfo
-
-CHANGED_KEY_PREFIX = "_mvlog_key_"
+from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, PRESENT, LogInfo
+from mvlog.shape import ViewShape, col, ident
 
 
 def _timestamptz(value: datetime) -> exp.Expression:

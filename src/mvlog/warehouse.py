@@ -1,4 +1,4 @@
-"""The Spark/Delta apply step: read rows from PostgreSQL through JDBC, write Delta tables.
+"""The Spark/Delta step: read rows from PostgreSQL through JDBC, write Delta tables.
 
 All reads of one refresh use one exported PostgreSQL snapshot: every JDBC session
 (one per partition, and again on a task retry) starts a REPEATABLE READ transaction
@@ -15,10 +15,8 @@ from typing import Any, Iterator
 
 from psycopg2.extensions import parse_dsn
 
-from mvlog.errors import ConfigError, SourceError, WarehouseError
-from mvlog.shape import PRESENT
-from mvlog.sqlgen import CHANGED_KEY_PREFIX
-from mvlog.source import checked_snapshot_id
+from mvlog.errors import ConfigError, SourceError, WarehouseError, redact
+from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, checked_snapshot_id
 
 COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -30,6 +28,10 @@ OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
 BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
 INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
 DEFAULT_INDEXED_COLUMNS = 32
+# What the PostgreSQL JDBC driver says when the connection, not the statement, failed: the
+# same read may succeed later.
+JDBC_CONNECTION_LOST = ("terminating connection", "I/O error occurred", "Connection refused",
+                        "This connection has been closed", "server closed the connection")
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class JdbcSource:
 
 
 @dataclass(frozen=True)
-class ApplyCounts:
+class WriteCounts:
     """What one Delta commit did."""
 
     keys_read: int = 0
@@ -117,15 +119,10 @@ class Warehouse:
         self.root = root.rstrip("/")
         self.secrets = secrets or []
 
-    def _redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
-
     def _fail(self, what: str, exc: BaseException) -> Exception:
-        message = self._redact(short_error(exc))
+        message = redact(short_error(exc), self.secrets)
         if "PSQLException" in str(exc) or "postgresql" in message.lower():
-            return SourceError(f"{what}: {message}")
+            return SourceError(f"{what}: {message}", transient=any(m in str(exc) for m in JDBC_CONNECTION_LOST))
         return WarehouseError(f"{what}: {message}")
 
     def exists(self, location: str) -> bool:
@@ -135,6 +132,15 @@ class Warehouse:
             return bool(DeltaTable.isDeltaTable(self.spark, location))
         except Exception as exc:  # e.g. an unreachable object store
             raise self._fail(f"cannot inspect {location}", exc) from None
+
+    def columns(self, location: str) -> list[str] | None:
+        """The columns of the Delta table at ``location``; None if there is none."""
+        if not self.exists(location):
+            return None
+        try:
+            return list(self.spark.read.format("delta").load(location).columns)
+        except Exception as exc:
+            raise self._fail(f"reading {location} failed", exc) from None
 
     def check_writable(self) -> None:
         """Fail early, before anything is applied, if the warehouse root cannot be written."""
@@ -147,7 +153,7 @@ class Warehouse:
             fs.create(probe, True).close()
             fs.delete(probe, False)
         except Exception as exc:
-            raise WarehouseError(f"the warehouse {self.root} is not writable: {self._redact(short_error(exc))}") from None
+            raise WarehouseError(f"the warehouse {self.root} is not writable: {redact(short_error(exc), self.secrets)}") from None
 
     def delete(self, location: str) -> None:
         """Delete a Delta table's directory (``mvlog drop --delete-data``)."""
@@ -156,7 +162,7 @@ class Warehouse:
             path = jvm.org.apache.hadoop.fs.Path(location)
             path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
         except Exception as exc:
-            raise WarehouseError(f"cannot delete {location}: {self._redact(short_error(exc))}") from None
+            raise WarehouseError(f"cannot delete {location}: {redact(short_error(exc), self.secrets)}") from None
 
     def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None, partitions: tuple[str, ...] = ()) -> Any:
         """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``; with ``partitions``
@@ -213,7 +219,7 @@ class Warehouse:
                 self.spark.conf.unset(key)
 
     def replace(self, location: str, df: Any, metadata: dict, txn: tuple[str, int] | None = None,
-                key_columns: tuple[str, ...] = ()) -> ApplyCounts:
+                key_columns: tuple[str, ...] = ()) -> WriteCounts:
         """Atomically replace the table's contents (and schema) with ``df``: one Delta commit.
 
         Delta keeps min/max statistics (which MERGE uses to skip files) for the first 32
@@ -248,7 +254,7 @@ class Warehouse:
         except Exception as exc:
             raise self._fail(f"writing {location} failed", exc) from None
         written = int((history["operationMetrics"] or {}).get("numOutputRows", 0))
-        return ApplyCounts(keys_read=written, rows_inserted=written, rows_deleted=before)
+        return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before)
 
     def _index_columns(self, location: str, count: int) -> None:
         """Make an existing table collect statistics on at least its first ``count`` columns (a
@@ -263,14 +269,14 @@ class Warehouse:
                            f"SET TBLPROPERTIES ('{INDEXED_COLUMNS}' = '{int(count)}')")
 
     def merge(self, location: str, staged: "Staged", key_columns: tuple[str, ...], metadata: dict,
-              txn: tuple[str, int] | None = None) -> ApplyCounts:
+              txn: tuple[str, int] | None = None) -> WriteCounts:
         """One MERGE on the view key: the staged rows hold affected keys (``_mvlog_key_<i>``) and
         their current view rows; ``_mvlog_present`` is NULL where the key has no row any more."""
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
         if staged.rows == 0:
-            return ApplyCounts()
+            return WriteCounts()
         df = staged.df
         # Few affected keys: broadcast them, so the MERGE's join does not shuffle the whole
         # target table (measured: about a third of a small MERGE's time).
@@ -278,10 +284,7 @@ class Warehouse:
         try:
             target = DeltaTable.forPath(self.spark, location)
             schema = target.toDF().schema
-            table_columns = [f.name for f in schema.fields]
             value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
-            if sorted(table_columns) != sorted(value_columns):
-                raise SchemaDrift(f"the columns of {location} differ from the query's columns")
             s = lambda c: f"s.{quote_spark(c)}"  # noqa: E731
             t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
             # Null-safe: an aggregate's group key may hold NULLs.
@@ -303,13 +306,13 @@ class Warehouse:
             rows = self._with_commit(metadata, txn, lambda: builder.execute().collect(),
                                      {MATERIALIZE_SOURCE: "none"})
             if not rows:  # Delta skipped the commit: this (txnAppId, txnVersion) was applied already
-                return ApplyCounts()
-        except (SchemaDrift, SourceError, WarehouseError):
+                return WriteCounts()
+        except (SourceError, WarehouseError):
             raise
         except Exception as exc:
             raise self._fail(f"merging into {location} failed", exc) from None
         row = rows[0]
-        return ApplyCounts(
+        return WriteCounts(
             keys_read=staged.rows,
             rows_inserted=int(row["num_inserted_rows"]),
             rows_updated=int(row["num_updated_rows"]),
@@ -378,6 +381,3 @@ def _key_range(field: Any, staged: Staged) -> Any:
     condition = column.between(F.lit(staged.low), F.lit(staged.high)) if staged.low is not None else F.lit(False)
     return condition | column.isNull() if staged.has_nulls else condition
 
-
-class SchemaDrift(WarehouseError):
-    """The view's query no longer produces the Delta table's columns: a complete refresh is needed."""

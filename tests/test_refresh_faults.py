@@ -72,7 +72,7 @@ def test_sigkill_at_every_point_then_refresh_converges(db, tmp_path):
                 assert_view_matches(project, view["name"])
             assert db.execute("SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0] == 0
             # Every log row was consumed by every view, and purged.
-            for log in project.source.logs().values():
+            for log in project.logs.registered().values():
                 assert db.execute(f'SELECT count(*) FROM mvlog."{log.log_name}"')[0][0] == 0
     finally:
         project.close()

@@ -55,6 +55,31 @@ def test_a_delta_table_deleted_by_hand(db, make_project):
     assert_view_matches(project, "v_fast")
 
 
+def test_a_delta_table_rewritten_with_other_columns_is_caught_before_reading(db, make_project):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t SELECT g, g FROM generate_series(1, 20) g")
+    project = make_project(["t"], [{"name": "v_force", "query": "SELECT id, a FROM t"},
+                                   {"name": "v_fast", "refresh": "fast", "query": "SELECT id, a FROM t"}])
+    project.apply()
+    spark = project.warehouse.spark
+    for name in ("v_force", "v_fast"):  # someone else's job overwrote the views with its own columns
+        location = project.config.view_location(name)
+        spark.read.format("delta").load(location).withColumnRenamed("a", "b").write.format("delta") \
+            .mode("overwrite").option("overwriteSchema", "true").save(location)
+    db.execute("UPDATE t SET a = 0 WHERE id = 3")
+    before = db.execute("SELECT count(*) FROM mvlog.refresh_history")[0][0]
+    results = {r.view: r for r in project.refresh()}
+    drift = "the columns of {} differ from the query's columns"
+    assert results["v_force"].method == "complete"
+    assert results["v_force"].reason == drift.format(project.config.view_location("v_force"))
+    assert results["v_fast"].error == "view v_fast cannot be fast-refreshed: " + drift.format(
+        project.config.view_location("v_fast"))
+    # Decided before the stamp: the refused view started no refresh, so nothing was read for it.
+    assert db.execute("SELECT view_name FROM mvlog.refresh_history WHERE id > %s", (before,)) == [("v_force",)]
+    assert_view_matches(project, "v_force")
+    assert project.refresh(["v_fast"], complete=True)[0].error is None
+    assert_view_matches(project, "v_fast")
+
+
 def test_a_corrupted_warehouse_path_is_one_clear_error(db, make_project):
     db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t VALUES (1, 1)")
     project = make_project(["t"], [{"name": "v", "refresh": "fast", "query": "SELECT * FROM t"}])

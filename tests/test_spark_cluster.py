@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from conftest import assert_view_matches
-from test_faults import SCHEMA, VIEWS  # the same three views, simple, join and aggregate
+from test_refresh_faults import SCHEMA, VIEWS  # the same three views, simple, join and aggregate
 from mvlog.config import load_config
 from mvlog.pgtemp import free_port
 from mvlog.project import Project

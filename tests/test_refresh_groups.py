@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import mvlog.project
+import mvlog.refresh
 from conftest import assert_view_matches
 
 pytestmark = pytest.mark.integration
@@ -40,20 +40,20 @@ def test_a_commit_during_a_group_refresh_is_all_or_nothing_in_the_group(db, make
     project.apply()
     db.execute("UPDATE accounts SET balance = balance + 5 WHERE id = 3")  # branch 1 changes before the refresh
 
-    checkpoint = mvlog.project.checkpoint
+    checkpoint = mvlog.refresh.checkpoint
 
     def writer_commits_at(name: str) -> None:
         if name == point:  # account 6 (not in the window) moves from branch 1 to branch 2
             db.execute("UPDATE accounts SET branch = 2, balance = balance + 1 WHERE id = 6")
         checkpoint(name)
 
-    monkeypatch.setattr(mvlog.project, "checkpoint", writer_commits_at)
+    monkeypatch.setattr(mvlog.refresh, "checkpoint", writer_commits_at)
     results = project.refresh(group="bank")
     assert [r.error for r in results] == [None, None]
     assert detail_by_branch(project) == totals(project)
     assert totals(project)[1] == (10, 1005)  # the move of account 6 is not half-applied: not applied at all
 
-    monkeypatch.setattr(mvlog.project, "checkpoint", checkpoint)
+    monkeypatch.setattr(mvlog.refresh, "checkpoint", checkpoint)
     results = project.refresh(group="bank")
     assert [r.error for r in results] == [None, None]
     assert detail_by_branch(project) == totals(project)

@@ -1,0 +1,202 @@
+"""``mvlog apply``'s checks and registration: views validated against the database, logs
+created, views registered in the catalog.
+
+:class:`Registrar` is also what a refresh, ``status``, ``plan`` and ``explain`` ask
+whether a view still fits today's tables (:meth:`Registrar.check`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import psycopg2
+import psycopg2.errors
+
+from mvlog.analysis import analyze
+from mvlog.catalog import Catalog, ViewRegistration, ViewState
+from mvlog.config import Config, ViewConfig
+from mvlog.errors import ConfigError, RefreshError, SourceError
+from mvlog.logs import Logs
+from mvlog.model import HIDDEN_PREFIX, LogInfo, RefreshMethod, TableInfo, log_name_for
+from mvlog import plan as planner
+from mvlog.shape import ViewShape, downgrade, shape_view
+from mvlog import sqlgen
+from mvlog.source import Cursor, Source
+
+if TYPE_CHECKING:
+    from mvlog.refresh import RefreshResult
+
+
+@dataclass(frozen=True)
+class ViewCheck:
+    """A view checked against the database: its shape, output signature, the tables whose
+    primary key changed since their log was made, and the columns its Delta table has."""
+
+    shape: ViewShape
+    signature: str
+    key_changed: tuple[str, ...]
+    columns: tuple[str, ...]  # the columns a complete refresh writes (the query's and hidden keys)
+
+
+@dataclass
+class ApplyReport:
+    """What ``mvlog apply`` did."""
+
+    logs_created: list[str] = field(default_factory=list)
+    logs_unchanged: list[str] = field(default_factory=list)
+    views_registered: list[str] = field(default_factory=list)
+    views_unregistered: list[str] = field(default_factory=list)
+    builds: list["RefreshResult"] = field(default_factory=list)
+
+
+def definition_hash(view: ViewConfig) -> str:
+    return hashlib.sha256(view.query.strip().encode()).hexdigest()[:16]
+
+
+class Registrar:
+    """Validates the configuration against the database and registers it in the catalog."""
+
+    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs):
+        self.config = config
+        self.source = source
+        self.catalog = catalog
+        self.logs = logs
+
+    def resolve_named_table(self, cur: Cursor, name: str) -> TableInfo | None:
+        """The table a ``logs:`` entry (or a command argument) names, or None if there is none."""
+        try:
+            refs = analyze(f"SELECT * FROM {name}").tables
+        except ConfigError:
+            refs = []
+        if len(refs) != 1:
+            raise ConfigError(f"{name!r} is not a table name")
+        return self.source.resolve_table(cur, refs[0].schema, refs[0].name)
+
+    def check_view(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo],
+                   check_fast: bool = True) -> ViewCheck:
+        """Analyse and validate a view against the database (``logs``: by table oid)."""
+        where = f"views[{index}] ({view.name})"
+        try:
+            analysis = analyze(view.query)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        by_alias: dict[str, LogInfo] = {}
+        key_changed: list[str] = []
+        for ref in analysis.tables:
+            table = self.source.resolve_table(cur, ref.schema, ref.name)
+            if table is None:
+                raise ConfigError(f"{where}: table {ref.display} does not exist")
+            if table.oid not in logs:
+                raise ConfigError(
+                    f"{where}: table {table.qualified} has no materialized view log; add it under logs:"
+                )
+            by_alias[ref.alias] = logs[table.oid]
+            if tuple(c.name for c in table.key) != logs[table.oid].key_columns:
+                key_changed.append(table.qualified)
+        try:
+            described = self.source.describe_query(cur, view.query)
+            columns = [d[0] for d in described]
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        duplicates = sorted({c for c in columns if columns.count(c) > 1})
+        if duplicates:
+            raise ConfigError(f"{where}: the query outputs column {duplicates[0]!r} more than once; "
+                              f"give each column a unique alias")
+        reserved = [c for c in columns if c.startswith(HIDDEN_PREFIX)]
+        if reserved:
+            raise ConfigError(f"{where}: column names starting with {HIDDEN_PREFIX!r} are reserved for mvlog "
+                              f"({reserved[0]})")
+        shape = shape_view(view.name, analysis, by_alias)
+        written: tuple[str, ...] = ()
+        if shape.fast_possible:  # check the SQL mvlog generates for it; a view it cannot key is complete-only
+            try:
+                written = tuple(d[0] for d in self.source.describe_query(cur, shape.select_sql))
+                if shape.keyed:
+                    self.source.describe_query(cur, sqlgen.keymap_probe_sql(shape))
+            except ConfigError as exc:
+                shape = downgrade(shape, view.query, f"mvlog cannot key this view for fast refresh: {exc}")
+        if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
+            raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
+        return ViewCheck(shape, json.dumps(described), tuple(key_changed), written)
+
+    def check(self, view: ViewConfig) -> ViewCheck:
+        """The view against today's catalog; a query that no longer works makes the view invalid."""
+        logs = {log.table_oid: log for log in self.logs.registered().values()}
+        try:
+            with self.source.inspection() as cur:
+                return self.check_view(cur, self.config.views.index(view), view, logs)
+        except ConfigError as exc:
+            reason = str(exc).split(": ", 1)[-1]
+            raise RefreshError(f"view {view.name} is invalid: {reason} (a base table changed; fix the query or "
+                               f"the table, then run 'mvlog apply')") from None
+
+    def needs_complete(self, state: ViewState, check: ViewCheck) -> str | None:
+        """Why the next refresh must be complete: recorded, or a base table's DDL since the last refresh."""
+        columns_changed = bool(state.output_signature) and state.output_signature != check.signature
+        last_ddl = None
+        if columns_changed and not state.needs_complete and not check.key_changed:
+            ddl = self.catalog.ddl_since([log.table_oid for log in check.shape.logs], state.last_refresh_at)
+            last_ddl = (ddl[-1][1], ddl[-1][2]) if ddl else None
+        return planner.needs_complete(state.needs_complete, check.key_changed, columns_changed, last_ddl)
+
+    def declared_logs(self, cur: Cursor) -> dict[int, LogInfo]:
+        """Logs as they are, or as ``apply`` would create them for the tables under ``logs:``."""
+        logs = {log.table_oid: log for log in self.logs.registered().values()} if self.catalog.is_installed() else {}
+        for entry in self.config.logs:
+            try:
+                table = self.resolve_named_table(cur, entry.table)
+            except ConfigError:
+                continue  # apply reports it
+            if table is not None and table.key and table.oid not in logs:
+                logs[table.oid] = LogInfo.for_table(table, log_name_for(table))
+        return logs
+
+    def register(self, cur: Cursor, report: ApplyReport) -> None:
+        """Install the catalog, create the logs and register the views, in the caller's transaction."""
+        self.catalog.install(cur)
+        logs: dict[int, LogInfo] = {}
+        for index, entry in enumerate(self.config.logs):
+            where = f"logs[{index}]"
+            try:
+                table = self.resolve_named_table(cur, entry.table)
+                if table is None:
+                    raise ConfigError(f"table {entry.table} does not exist")
+                log, outcome = self.logs.ensure(cur, table)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            if outcome == "rekeyed":
+                self.catalog.mark_needs_complete(cur, log, "the primary key of a base table changed")
+            logs[table.oid] = log
+            (report.logs_unchanged if outcome == "unchanged" else report.logs_created).append(table.qualified)
+
+        registered = self.catalog.definition_hashes(cur)
+        for index, view in enumerate(self.config.views):
+            shape = self.check_view(cur, index, view, logs).shape
+            digest = definition_hash(view)
+            self.catalog.register(cur, ViewRegistration(
+                view.name, view.query, digest, self.config.view_location(view.name), view.refresh,
+                shape.view_class.value, "; ".join(shape.fast_reasons) or None, view.group, shape.logs,
+            ))
+            if registered.get(view.name) != digest:
+                report.views_registered.append(view.name)
+                self.catalog.drop_keymap(cur, view.name)  # its columns may differ now
+        gone = sorted(set(registered) - {v.name for v in self.config.views})
+        for name in gone:
+            self.catalog.unregister(cur, name)
+        report.views_unregistered.extend(gone)
+
+    def validate(self) -> ApplyReport:
+        """Check the configuration against the database without changing anything."""
+        report = ApplyReport()
+        try:
+            with self.source.inspection() as cur:
+                self.register(cur, report)
+        except psycopg2.errors.InsufficientPrivilege as exc:
+            raise SourceError(f"PostgreSQL: {self.source.describe_error(exc)} (mvlog apply needs the rights of the "
+                              f"owner of the tables and of schema mvlog)") from None
+        except psycopg2.Error as exc:
+            raise ConfigError(f"PostgreSQL: {self.source.describe_error(exc)}") from None
+        return report

@@ -1,0 +1,97 @@
+"""The catalog facts every layer shares, as plain data: no driver, no Spark.
+
+Tables and their primary keys, materialized view logs, column statistics, the names
+of mvlog's own columns, and the refresh method. The adapters (:mod:`mvlog.source`,
+:mod:`mvlog.catalog`, :mod:`mvlog.warehouse`) build and consume these; the pure
+layers (:mod:`mvlog.shape`, :mod:`mvlog.sqlgen`, :mod:`mvlog.plan`) only read them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from mvlog.errors import SourceError
+
+MVLOG_SCHEMA = "mvlog"  # the PostgreSQL schema holding mvlog's catalog, logs and key maps
+HIDDEN_PREFIX = "_mvlog_"  # Delta columns mvlog adds to a view (hidden keys); reserved in view queries
+PRESENT = "_mvlog_present"  # fast reads: NULL where an affected key has no view row any more
+CHANGED_KEY_PREFIX = "_mvlog_key_"  # fast reads: the affected view key, one column per key column
+SENTINEL = "4000-01-01 00:00:00+00"  # snaptime$$ of log rows not stamped yet
+SNAPSHOT_ID = re.compile(r"^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$")
+
+
+class RefreshMethod(StrEnum):
+    """Oracle's refresh methods: what a view asks for (``force``: fast when possible), and what
+    a plan does (``fast`` or ``complete``)."""
+
+    FAST = "fast"
+    COMPLETE = "complete"
+    FORCE = "force"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # format_type(), e.g. "numeric(12,2)"
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A base table as the catalog describes it."""
+
+    schema: str
+    name: str
+    oid: int
+    columns: tuple[Column, ...]
+    key: tuple[Column, ...]  # primary-key columns in key order; empty if none
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
+@dataclass(frozen=True)
+class LogInfo:
+    """A registered materialized view log: table ``mvlog.<log_name>`` on a base table."""
+
+    table_schema: str
+    table_name: str
+    log_name: str
+    key_columns: tuple[str, ...]
+    key_types: tuple[str, ...]
+    table_oid: int
+
+    @property
+    def qualified_table(self) -> str:
+        return f"{self.table_schema}.{self.table_name}"
+
+    @classmethod
+    def for_table(cls, table: TableInfo, log_name: str) -> "LogInfo":
+        """The log ``log_name`` of ``table``, keyed by the table's primary key."""
+        return cls(table.schema, table.name, log_name, tuple(c.name for c in table.key),
+                   tuple(c.type for c in table.key), table.oid)
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """PostgreSQL's statistics of one base-table column (pg_stats, pg_class)."""
+
+    histogram: tuple[str, ...]  # equal-population bucket bounds, ascending, in text form
+    rows: float  # the table's estimated rows
+    distinct: float  # estimated distinct values
+
+
+def log_name_for(table: TableInfo) -> str:
+    """A readable, unique, ASCII log table name: mlog$_<table>_<oid>."""
+    stem = re.sub(r"[^a-z0-9_]+", "_", table.name.lower()).strip("_")[:36] or "t"
+    return f"mlog$_{stem}_{table.oid}"
+
+
+def checked_snapshot_id(snapshot: str) -> str:
+    """``snapshot`` if it has the form of a PostgreSQL exported snapshot id (it is pasted into
+    JDBC session statements), else SourceError."""
+    if not SNAPSHOT_ID.match(snapshot):
+        raise SourceError(f"unexpected snapshot id {snapshot!r}")
+    return snapshot

@@ -1,0 +1,238 @@
+"""Refreshing views: one unit of views, from one stamp and one snapshot, read top to bottom.
+
+    lock the views → check each against the database → plan → stamp the logs →
+    per view: look at the plan again (pure) → read from PostgreSQL → write Delta →
+    record last_V = S → purge the logs
+
+A plan is decided before anything is read (:mod:`mvlog.plan`); what the stamp reveals
+changes it only through pure functions that return a new plan.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+from mvlog import plan as planner
+from mvlog.analysis import ViewClass
+from mvlog.apply import Registrar, definition_hash
+from mvlog.catalog import Catalog, ViewState
+from mvlog.config import Config, ViewConfig
+from mvlog.errors import MvlogError, RefreshError
+from mvlog.faults import arm, checkpoint
+from mvlog.logs import Logs, StampedSnapshot
+from mvlog.model import CHANGED_KEY_PREFIX, RefreshMethod
+from mvlog.plan import RefreshPlan, plan_refresh
+from mvlog.progress import Reporter
+from mvlog import sqlgen
+from mvlog.source import Source
+from mvlog.warehouse import JdbcSource, Warehouse, WriteCounts
+
+
+@dataclass
+class RefreshResult:
+    """The outcome of refreshing one view (``method`` None: the refresh could not start)."""
+
+    view: str
+    method: RefreshMethod | None
+    reason: str
+    snaptime: datetime | None
+    keys_read: int = 0
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    row_count: int | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    transient: bool = False  # the error may go away by itself (retried by the scheduler)
+
+    @classmethod
+    def failed(cls, view: str, exc: MvlogError, started: float, plan: RefreshPlan | None = None,
+               snaptime: datetime | None = None) -> "RefreshResult":
+        return cls(view, plan.method if plan else None, plan.reason if plan else "-", snaptime, error=str(exc),
+                   seconds=time.monotonic() - started, transient=exc.transient)
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as ``mvlog refresh --json`` prints it (docs/json.md)."""
+        data = asdict(self)
+        del data["transient"]
+        data["method"] = self.method.value if self.method else "-"
+        data["snaptime"] = self.snaptime.isoformat() if self.snaptime else None
+        data["seconds"] = round(self.seconds, 3)
+        return data
+
+
+@dataclass(frozen=True)
+class PlannedView:
+    view: ViewConfig
+    state: ViewState
+    plan: RefreshPlan
+
+
+class Refresher:
+    """Refreshes units of views: one view, or the views of a refresh group together."""
+
+    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs, registrar: Registrar,
+                 jdbc: JdbcSource, warehouse: Callable[[], Warehouse], reporter: Reporter,
+                 progress: Callable[[str], None]):
+        self.config = config
+        self.source = source
+        self.catalog = catalog
+        self.logs = logs
+        self.registrar = registrar
+        self.jdbc = jdbc
+        self._warehouse = warehouse  # started on first use: planning alone needs no Spark
+        self.reporter = reporter
+        self.progress = progress
+
+    @property
+    def warehouse(self) -> Warehouse:
+        return self._warehouse()
+
+    def run(self, views: list[ViewConfig], complete: bool) -> list[RefreshResult]:
+        """Refresh views; the views of one group as one unit, every other view alone."""
+        units: dict[str | None, list[ViewConfig]] = {}
+        for view in views:
+            units.setdefault(view.group, []).append(view)
+        results: list[RefreshResult] = []
+        with self.reporter.task("refreshing" if not complete else "building", len(views)):
+            for group, members in units.items():
+                for unit in ([members] if group is not None else [[v] for v in members]):
+                    for result in self.refresh_unit(unit, complete):
+                        results.append(result)
+                        self.reporter.advance(f"{result.view} ({result.method or '-'}"
+                                              f"{', failed' if result.error else ''})")
+        return results
+
+    def refresh_unit(self, views: list[ViewConfig], complete: bool) -> list[RefreshResult]:
+        """Refresh views from one stamp S and one exported snapshot."""
+        started = {v.name: time.monotonic() for v in views}
+        names = [v.name for v in views]
+        try:
+            with self.catalog.lock_views(names):
+                planned = [self._plan(view, complete, for_refresh=True) for view in views]
+                logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
+                self.catalog.close_interrupted(names)
+                checkpoint("before_stamp")
+                with self.logs.stamp(logs) as stamped:
+                    checkpoint("after_stamp")
+                    results = [self._refresh_one(p, stamped, started[p.view.name]) for p in planned]
+        except MvlogError as exc:
+            return [RefreshResult.failed(name, exc, started[name]) for name in names]
+        self.logs.purge(logs, self.catalog.purge_horizon)
+        return results
+
+    def preview(self, view: ViewConfig, complete: bool) -> RefreshPlan:
+        """The plan the next refresh of a view would follow (nothing is read, Spark is not started)."""
+        plan = self._plan(view, complete, for_refresh=False).plan
+        return self._partitioned(plan)
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def _plan(self, view: ViewConfig, complete: bool, for_refresh: bool) -> PlannedView:
+        """The view's state, checked against the database and (for a refresh that may be fast)
+        against its Delta table, decided into a plan."""
+        state = self.catalog.view_state(view.name)
+        if for_refresh and state.definition_hash != definition_hash(view):
+            raise RefreshError(f"view {view.name} changed in the configuration; run 'mvlog apply' first")
+        check = self.registrar.check(view)
+        needs_complete = self.registrar.needs_complete(state, check)
+        location = self.config.view_location(view.name)
+        method = RefreshMethod.COMPLETE if complete else view.refresh
+        table_exists = True
+        # Only a fast refresh needs the Delta table, and needs it to have the columns it writes.
+        if for_refresh and method is not RefreshMethod.COMPLETE and state.last_snaptime is not None:
+            columns = self.warehouse.columns(location)
+            table_exists = columns is not None
+            needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)
+        plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists)
+        return PlannedView(view, state, plan)
+
+    def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float) -> RefreshResult:
+        view, plan = planned.view, planned.plan
+        history_id = self.catalog.history_start(view.name, plan.method, plan.reason, stamped.time)
+        counts = WriteCounts()
+        try:
+            plan = self._after_stamp(view, plan, stamped)
+            counts = self._write(plan, stamped)
+            if plan.method is RefreshMethod.COMPLETE:
+                row_count = counts.rows_inserted
+            else:
+                row_count = (planned.state.row_count or 0) + counts.rows_inserted - counts.rows_deleted
+            checkpoint("after_delta_commit")
+            self._record(view, plan, stamped, row_count)
+            checkpoint("after_record")
+        except MvlogError as exc:
+            self.catalog.history_end(history_id, counts, error=str(exc))
+            return RefreshResult.failed(view.name, exc, started, plan, stamped.time)
+        self.catalog.history_end(history_id, counts, method=plan.method, reason=plan.reason)
+        return RefreshResult(view.name, plan.method, plan.reason, stamped.time, counts.keys_read, counts.rows_inserted,
+                             counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started)
+
+    def _after_stamp(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot) -> RefreshPlan:
+        """The plan again, given what the window holds: truncations, and (``force``) its size."""
+        if plan.method is RefreshMethod.FAST:
+            truncated = [log.qualified_table for log in plan.logs if stamped.truncated_since(log, plan.since)]
+            windows = [] if truncated or view.refresh is not RefreshMethod.FORCE else [
+                stamped.window_size(log, plan.since) for log in plan.logs]
+            plan = planner.after_stamp(plan, view.refresh, truncated, windows)
+        return self._partitioned(plan)
+
+    def _partitioned(self, plan: RefreshPlan) -> RefreshPlan:
+        key = plan.shape.range_key
+        if plan.method is not RefreshMethod.COMPLETE or key is None:
+            return plan
+        return planner.with_partitions(plan, self.source.column_stats(key.log, key.base_column))
+
+    def _write(self, plan: RefreshPlan, stamped: StampedSnapshot) -> WriteCounts:
+        """Read the plan's rows at the stamp's snapshot and write them: one Delta commit."""
+        metadata = {"view": plan.view, "snaptime": stamped.time.isoformat(), "method": plan.method.value}
+        txn = (f"mvlog:{plan.view}", int(stamped.time.timestamp() * 1_000_000))
+        if plan.method is RefreshMethod.FAST:
+            if not any(stamped.window_has_rows(log, plan.since) for log in plan.logs):
+                return WriteCounts()
+            self.progress(f"{plan.view}: fast refresh")
+            shape = plan.shape
+            null_keys = False
+            if shape.keyed and shape.view_class is ViewClass.AGGREGATE and not shape.global_aggregate:
+                null_keys = bool(stamped.query(sqlgen.null_keys_check_sql(shape, plan.since))[0][0])
+            df = self.warehouse.read(self.jdbc, plan.read_sql(null_keys), stamped.snapshot)
+            with self.warehouse.staged(df, CHANGED_KEY_PREFIX + "0") as staged:
+                checkpoint("after_read")
+                arm("during_merge")
+                return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn)
+        self.progress(f"{plan.view}: complete refresh"
+                      + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))
+        df = self.warehouse.read(self.jdbc, plan.read_sql(), stamped.snapshot, plan.partitions)
+        checkpoint("after_read")
+        return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns)
+
+    def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int) -> None:
+        """After the Delta commit: bring the key map to S and record last_V = S, in one transaction
+        that reads the refresh's snapshot. A crash before this commit leaves both at the old
+        last_V, so the next refresh re-reads a window that contains this one."""
+        shape = plan.shape
+        complete = plan.method is RefreshMethod.COMPLETE
+        with self.source.snapshot_transaction(stamped.snapshot) as cur:
+            if shape.keyed and not shape.global_aggregate:
+                if complete:
+                    # Refill the existing key map only if its columns still fit (a changed primary key
+                    # changes them): a refresh role may refill a table it does not own.
+                    current = self.source.relation_columns(cur, sqlgen.keymap_table(shape).sql(dialect="postgres"))
+                    if current is not None and current != sqlgen.keymap_all_columns(shape):
+                        self.catalog.drop_keymap(cur, view.name)
+                        current = None
+                    statements = sqlgen.keymap_rebuild_sql(shape, exists=current is not None)
+                else:
+                    statements = sqlgen.keymap_update_sql(shape, plan.since)
+                for statement in statements:
+                    cur.execute(statement)
+            elif complete:
+                self.catalog.drop_keymap(cur, view.name)
+            # A complete refresh wrote the query's columns as they are now: remember them.
+            signature = json.dumps(self.source.describe_query(cur, view.query)) if complete else None
+            self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature)
+

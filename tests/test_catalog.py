@@ -1,0 +1,83 @@
+"""mvlog's catalog on a real PostgreSQL (no Spark): registration, view state, locks, history, purge horizon."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from mvlog.apply import ApplyReport
+from mvlog.errors import ConcurrentRefreshError, UsageError
+from mvlog.model import RefreshMethod
+from mvlog.warehouse import WriteCounts
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def registered(db, make_project):
+    """A project whose view ``v`` is registered (apply's catalog step only: nothing is built)."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    project = make_project(["t"], [{"name": "v", "query": "SELECT id, a FROM t"}])
+    with pytest.raises(UsageError, match="not installed in this database yet"):
+        project.catalog.check()
+    report = ApplyReport()
+    with project.source.transaction() as cur:
+        project.registrar.register(cur, report)
+    assert (report.logs_created, report.views_registered) == (["public.t"], ["v"])
+    return project
+
+
+def test_a_registered_view_waits_for_its_build_and_pins_its_log(registered):
+    catalog = registered.catalog
+    catalog.check()
+    state = catalog.view_state("v")
+    assert state.last_snaptime is None and state.needs_complete == "the view is new"
+    assert catalog.unbuilt_views() == {"v"}
+    assert [v["staleness"] for v in registered.status()["views"]] == ["needs_complete"]
+    log = registered.logs.registered()["public.t"]
+    stamp = datetime(2026, 11, 22, 3, 1, 2, 123456, tzinfo=timezone.utc)
+    with registered.source.transaction() as cur:
+        assert catalog.dependents(cur, log) == ["v"]
+        assert catalog.purge_horizon(cur, log) is None  # v never refreshed: nothing may be purged
+        catalog.record_refresh(cur, "v", stamp, RefreshMethod.COMPLETE, 0, None)
+        assert catalog.purge_horizon(cur, log) == stamp
+    state = catalog.view_state("v")
+    assert (state.last_snaptime, state.needs_complete, state.row_count) == (stamp, None, 0)
+    assert catalog.unbuilt_views() == set()
+    with registered.source.transaction() as cur:
+        assert catalog.unregister(cur, "v") == registered.config.view_location("v")
+        assert catalog.unregister(cur, "v") is None
+        assert catalog.purge_horizon(cur, log) is None  # nobody reads it and it was never stamped
+    with pytest.raises(UsageError, match="view v is not registered yet"):
+        catalog.view_state("v")
+
+
+def test_a_view_lock_refuses_a_second_holder_until_released(registered):
+    catalog = registered.catalog
+    with catalog.lock_views(["v"]):
+        with pytest.raises(ConcurrentRefreshError, match="view v is being refreshed by another process") as busy:
+            with catalog.lock_views(["v"]):
+                pass
+        assert busy.value.transient
+    with catalog.lock_views(["v"]):
+        pass
+
+
+def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
+    catalog = registered.catalog
+    stamp = datetime(2026, 11, 22, 3, 1, 2, tzinfo=timezone.utc)
+    done = catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
+    catalog.history_end(done, WriteCounts(3, 1, 1, 1), method=RefreshMethod.COMPLETE, reason="a table was truncated")
+    catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
+    catalog.close_interrupted(["v"])
+    newest, oldest = registered.history("v")
+    assert (newest.status, newest.method) == ("failed", "fast")
+    assert newest.error == "interrupted: the refresh process ended before finishing"
+    assert (oldest.status, oldest.method, oldest.reason, oldest.keys_read, oldest.rows_deleted) == (
+        "succeeded", "complete", "a table was truncated", 3, 1)
+    assert isinstance(oldest.seconds, float) and oldest.seconds >= 0
+    data = oldest.to_json()
+    assert data["snaptime"] == stamp.isoformat() and data["error"] is None and data["id"] == done
+    with pytest.raises(UsageError, match="view nope is not registered"):
+        registered.history("nope")

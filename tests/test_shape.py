@@ -1,0 +1,32 @@
+"""View shapes: view keys, hidden columns, range keys (pure, no database)."""
+
+from __future__ import annotations
+
+from facts import CUSTOMERS, LOG, shape
+from mvlog.analysis import analyze
+from mvlog.shape import shape_view
+
+
+def test_simple_view_key_is_the_projected_primary_key():
+    s = shape("SELECT id AS order_id, amount FROM orders WHERE amount > 0")
+    assert s.key_columns == ("order_id",) and s.hidden_columns == ()
+
+
+def test_simple_view_without_its_key_gets_a_hidden_key_column():
+    s = shape("SELECT amount FROM orders")
+    assert s.key_columns == ("_mvlog_id",) and s.hidden_columns == ("_mvlog_id",)
+    assert '"orders"."id" AS "_mvlog_id"' in s.select_sql
+
+
+def test_range_key_is_the_first_key_column_and_the_base_column_it_equals():
+    simple = shape("SELECT id AS order_id, amount FROM orders")
+    assert (simple.range_key.column, simple.range_key.log, simple.range_key.base_column) == ("order_id", LOG, "id")
+    join = shape_view("v", analyze("SELECT c.name, o.amount FROM customers c JOIN orders o ON o.customer_id = c.id"),
+                      {"c": CUSTOMERS, "o": LOG})
+    assert (join.range_key.column, join.range_key.log, join.range_key.base_column) == ("_mvlog_c_id", CUSTOMERS, "id")
+    grouped = shape_view("v", analyze("SELECT o.customer_id, count(*) AS n FROM orders o GROUP BY o.customer_id"),
+                         {"o": LOG})
+    assert (grouped.range_key.column, grouped.range_key.base_column, grouped.range_key.grouped) == (
+        "customer_id", "customer_id", True)
+    assert shape("SELECT count(*) AS n FROM orders").range_key is None  # one row: nothing to split
+    assert shape("SELECT amount + 1 AS a, count(*) AS n FROM orders GROUP BY amount + 1").range_key is None
