@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from mvlog.apply import ApplyReport
+from mvlog.apply import Registration
 from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import RefreshMethod
 from mvlog.warehouse import WriteCounts
@@ -21,7 +21,7 @@ def registered(db, make_project):
     project = make_project(["t"], [{"name": "v", "query": "SELECT id, a FROM t"}])
     with pytest.raises(UsageError, match="not installed in this database yet"):
         project.catalog.check()
-    report = ApplyReport()
+    report = Registration()
     with project.source.transaction() as cur:
         project.registrar.register(cur, report)
     assert (report.logs_created, report.views_registered) == (["public.t"], ["v"])

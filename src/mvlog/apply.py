@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import psycopg2
 import psycopg2.errors
@@ -26,9 +25,6 @@ from mvlog.shape import ViewShape, downgrade, shape_view
 from mvlog import sqlgen
 from mvlog.source import Cursor, Source
 
-if TYPE_CHECKING:
-    from mvlog.refresh import RefreshResult
-
 
 @dataclass(frozen=True)
 class ViewCheck:
@@ -42,14 +38,13 @@ class ViewCheck:
 
 
 @dataclass
-class ApplyReport:
-    """What ``mvlog apply`` did."""
+class Registration:
+    """What registering the configuration did (or, validating it, would do)."""
 
     logs_created: list[str] = field(default_factory=list)
     logs_unchanged: list[str] = field(default_factory=list)
     views_registered: list[str] = field(default_factory=list)
     views_unregistered: list[str] = field(default_factory=list)
-    builds: list["RefreshResult"] = field(default_factory=list)
 
 
 def definition_hash(view: ViewConfig) -> str:
@@ -154,7 +149,7 @@ class Registrar:
                 logs[table.oid] = LogInfo.for_table(table, log_name_for(table))
         return logs
 
-    def register(self, cur: Cursor, report: ApplyReport) -> None:
+    def register(self, cur: Cursor, report: Registration) -> None:
         """Install the catalog, create the logs and register the views, in the caller's transaction."""
         self.catalog.install(cur)
         logs: dict[int, LogInfo] = {}
@@ -188,9 +183,9 @@ class Registrar:
             self.catalog.unregister(cur, name)
         report.views_unregistered.extend(gone)
 
-    def validate(self) -> ApplyReport:
+    def validate(self) -> Registration:
         """Check the configuration against the database without changing anything."""
-        report = ApplyReport()
+        report = Registration()
         try:
             with self.source.inspection() as cur:
                 self.register(cur, report)

@@ -9,11 +9,12 @@ notebooks are thin calls into it.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 from mvlog.analysis import analyze
-from mvlog.apply import ApplyReport, Registrar
+from mvlog.apply import Registrar, Registration
 from mvlog.catalog import Catalog, HistoryRow
 from mvlog.config import Config, ViewConfig, load_config
 from mvlog.errors import ConfigError, RefreshError, UsageError
@@ -27,6 +28,13 @@ from mvlog.warehouse import JdbcSource, Warehouse
 
 if TYPE_CHECKING:
     from mvlog.explain import Explanation
+
+
+@dataclass
+class ApplyReport(Registration):
+    """What ``mvlog apply`` did: the registration, then the builds of new (or changed) views."""
+
+    builds: list[RefreshResult] = field(default_factory=list)
 
 
 class Project:
@@ -93,7 +101,7 @@ class Project:
 
     # -- apply and refresh ---------------------------------------------------------------------
 
-    def validate(self) -> ApplyReport:
+    def validate(self) -> Registration:
         """Check the configuration against the database without changing anything."""
         return self.registrar.validate()
 

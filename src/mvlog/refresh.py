@@ -144,7 +144,8 @@ class Refresher:
         method = RefreshMethod.COMPLETE if complete else view.refresh
         table_exists = True
         # Only a fast refresh needs the Delta table, and needs it to have the columns it writes.
-        if for_refresh and method is not RefreshMethod.COMPLETE and state.last_snaptime is not None:
+        if (for_refresh and method is not RefreshMethod.COMPLETE and check.shape.fast_possible
+                and state.last_snaptime is not None):
             columns = self.warehouse.columns(location)
             table_exists = columns is not None
             needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)

@@ -78,7 +78,7 @@ class WriteCounts:
 
 @dataclass(frozen=True)
 class Staged:
-    """Rows read from PostgreSQL once and held by the executors for one apply, with the range of
+    """Rows read from PostgreSQL once and held by the executors for one write, with the range of
     their first key column (``low``/``high``: None if every value is NULL)."""
 
     df: Any
