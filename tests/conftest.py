@@ -33,7 +33,7 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
-REAL_PARTS = {"pg", "db", "spark", "make_project"}  # fixtures that start PostgreSQL or Spark
+REAL_PARTS = {"pg", "db", "spark", "make_project", "connect_engine"}  # fixtures that start PostgreSQL or Spark
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -61,6 +61,34 @@ def spark():
     session = build_session(SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}))
     yield session
     session.stop()
+
+
+# The refresh tests of every view class run both ways: on a SparkSession of the test process
+# and on a Spark Connect server (``mvlog engine``), as ``spark.remote`` users run them.
+SPARK_MODES = ["local", "connect"]
+TEST_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}}
+
+
+@pytest.fixture(scope="session")
+def connect_engine(tmp_path_factory):
+    """One local Spark Connect server for the run, started as ``mvlog engine start`` does."""
+    from mvlog import engine
+    from mvlog.config import SparkConfig
+    from mvlog.pgtemp import free_port
+    from mvlog.spark import close_connect_sessions
+
+    saved = os.environ.get(engine.ENGINE_DIR_ENV)
+    os.environ[engine.ENGINE_DIR_ENV] = str(tmp_path_factory.mktemp("engine"))
+    try:
+        info = engine.start(SparkConfig(**TEST_SPARK), port=free_port())
+        yield info
+        close_connect_sessions()
+        engine.stop()
+    finally:
+        if saved is None:
+            os.environ.pop(engine.ENGINE_DIR_ENV, None)
+        else:
+            os.environ[engine.ENGINE_DIR_ENV] = saved
 
 
 class Database:
@@ -98,20 +126,24 @@ def db(pg) -> Iterator[Database]:
 
 
 @pytest.fixture
-def make_project(db, tmp_path) -> Callable[..., "Project"]:
-    """Write mvlog.yaml (logs and views given) for ``db`` and return a Project on it."""
+def make_project(db, tmp_path, request) -> Callable[..., "Project"]:
+    """Write mvlog.yaml (logs and views given) for ``db`` and return a Project on it;
+    ``spark_mode="connect"`` runs it on the ``connect_engine`` server."""
     from mvlog.config import load_config
     from mvlog.project import Project
 
     projects = []
 
-    def make(logs: list[str], views: list[dict], extra: str = "") -> Project:
+    def make(logs: list[str], views: list[dict], extra: str = "", spark_mode: str = "local") -> Project:
         import yaml
 
+        spark = dict(TEST_SPARK)
+        if spark_mode == "connect":
+            spark["remote"] = request.getfixturevalue("connect_engine").remote
         doc = {
             "source": {"dsn": db.dsn},
             "warehouse": str(tmp_path / "warehouse"),
-            "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}},
+            "spark": spark,
             "logs": [{"table": t} for t in logs],
             "views": views,
         }

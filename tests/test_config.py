@@ -59,6 +59,8 @@ def test_object_store_warehouse_is_kept_as_is():
         (("  - table: public.orders", "  - table: [public, orders]"), "logs[0].table: Input should be a valid string"),
         (("    group: sales", "    group: {name: sales}"), "views[0].group (customer_revenue): Input should be a valid string"),
         (("  conf: {spark.sql.shuffle.partitions: 8, spark.x.flag: true}", "  conf: [1, 2]"), "spark.conf: Input should be a valid dictionary"),
+        (("  master: local[*]", "  master: local[*]\n  remote: http://engine:15002"), "mvlog.yaml:6: spark.remote: 'http://engine:15002' is not a Spark Connect URL"),
+        (("  master: local[*]", "  master: local[*]\n  remote: sc://"), "is not a Spark Connect URL (sc://host:port)"),
     ],
 )
 def test_invalid_config_names_the_place(change, message):
@@ -68,6 +70,11 @@ def test_invalid_config_names_the_place(change, message):
         parse_config(text)
     assert message in str(info.value)
     assert "s3cret" not in str(info.value)
+
+
+def test_spark_remote_is_a_connect_url(tmp_path):
+    text = VALID.replace("  master: local[*]", "  master: local[*]\n  remote: sc://engine.internal:443/;use_ssl=true;token=t0k")
+    assert parse_config(text, base_dir=tmp_path).spark.remote == "sc://engine.internal:443/;use_ssl=true;token=t0k"
 
 
 def test_malformed_yaml_gives_the_line():

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SPARK_MODES
 from mvlog.config import load_config
 from mvlog.demo import examples_dir
 from mvlog.project import Project
@@ -27,9 +28,13 @@ def python3_kernel() -> str:
     return "python3"
 
 
-def test_tpch_revenue_notebook_runs(python3_kernel, db, tmp_path, monkeypatch):
+@pytest.mark.parametrize("spark_mode", SPARK_MODES)
+def test_tpch_revenue_notebook_runs(python3_kernel, db, tmp_path, monkeypatch, request, spark_mode):
     import nbformat
     from nbclient import NotebookClient
+
+    if spark_mode == "connect":  # the kernel, and the project here, run on the engine
+        monkeypatch.setenv("SPARK_REMOTE", request.getfixturevalue("connect_engine").remote)
 
     folder = examples_dir() / "tpch"
     db.execute((folder / "schema.sql").read_text())

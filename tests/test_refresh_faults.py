@@ -102,10 +102,9 @@ def test_a_retried_delta_commit_is_not_applied_twice(db, make_project):
     df = spark.createDataFrame([(999999, 1.5, True, 999999)], "id int, amount double, _mvlog_present boolean, _mvlog_key_0 int")
     df = df.selectExpr("_mvlog_key_0", "id", "cast(amount as decimal(10,2)) as amount", "_mvlog_present")
     txn = ("mvlog:test-retry", 42)  # a fresh app id: the build recorded a far higher version for mvlog:open_orders
-    with warehouse.staged(df) as staged:
-        first = warehouse.merge(location, staged, ("id",), {"test": 1}, txn)
-    with warehouse.staged(df.selectExpr("_mvlog_key_0", "id", "amount + 1 as amount", "_mvlog_present")) as staged:
-        again = warehouse.merge(location, staged, ("id",), {"test": 2}, txn)
+    first = warehouse.merge(location, warehouse.stage(df), ("id",), {"test": 1}, txn)
+    changed = df.selectExpr("_mvlog_key_0", "id", "amount + 1 as amount", "_mvlog_present")
+    again = warehouse.merge(location, warehouse.stage(changed), ("id",), {"test": 2}, txn)
     rows = spark.read.format("delta").load(location).where("id = 999999").collect()
     assert first.rows_inserted == 1 and again.rows_updated == 0
     assert [float(r["amount"]) for r in rows] == [1.5]

@@ -32,11 +32,15 @@ def totals(project) -> dict:
     return {r["branch"]: (r["accounts"], r["total"]) for r in table.collect()}
 
 
-@pytest.mark.parametrize("point", ["after_stamp", "after_read"])
-def test_a_commit_during_a_group_refresh_is_all_or_nothing_in_the_group(db, make_project, monkeypatch, point):
+@pytest.mark.parametrize(("point", "spark_mode"), [
+    ("after_stamp", "local"), ("after_read", "local"),
+    ("after_read", "connect"),  # the commit lands between the read and the Delta writes
+])
+def test_a_commit_during_a_group_refresh_is_all_or_nothing_in_the_group(db, make_project, monkeypatch, point,
+                                                                        spark_mode):
     """A writer commits while the group refresh runs: the group shows none of it (the next refresh all)."""
     db.execute(SCHEMA)
-    project = make_project(["accounts"], VIEWS)
+    project = make_project(["accounts"], VIEWS, spark_mode=spark_mode)
     project.apply()
     db.execute("UPDATE accounts SET balance = balance + 5 WHERE id = 3")  # branch 1 changes before the refresh
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_view_matches, refresh_ok, stats_after, table_stats
+from conftest import SPARK_MODES, assert_view_matches, refresh_ok, stats_after, table_stats
 
 pytestmark = pytest.mark.integration
 
@@ -66,11 +66,11 @@ def check_all(project):
         assert_view_matches(project, view["name"])
 
 
-@pytest.fixture
-def shop(db, make_project):
+@pytest.fixture(params=SPARK_MODES)
+def shop(db, make_project, request):
     db.execute(SCHEMA)
     db.execute(SEED)
-    project = make_project(["nation", "customers", "orders"], VIEWS)
+    project = make_project(["nation", "customers", "orders"], VIEWS, spark_mode=request.param)
     builds = project.apply().builds
     assert [r.error for r in builds] == [None] * len(VIEWS)
     return project
@@ -142,9 +142,22 @@ sequences = st.lists(st.one_of(ops, st.lists(ops, min_size=2, max_size=4), st.ju
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("shop", ["local"], indirect=True)
 @settings(max_examples=4)
 @given(sequence=sequences)
 def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(shop, db, sequence):
+    random_dml_then_refresh(shop, db, sequence)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shop", ["connect"], indirect=True)
+@settings(max_examples=2)  # the same refresh code on another session kind: fewer examples
+@given(sequence=sequences)
+def test_random_dml_on_all_tables_then_fast_refresh_over_connect(shop, db, sequence):
+    random_dml_then_refresh(shop, db, sequence)
+
+
+def random_dml_then_refresh(shop, db, sequence) -> None:
     db.execute("DELETE FROM orders; DELETE FROM customers; DELETE FROM nation;" + SEED)
     refresh_ok(shop)
     conn = db.connect()

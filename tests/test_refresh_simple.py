@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import psycopg2
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_view_matches, refresh_ok, stats_after, table_stats
+from conftest import SPARK_MODES, assert_view_matches, refresh_ok, stats_after, table_stats
 
 pytestmark = pytest.mark.integration
 
@@ -89,18 +91,30 @@ def run_op(cur, op) -> None:
         cur.execute("ROLLBACK TO SAVEPOINT op")
 
 
-@pytest.fixture
-def items_project(db, make_project):
+@pytest.fixture(params=SPARK_MODES)
+def items_project(db, make_project, request):
     db.execute(ITEMS)
-    project = make_project(["public.items"], SIMPLE_VIEWS)
+    project = make_project(["public.items"], SIMPLE_VIEWS, spark_mode=request.param)
     project.apply()
     return project
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("items_project", ["local"], indirect=True)
 @given(ops=operations)
 def test_random_dml_then_fast_refresh_equals_postgres(items_project, db, ops):
-    project = items_project
+    random_dml_then_refresh(items_project, db, ops)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("items_project", ["connect"], indirect=True)
+@settings(max_examples=3)  # the same refresh code on another session kind: fewer examples
+@given(ops=operations)
+def test_random_dml_then_fast_refresh_over_connect(items_project, db, ops):
+    random_dml_then_refresh(items_project, db, ops)
+
+
+def random_dml_then_refresh(project, db, ops) -> None:
     db.execute("DELETE FROM items")  # every example starts from an empty table (a logged delete)
     refresh_ok(project)
     conn = db.connect()
@@ -152,7 +166,21 @@ def test_fixed_dml_scenario_fast_refresh(items_project, db):
     assert results["v_all"].method == "fast"
     assert results["v_all"].keys_read == 4  # ids 1, 2, 3, 10: many changes of a key collapse into one
     check_all(project)
+    # A refresh that only inserts adds a file beside the rewritten one (a MERGE without deletion
+    # vectors rewrites the files it touches).
+    with conn.cursor() as cur:
+        run_op(cur, ("insert", 20, {"grp": 2, "qty": 1, "price": 3, "label": "d", "flag": True}))
+    conn.commit()
+    assert refresh_ok(project, ["v_all"])["v_all"].rows_inserted == 1
     conn.close()
+    # Maintenance and history work the same on both session kinds.
+    done = dict(project.optimize(["v_all"], vacuum=True))
+    compacted = re.match(r"(\d+) files compacted into 1, vacuumed", done["v_all"])
+    assert compacted and int(compacted.group(1)) >= 2, done  # the rewritten file and the inserted one
+    check_all(project)
+    assert [(h.status, h.method) for h in project.history("v_all")][:3] == [("succeeded", "fast")] * 3
+    operations = [r["operation"] for r in project.warehouse.history(project.config.view_location("v_all"), 3).collect()]
+    assert operations[0] == "VACUUM END" and "OPTIMIZE" in operations, operations
 
 
 def test_open_transaction_during_refresh_is_taken_by_the_next_refresh(items_project, db):

@@ -12,7 +12,8 @@ from mvlog.refresh import RefreshResult
 from mvlog.render import result_line, results_table
 
 S = datetime(2026, 11, 22, 3, 1, 2, tzinfo=timezone.utc)
-OK = RefreshResult("open_orders", RefreshMethod.FAST, "changed keys since the last refresh", S, 10, 4, 0, 6, 498, 3.91)
+OK = RefreshResult("open_orders", RefreshMethod.FAST, "changed keys since the last refresh", S, 10, 4, 0, 6, 498, 3.91,
+                   phases={"prepare": 0.2104, "read": 0.3, "write": 3.3, "record": 0.1})
 FAILED = RefreshResult.failed("per_customer", SourceError("cannot connect: password s3cret refused", transient=True),
                               started=0.0)
 
@@ -37,7 +38,8 @@ def test_a_result_that_could_not_start_has_no_method():
     assert FAILED.to_json()["method"] == "-" and "transient" not in FAILED.to_json()
     assert OK.to_json() == {"view": "open_orders", "method": "fast", "reason": "changed keys since the last refresh",
                             "snaptime": S.isoformat(), "keys_read": 10, "rows_inserted": 4, "rows_updated": 0,
-                            "rows_deleted": 6, "row_count": 498, "seconds": 3.91, "error": None}
+                            "rows_deleted": 6, "row_count": 498, "seconds": 3.91, "error": None,
+                            "phases": {"prepare": 0.21, "read": 0.3, "write": 3.3, "record": 0.1}}
 
 
 def test_the_log_line():

@@ -133,9 +133,9 @@ def spark_cluster(tmp_path_factory):
         cluster.stop()
 
 
-def _mvlog(config: Path, *args: str) -> subprocess.CompletedProcess:
+def _mvlog(config: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "TZ": "UTC", "PYSPARK_PYTHON": sys.executable,
-           "MVLOG_SPARK_LOG": str(config.parent / "spark-driver.log")}
+           "MVLOG_SPARK_LOG": str(config.parent / "spark-driver.log"), **(env or {})}
     result = subprocess.run([sys.executable, "-m", "mvlog", "-c", str(config), *args],
                             env=env, capture_output=True, text=True, timeout=900)
     driver_log = Path(env["MVLOG_SPARK_LOG"])
@@ -157,6 +157,15 @@ def change(db) -> None:
     db.execute("DELETE FROM orders WHERE id IN (12, 13, 200)")
     db.execute("DELETE FROM orders WHERE customer_id = 9")  # a whole group member set
     db.execute("DELETE FROM customers WHERE id = 9")
+
+
+def change_again(db) -> None:
+    """More of the same, on other keys: inserts, moves across the filter and the groups, deletes."""
+    db.execute("INSERT INTO orders SELECT g, 1 + g % 20, g / 10.0, 'open' FROM generate_series(2001, 2010) g")
+    db.execute("UPDATE orders SET status = 'done', amount = amount - 1 WHERE id % 11 = 5")
+    db.execute("UPDATE customers SET region = (region + 2) % 3 WHERE id IN (2, 3)")
+    db.execute("UPDATE orders SET id = id + 7000 WHERE id IN (20, 21)")
+    db.execute("DELETE FROM orders WHERE id IN (30, 2005)")
 
 
 def test_apply_and_fast_refresh_on_a_standalone_cluster(db, spark, spark_cluster, tmp_path):
@@ -231,3 +240,25 @@ def test_apply_and_fast_refresh_on_a_standalone_cluster(db, spark, spark_cluster
         fetched = {p.name for d in executor_dirs for p in d.glob("*.jar")}
         assert any("delta-spark" in name for name in fetched), (app["id"], sorted(fetched))
         assert any("postgresql" in name for name in fetched), (app["id"], sorted(fetched))
+
+    # The same refresh through `mvlog engine`: a Spark Connect server whose Spark runs on the cluster.
+    engine_env = {"MVLOG_ENGINE_DIR": str(tmp_path / "engine")}
+    port = free_port()
+    started = json.loads(_mvlog(config, "engine", "start", "--port", str(port), "--json", env=engine_env).stdout)
+    assert started["running"] and started["remote"] == f"sc://127.0.0.1:{port}", started
+    try:
+        assert [a["name"] for a in spark_cluster.state()["activeapps"]] == ["mvlog-engine"]
+        change_again(db)
+        refreshed = json.loads(_mvlog(config, "-q", "refresh", "--json",
+                                      env={**engine_env, "SPARK_REMOTE": started["remote"]}).stdout)
+        assert all(r["error"] is None and r["method"] == "fast" for r in refreshed), refreshed
+        assert {r["view"]: r["rows_deleted"] for r in refreshed}["open_orders"] >= 2
+        with Project(load_config(oracle_config)) as oracle:
+            for view in VIEWS:
+                assert_view_matches(oracle, view["name"])
+    finally:
+        stopped = json.loads(_mvlog(config, "engine", "stop", "--json", env=engine_env).stdout)
+    assert stopped["stopped"] and stopped["pid"] == started["pid"]
+    assert json.loads(subprocess.run([sys.executable, "-m", "mvlog", "engine", "status", "--json"],
+                                     env={**os.environ, **engine_env}, capture_output=True, text=True,
+                                     timeout=60).stdout) == {"running": False}

@@ -94,11 +94,13 @@ def test_complete_refresh_reads_in_key_ranges_and_merge_skips_untouched_files(db
     for view in VIEWS:
         assert_view_matches(project, view["name"])
 
-    # Maintenance: OPTIMIZE folds the refreshes' small files and deletion vectors into files
-    # ordered by the key again; nothing changes in the view, and fast refresh goes on.
+    # Maintenance: OPTIMIZE folds the files the refreshes left into files ordered by the key
+    # again; nothing changes in the view, and fast refresh goes on. (Without deletion vectors a
+    # MERGE that touches every file rewrites them all, so there may be few files left here.)
     before = data_files(project, "big_orders", "id")
-    assert len(before) > 20
-    assert dict(project.optimize(["big_orders", "per_customer"]))["big_orders"].startswith(f"{len(before)} files compacted into 1 ")
+    done = dict(project.optimize(["big_orders", "per_customer"]))["big_orders"]
+    files = f"{len(before)} file{'s' if len(before) != 1 else ''}"
+    assert done.startswith(f"{files} compacted into 1 "), done  # ZORDER rewrites even one file
     after = data_files(project, "big_orders", "id")
     assert len(after) == 1
     for view in VIEWS:
@@ -123,10 +125,24 @@ def test_merge_skips_files_of_a_view_whose_key_comes_after_32_columns(db, make_p
         assert refresh_ok(project, ["wide"])["wide"].rows_updated == 10
     assert_view_matches(project, "wide")
     # A rebuild of a table created before (default statistics) gets the setting too.
-    from delta.tables import DeltaTable
-
     location = project.config.view_location("wide")
     project.warehouse.spark.sql(f"ALTER TABLE delta.`{location}` UNSET TBLPROPERTIES ('delta.dataSkippingNumIndexedCols')")
     refresh_ok(project, ["wide"], complete=True)
-    properties = DeltaTable.forPath(project.warehouse.spark, location).detail().collect()[0]["properties"]
+    properties = project.warehouse.spark.sql(f"DESCRIBE DETAIL delta.`{location}`").collect()[0]["properties"]
     assert properties["delta.dataSkippingNumIndexedCols"] == "41"
+
+
+@pytest.mark.parametrize("value", [
+    0, -2**63, 2**63 - 1, "plain", "", "'); DROP TABLE victim; --", "\\x00 ' \" ` ${HOME} ${spark:x}",
+    "a\\'b\\", "é\n\t\r\u2028 ☃", "$$x$$",
+])
+def test_range_literals_read_back_as_the_value(spark, value):
+    """MERGE's key range is rendered as literals: each must mean exactly its value to Spark
+    (quotes, backslashes and ${…}, which Spark would substitute as a variable)."""
+    from decimal import Decimal
+
+    from mvlog.warehouse import spark_literal
+
+    assert spark.sql(f"SELECT {spark_literal(value)} AS v").collect()[0]["v"] == value
+    for number in (Decimal("-12.50"), Decimal("0.000001"), Decimal("12345678901234567890.12")):
+        assert spark.sql(f"SELECT {spark_literal(number)} AS v").collect()[0]["v"] == number

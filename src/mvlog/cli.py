@@ -104,11 +104,14 @@ def _print_results(ctx: click.Context, results: list) -> None:
 @click.argument("views", nargs=-1)
 @click.option("--complete", is_flag=True, help="Recompute the views completely.")
 @click.option("--group", metavar="G", help="Refresh the views of refresh group G from one snapshot.")
+@click.option("--concurrency", type=click.IntRange(1, 64), metavar="N",
+              help="Refresh up to N views (or groups) at once (default: the configuration's concurrency, 4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
-def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: str | None, as_json: bool) -> None:
+def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: str | None, concurrency: int | None,
+            as_json: bool) -> None:
     """Refresh VIEWS (default: all views)."""
-    results = _project(ctx).refresh(list(views) or None, complete=complete, group=group)
+    results = _project(ctx).refresh(list(views) or None, complete=complete, group=group, concurrency=concurrency)
     if as_json:
         _emit_json([r.to_json() for r in results])
     else:
@@ -255,6 +258,69 @@ def optimize(ctx: click.Context, views: tuple[str, ...], vacuum: bool) -> None:
     """Compact the small Delta files that fast refreshes leave (default: every view)."""
     for view, what in _project(ctx).optimize(list(views) or None, vacuum):
         out.print(f"{view}: {what}", markup=False)
+
+
+@cli.group()
+def engine() -> None:
+    """A local Spark Connect server that mvlog commands reuse (spark.remote / $SPARK_REMOTE)."""
+
+
+def _engine_spark_config(ctx: click.Context):
+    """The ``spark:`` section of the configuration if there is one (master, settings), else defaults."""
+    from mvlog.config import SparkConfig, load_config, resolve_path
+
+    state = _state(ctx.find_root())
+    if state.config is None and not resolve_path(None).exists():
+        return SparkConfig()
+    return load_config(state.config).spark
+
+
+def _print_engine(info, as_json: bool, verb: str, flag: str = "running") -> None:
+    if as_json:
+        _emit_json({flag: info is not None, **(info.to_json() if info else {})})
+    elif info is None:
+        out.print("no engine is running", markup=False)
+    else:
+        out.print(f"engine {verb}: {info.remote} (pid {info.pid}, master {info.master}, since {info.started_at}); "
+                  f"log {info.log}", markup=False)
+
+
+@engine.command("start")
+@click.option("--host", default=None, help="Address to listen on (default: 127.0.0.1, loopback only).")
+@click.option("--port", type=int, default=None, help="Port (default: spark.remote's port, else 15002).")
+@click.option("--json", "as_json", is_flag=True, help="Print the engine as JSON.")
+@click.pass_context
+def engine_start(ctx: click.Context, host: str | None, port: int | None, as_json: bool) -> None:
+    """Start the engine in the background (or report the running one) and wait until it listens."""
+    from mvlog import engine as engines
+
+    config = _engine_spark_config(ctx)
+    if not as_json:
+        err.print("starting the Spark Connect engine (the first start downloads Delta's jars)", markup=False)
+    info = engines.start(config, host, port)
+    _print_engine(info, as_json, "listening on")
+
+
+@engine.command("stop")
+@click.option("--json", "as_json", is_flag=True, help="Print what was stopped as JSON.")
+def engine_stop(as_json: bool) -> None:
+    """Stop the running engine."""
+    from mvlog import engine as engines
+
+    _print_engine(engines.stop(), as_json, "stopped, was", flag="stopped")
+
+
+@engine.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_context
+def engine_status(ctx: click.Context, as_json: bool) -> None:
+    """Where the engine listens and since when; exit code 3 if none is running."""
+    from mvlog import engine as engines
+
+    info = engines.status()
+    _print_engine(info, as_json, "running at")
+    if info is None:
+        ctx.exit(3)
 
 
 @cli.command()

@@ -34,7 +34,17 @@ class SourceConfig(_Strict):
 
 class SparkConfig(_Strict):
     master: str = "local[*]"
+    # A Spark Connect server (sc://host:port) that runs every command instead of a session of
+    # our own; $SPARK_REMOTE when unset (see spark.remote_url).
+    remote: str | None = None
     conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("remote")
+    @classmethod
+    def _valid_remote(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^sc://[^/\s]+(/.*)?$", value):
+            raise ValueError(f"{value!r} is not a Spark Connect URL (sc://host:port)")
+        return value
 
     @field_validator("conf", mode="before")
     @classmethod
@@ -80,6 +90,8 @@ class Config(_Strict):
     source: SourceConfig
     warehouse: str = Field(min_length=1)
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    # How many refresh units (a view, or a refresh group) one command refreshes at once.
+    concurrency: int = Field(default=4, ge=1, le=64)
     logs: list[LogConfig] = Field(default_factory=list)
     views: list[ViewConfig] = Field(default_factory=list)
     # Where the file was read from; relative warehouse paths are resolved against it.

@@ -39,13 +39,24 @@ def _view_name(config: Config, name: str) -> str:
 
 def _spark(config_path: str | None):
     """The running SparkSession (created for the configuration if there is none)."""
-    from mvlog.spark import build_session
+    import os
 
-    return build_session(_load(config_path).spark)
+    from mvlog.spark import build_session, remote_url
+
+    config = _load(config_path)
+    if remote_url(config.spark):
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is None:
+            # As pyspark's own builder does for a remote session: pyspark.sql.functions (F.col,
+            # F.sum, ...) build Spark Connect expressions only when this is set.
+            os.environ.setdefault("SPARK_CONNECT_MODE_ENABLED", "1")
+    return build_session(config.spark)
 
 
 def session(config_path: str | None = None):
-    """A SparkSession configured for mvlog (Delta, JDBC driver, the YAML's ``spark:`` settings).
+    """A SparkSession configured for mvlog (Delta, JDBC driver, the YAML's ``spark:`` settings),
+    or a Spark Connect session when ``spark.remote`` (or ``$SPARK_REMOTE``) names a server.
 
     Loads ``config_path`` (default: ``$MVLOG_CONFIG``, else ``./mvlog.yaml``) and remembers
     it for :func:`read_view`, :func:`history` and :func:`delta_history`.
@@ -83,7 +94,7 @@ def history(name: str, config_path: str | None = None, limit: int = 50) -> list[
 
 def delta_history(name: str, config_path: str | None = None):
     """The Delta commit history of the view as a DataFrame (``userMetadata`` holds mvlog's snaptime)."""
-    from delta.tables import DeltaTable
+    from mvlog.warehouse import delta_table
 
     path = location(name, config_path)
-    return DeltaTable.forPath(_spark(None), path).history()
+    return _spark(None).sql(f"DESCRIBE HISTORY {delta_table(path)}")

@@ -8,10 +8,11 @@ notebooks are thin calls into it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from mvlog.analysis import analyze
 from mvlog.apply import Registrar, Registration
@@ -24,7 +25,9 @@ from mvlog.plan import RefreshPlan
 from mvlog.progress import Reporter
 from mvlog.refresh import Refresher, RefreshResult
 from mvlog.source import Source, dsn_secrets
-from mvlog.warehouse import JdbcSource, Warehouse
+from mvlog.spark import remote_address, remote_secrets, remote_url
+from mvlog.jdbc import JdbcSource
+from mvlog.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from mvlog.explain import Explanation
@@ -43,7 +46,7 @@ class Project:
     def __init__(self, config: Config, progress: Callable[[str], None] | None = None,
                  reporter: Reporter | None = None):
         self.config = config
-        self.secrets = dsn_secrets(config.source.dsn)
+        self.secrets = dsn_secrets(config.source.dsn) + remote_secrets(remote_url(config.spark))
         self.source = Source(config.source.dsn, self.secrets)
         self.catalog = Catalog(self.source)
         self.logs = Logs(self.source)
@@ -67,10 +70,30 @@ class Project:
         if self._warehouse is None:
             from mvlog.spark import build_session
 
-            self.progress("starting Spark")
+            url = remote_url(self.config.spark)
+            self.progress(f"connecting to Spark Connect at {remote_address(url)}" if url else "starting Spark")
             spark = build_session(self.config.spark)
             self._warehouse = Warehouse(spark, self.config.warehouse_uri, self.secrets)
         return self._warehouse
+
+    @contextlib.contextmanager
+    def _lane(self) -> Iterator[Refresher]:
+        """A Refresher with a PostgreSQL connection and a Spark session of its own, so that it
+        can refresh beside the others (locks, snapshots and commit settings are per session)."""
+        from mvlog.spark import new_session, release_session
+
+        source = Source(self.config.source.dsn, self.secrets)
+        spark = None
+        try:
+            catalog, logs = Catalog(source), Logs(source)
+            spark = new_session(self.warehouse.spark, self.config.spark)
+            warehouse = Warehouse(spark, self.config.warehouse_uri, self.secrets)
+            yield Refresher(self.config, source, catalog, logs, Registrar(self.config, source, catalog, logs),
+                            self.jdbc, lambda: warehouse, self.reporter, self.progress)
+        finally:
+            if spark is not None:
+                release_session(spark)
+            source.close()
 
     def close(self) -> None:
         self.source.close()
@@ -121,12 +144,13 @@ class Project:
         return report
 
     def refresh(self, names: list[str] | None = None, complete: bool = False, group: str | None = None,
-                raise_on_error: bool = False) -> list[RefreshResult]:
-        """Refresh views: named ones, a group's, or all. Views of one group share one stamp and snapshot."""
+                raise_on_error: bool = False, concurrency: int | None = None) -> list[RefreshResult]:
+        """Refresh views: named ones, a group's, or all. Views of one group share one stamp and
+        snapshot; up to ``concurrency`` (default: the configuration's) views or groups at once."""
         views = self._select_views(names, group)
         self.catalog.check()
         self.warehouse  # noqa: B018  start Spark first: no view's time includes the JVM start
-        results = self.refresher.run(views, complete)
+        results = self.refresher.run(views, complete, concurrency or self.config.concurrency, self._lane)
         failed = [r for r in results if r.error]
         if failed and raise_on_error:
             raise RefreshError(f"refresh of view {failed[0].view} failed: {failed[0].error}")
@@ -212,6 +236,8 @@ class Project:
         """Unregister views (they stop pinning their logs) and drop their key maps; optionally delete
         their Delta tables. Returns what was done, one line each."""
         self.catalog.check()
+        if delete_data:
+            self.warehouse.check_can_delete()  # before anything is unregistered
         done = []
         with self.source.transaction() as cur:
             for name in names:
@@ -280,7 +306,8 @@ class Project:
                         key = self.registrar.check(view).shape.range_key
                         removed, added = self.warehouse.optimize(location, key.column if key else None,
                                                                  planner.ROWS_PER_PARTITION, vacuum)
-                        what = f"{removed} files compacted into {added}" if removed else "nothing to compact"
+                        what = (f"{removed} file{'s' if removed != 1 else ''} compacted into {added}"
+                                if removed else "nothing to compact")
                         done.append((view.name, f"{what}{', vacuumed' if vacuum else ''} "
                                                 f"({time.monotonic() - started:.1f} s)"))
                 self.reporter.advance(view.name)

@@ -10,11 +10,14 @@ changes it only through pure functions that return a new plan.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager, Iterator
 
 from mvlog import plan as planner
 from mvlog.analysis import ViewClass
@@ -29,7 +32,8 @@ from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.progress import Reporter
 from mvlog import sqlgen
 from mvlog.source import Source
-from mvlog.warehouse import JdbcSource, Warehouse, WriteCounts
+from mvlog.jdbc import JdbcSource
+from mvlog.warehouse import Warehouse, WriteCounts
 
 
 @dataclass
@@ -48,6 +52,10 @@ class RefreshResult:
     seconds: float = 0.0
     error: str | None = None
     transient: bool = False  # the error may go away by itself (retried by the scheduler)
+    # Where the seconds went: prepare (lock, check, plan, stamp; shared by a group's views),
+    # read (from PostgreSQL, staged), write (the Delta commit; a complete refresh reads here
+    # too), record (key map and catalog).
+    phases: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def failed(cls, view: str, exc: MvlogError, started: float, plan: RefreshPlan | None = None,
@@ -62,7 +70,61 @@ class RefreshResult:
         data["method"] = self.method.value if self.method else "-"
         data["snaptime"] = self.snaptime.isoformat() if self.snaptime else None
         data["seconds"] = round(self.seconds, 3)
+        data["phases"] = {name: round(seconds, 3) for name, seconds in self.phases.items()}
         return data
+
+
+class Phases:
+    """Seconds spent per phase of a refresh."""
+
+    def __init__(self, **seconds: float):
+        self.seconds = dict(seconds)
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
+
+
+def refresh_units(views: list[ViewConfig]) -> list[list[ViewConfig]]:
+    """What is refreshed together: a refresh group's views (from one snapshot), else each view alone."""
+    units: list[list[ViewConfig]] = []
+    groups: dict[str, list[ViewConfig]] = {}
+    for view in views:
+        if view.group is None:
+            units.append([view])
+        elif view.group in groups:
+            groups[view.group].append(view)
+        else:
+            groups[view.group] = [view]
+            units.append(groups[view.group])
+    return units
+
+
+class _Lanes:
+    """One Refresher per worker thread, opened on the thread's first unit, closed at the end."""
+
+    def __init__(self, new_lane: Callable[[], ContextManager["Refresher"]]):
+        self._new_lane = new_lane
+        self._local = threading.local()
+        self._stack = contextlib.ExitStack()
+        self._lock = threading.Lock()
+
+    def current(self) -> "Refresher":
+        lane = getattr(self._local, "lane", None)
+        if lane is None:
+            with self._lock:
+                lane = self._local.lane = self._stack.enter_context(self._new_lane())
+        return lane
+
+    def __enter__(self) -> "_Lanes":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.close()
 
 
 @dataclass(frozen=True)
@@ -92,19 +154,29 @@ class Refresher:
     def warehouse(self) -> Warehouse:
         return self._warehouse()
 
-    def run(self, views: list[ViewConfig], complete: bool) -> list[RefreshResult]:
-        """Refresh views; the views of one group as one unit, every other view alone."""
-        units: dict[str | None, list[ViewConfig]] = {}
-        for view in views:
-            units.setdefault(view.group, []).append(view)
-        results: list[RefreshResult] = []
+    def run(self, views: list[ViewConfig], complete: bool, concurrency: int = 1,
+            new_lane: Callable[[], ContextManager["Refresher"]] | None = None) -> list[RefreshResult]:
+        """Refresh views; the views of one group as one unit, every other view alone. With
+        ``new_lane`` (a Refresher on connections and a Spark session of its own), up to
+        ``concurrency`` units run at once; results come in the order of ``views``."""
+        units = refresh_units(views)
+        workers = min(concurrency, len(units)) if new_lane is not None else 1
+        done: dict[int, list[RefreshResult]] = {}
         with self.reporter.task("refreshing" if not complete else "building", len(views)):
-            for group, members in units.items():
-                for unit in ([members] if group is not None else [[v] for v in members]):
-                    for result in self.refresh_unit(unit, complete):
-                        results.append(result)
-                        self.reporter.advance(f"{result.view} ({result.method or '-'}"
-                                              f"{', failed' if result.error else ''})")
+            if workers <= 1:
+                for i, unit in enumerate(units):
+                    done[i] = self._reported(self.refresh_unit(unit, complete))
+            else:
+                with _Lanes(new_lane) as lanes, ThreadPoolExecutor(workers, "mvlog-refresh") as pool:
+                    futures = {pool.submit(lambda u=unit: lanes.current().refresh_unit(u, complete)): i
+                               for i, unit in enumerate(units)}
+                    for future in as_completed(futures):
+                        done[futures[future]] = self._reported(future.result())
+        return [result for i in range(len(units)) for result in done[i]]
+
+    def _reported(self, results: list[RefreshResult]) -> list[RefreshResult]:
+        for result in results:
+            self.reporter.advance(f"{result.view} ({result.method or '-'}{', failed' if result.error else ''})")
         return results
 
     def refresh_unit(self, views: list[ViewConfig], complete: bool) -> list[RefreshResult]:
@@ -119,7 +191,10 @@ class Refresher:
                 checkpoint("before_stamp")
                 with self.logs.stamp(logs) as stamped:
                     checkpoint("after_stamp")
-                    results = [self._refresh_one(p, stamped, started[p.view.name]) for p in planned]
+                    prepared = time.monotonic()
+                    results = [self._refresh_one(p, stamped, started[p.view.name],
+                                                 Phases(prepare=prepared - started[p.view.name]))
+                               for p in planned]
         except MvlogError as exc:
             return [RefreshResult.failed(name, exc, started[name]) for name in names]
         self.logs.purge(logs, self.catalog.purge_horizon)
@@ -152,26 +227,29 @@ class Refresher:
         plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists)
         return PlannedView(view, state, plan)
 
-    def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float) -> RefreshResult:
+    def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float,
+                     phases: Phases) -> RefreshResult:
         view, plan = planned.view, planned.plan
         history_id = self.catalog.history_start(view.name, plan.method, plan.reason, stamped.time)
         counts = WriteCounts()
         try:
             plan = self._after_stamp(view, plan, stamped)
-            counts = self._write(plan, stamped)
+            counts = self._write(plan, stamped, phases)
             if plan.method is RefreshMethod.COMPLETE:
                 row_count = counts.rows_inserted
             else:
                 row_count = (planned.state.row_count or 0) + counts.rows_inserted - counts.rows_deleted
             checkpoint("after_delta_commit")
-            self._record(view, plan, stamped, row_count)
+            with phases("record"):
+                self._record(view, plan, stamped, row_count)
             checkpoint("after_record")
         except MvlogError as exc:
             self.catalog.history_end(history_id, counts, error=str(exc))
             return RefreshResult.failed(view.name, exc, started, plan, stamped.time)
         self.catalog.history_end(history_id, counts, method=plan.method, reason=plan.reason)
         return RefreshResult(view.name, plan.method, plan.reason, stamped.time, counts.keys_read, counts.rows_inserted,
-                             counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started)
+                             counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started,
+                             phases=phases.seconds)
 
     def _after_stamp(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot) -> RefreshPlan:
         """The plan again, given what the window holds: truncations, and (``force``) its size."""
@@ -188,7 +266,7 @@ class Refresher:
             return plan
         return planner.with_partitions(plan, self.source.column_stats(key.log, key.base_column))
 
-    def _write(self, plan: RefreshPlan, stamped: StampedSnapshot) -> WriteCounts:
+    def _write(self, plan: RefreshPlan, stamped: StampedSnapshot, phases: Phases) -> WriteCounts:
         """Read the plan's rows at the stamp's snapshot and write them: one Delta commit."""
         metadata = {"view": plan.view, "snaptime": stamped.time.isoformat(), "method": plan.method.value}
         txn = (f"mvlog:{plan.view}", int(stamped.time.timestamp() * 1_000_000))
@@ -200,8 +278,10 @@ class Refresher:
             null_keys = False
             if shape.keyed and shape.view_class is ViewClass.AGGREGATE and not shape.global_aggregate:
                 null_keys = bool(stamped.query(sqlgen.null_keys_check_sql(shape, plan.since))[0][0])
-            df = self.warehouse.read(self.jdbc, plan.read_sql(null_keys), stamped.snapshot)
-            with self.warehouse.staged(df, CHANGED_KEY_PREFIX + "0") as staged:
+            with phases("read"):
+                df = self.warehouse.read(self.jdbc, plan.read_sql(null_keys), stamped.snapshot)
+                staged = self.warehouse.stage(df, CHANGED_KEY_PREFIX + "0")
+            with phases("write"):
                 checkpoint("after_read")
                 arm("during_merge")
                 return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn)
@@ -209,7 +289,8 @@ class Refresher:
                       + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))
         df = self.warehouse.read(self.jdbc, plan.read_sql(), stamped.snapshot, plan.partitions)
         checkpoint("after_read")
-        return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns)
+        with phases("write"):
+            return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns)
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int) -> None:
         """After the Delta commit: bring the key map to S and record last_V = S, in one transaction

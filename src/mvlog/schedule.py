@@ -1,7 +1,8 @@
 """``mvlog schedule``: refresh views and groups on their cron schedules with one warm SparkSession.
 
-One process, one refresh at a time (so never two of the same view; across processes the
-per-view advisory lock holds). Transient failures (PostgreSQL unreachable or its connection
+One process; the units that are due at the same moment are refreshed together, up to the
+configuration's ``concurrency`` at once on the one Spark (never two of the same view; across
+processes the per-view advisory lock holds). Transient failures (PostgreSQL unreachable or its connection
 lost, a concurrent refresh: errors that say they are transient) are retried with exponential
 backoff. SIGTERM or SIGINT stops the loop after the
 refresh in flight; the Spark JVM ignores SIGINT, so Ctrl-C does not cut a refresh in half.
@@ -84,26 +85,36 @@ class Scheduler:
             self.log(f"scheduled {unit.name} ({', '.join(unit.views)}) on {unit.cron!r}; next {unit.next_at:%H:%M:%S}")
         self.project.warehouse  # start Spark once, before the first refresh is due
         while not self.stop.is_set():
-            unit = min(self.units, key=lambda u: u.next_at)
-            wait = (unit.next_at - datetime.now(timezone.utc)).total_seconds()
+            wait = (min(u.next_at for u in self.units) - datetime.now(timezone.utc)).total_seconds()
             if wait > 0 and self.stop.wait(wait):
                 break
-            self.refresh(unit)
-            unit.advance(max(datetime.now(timezone.utc), unit.next_at))
+            now = datetime.now(timezone.utc)
+            due = [u for u in self.units if u.next_at <= now]
+            self.refresh(due)
+            for unit in due:
+                unit.advance(max(datetime.now(timezone.utc), unit.next_at))
         self.log("stopped")
 
-    def refresh(self, unit: Unit) -> None:
+    def _views(self, unit: Unit) -> list[str]:
+        """The views a unit refreshes: a group's are all of its views, scheduled or not."""
+        if unit.group is None:
+            return unit.views
+        return [v.name for v in self.project.config.views if v.group == unit.group]
+
+    def refresh(self, units: list[Unit]) -> None:
+        """Refresh the due units together (concurrently, up to the configuration's bound); retry
+        the units with transient failures, with exponential backoff."""
+        pending = list(units)
         for attempt in range(self.max_retries + 1):
-            if unit.group:
-                results = self.project.refresh(group=unit.group)
-            else:
-                results = self.project.refresh(unit.views)
+            results = self.project.refresh([name for unit in pending for name in self._views(unit)])
             for result in results:
                 self.log(result_line(result))
-            transient = [r for r in results if r.error and r.transient]
-            if not transient or attempt == self.max_retries or self.stop.is_set():
+            transient = {r.view for r in results if r.error and r.transient}
+            pending = [unit for unit in pending if transient & set(self._views(unit))]
+            if not pending or attempt == self.max_retries or self.stop.is_set():
                 return
             delay = self.backoff * 2 ** attempt
-            self.log(f"retrying {unit.name} in {delay:.0f} s (attempt {attempt + 2} of {self.max_retries + 1})")
+            self.log(f"retrying {', '.join(u.name for u in pending)} in {delay:.0f} s "
+                     f"(attempt {attempt + 2} of {self.max_retries + 1})")
             if self.stop.wait(delay):
                 return

@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass
 from typing import Any, Iterator
 
-from psycopg2.extensions import parse_dsn
-
-from mvlog.errors import ConfigError, SourceError, WarehouseError, redact
+from mvlog.errors import SourceError, WarehouseError, redact
+from mvlog.jdbc import JDBC_CONNECTION_LOST, JdbcSource
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, checked_snapshot_id
+from mvlog.spark import is_connect
 
 COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -28,42 +29,9 @@ OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
 BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
 INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
 DEFAULT_INDEXED_COLUMNS = 32
-# What the PostgreSQL JDBC driver says when the connection, not the statement, failed: the
-# same read may succeed later.
-JDBC_CONNECTION_LOST = ("terminating connection", "I/O error occurred", "Connection refused",
-                        "This connection has been closed", "server closed the connection")
-
-
-@dataclass(frozen=True)
-class JdbcSource:
-    """How Spark reaches PostgreSQL: a JDBC URL plus connection properties."""
-
-    url: str
-    properties: dict[str, str] = field(repr=False)
-
-    @classmethod
-    def from_dsn(cls, dsn: str) -> "JdbcSource":
-        try:
-            params = parse_dsn(dsn)
-        except Exception:
-            raise ConfigError("source.dsn is not a valid PostgreSQL connection string") from None
-        host = params.get("host") or params.get("hostaddr") or "localhost"
-        if host.startswith("/"):
-            raise ConfigError("source.dsn must name a TCP host for Spark's JDBC reads, not a Unix socket directory")
-        hosts = host.split(",")
-        ports = (params.get("port") or "5432").split(",")
-        netloc = ",".join(f"[{h}]:{ports[min(i, len(ports) - 1)]}" if ":" in h else f"{h}:{ports[min(i, len(ports) - 1)]}"
-                          for i, h in enumerate(hosts))
-        dbname = params.get("dbname") or params.get("user") or "postgres"
-        properties = {"driver": "org.postgresql.Driver", "ApplicationName": "mvlog-spark"}
-        for key, prop in (("user", "user"), ("password", "password"), ("sslmode", "sslmode"),
-                          ("sslrootcert", "sslrootcert"), ("sslcert", "sslcert"), ("sslkey", "sslkey"),
-                          ("connect_timeout", "connectTimeout")):
-            if params.get(key):
-                properties[prop] = params[key]
-        from urllib.parse import quote
-
-        return cls(f"jdbc:postgresql://{netloc}/{quote(dbname, safe='')}", properties)
+WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
+# What Spark says when a path holds no Delta table (or nothing at all).
+NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
 
 
 @dataclass(frozen=True)
@@ -93,6 +61,33 @@ def quote_spark(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def delta_table(location: str) -> str:
+    """The Delta table at ``location`` as Spark SQL names it: delta.`<path>`."""
+    return f"delta.{quote_spark(location)}"
+
+
+def spark_literal(value: Any) -> str:
+    """``value`` (an int, Decimal, str or date read back from Spark) as a Spark SQL literal.
+
+    Delta's MERGE does not take SQL parameters, and its file skipping needs literals."""
+    import datetime
+    from decimal import Decimal
+
+    from sqlglot import exp
+
+    if isinstance(value, bool):
+        raise TypeError("booleans have no range literal")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal) and value.is_finite():
+        return format(value, "f")
+    if isinstance(value, str):
+        return exp.Literal.string(value).sql("spark")
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return f"DATE '{value.isoformat()}'"
+    raise TypeError(f"no Spark literal for {type(value).__name__}")
+
+
 def short_error(exc: BaseException) -> str:
     """The first meaningful line of a Spark/JVM error."""
     java = getattr(exc, "java_exception", None)  # py4j.protocol.Py4JJavaError
@@ -112,12 +107,18 @@ def short_error(exc: BaseException) -> str:
 
 
 class Warehouse:
-    """Delta tables under one root, written from PostgreSQL reads."""
+    """Delta tables under one root, written from PostgreSQL reads.
+
+    Delta is spoken to through Spark SQL and the DataFrame API only (no JVM objects, no
+    DeltaTable), so the same code runs on a session of our own and on a Spark Connect
+    server that has Delta's SQL extension.
+    """
 
     def __init__(self, spark: Any, root: str, secrets: list[str] | None = None):
         self.spark = spark
         self.root = root.rstrip("/")
         self.secrets = secrets or []
+        self.remote = is_connect(spark)
 
     def _fail(self, what: str, exc: BaseException) -> Exception:
         message = redact(short_error(exc), self.secrets)
@@ -125,13 +126,20 @@ class Warehouse:
             return SourceError(f"{what}: {message}", transient=any(m in str(exc) for m in JDBC_CONNECTION_LOST))
         return WarehouseError(f"{what}: {message}")
 
-    def exists(self, location: str) -> bool:
-        from delta.tables import DeltaTable
-
+    def _detail(self, location: str) -> dict | None:
+        """DESCRIBE DETAIL of the Delta table at ``location``; None if there is none."""
         try:
-            return bool(DeltaTable.isDeltaTable(self.spark, location))
-        except Exception as exc:  # e.g. an unreachable object store
-            raise self._fail(f"cannot inspect {location}", exc) from None
+            return self.spark.sql(f"DESCRIBE DETAIL {delta_table(location)}").collect()[0].asDict()
+        except Exception as exc:
+            if _error_class(exc) in NOT_A_DELTA_TABLE:
+                return None
+            raise self._fail(f"cannot inspect {location}", exc) from None  # e.g. an unreachable object store
+
+    def _last_commit(self, location: str) -> dict:
+        return self.spark.sql(f"DESCRIBE HISTORY {delta_table(location)} LIMIT 1").collect()[0].asDict()
+
+    def exists(self, location: str) -> bool:
+        return self._detail(location) is not None
 
     def columns(self, location: str) -> list[str] | None:
         """The columns of the Delta table at ``location``; None if there is none."""
@@ -144,8 +152,11 @@ class Warehouse:
 
     def check_writable(self) -> None:
         """Fail early, before anything is applied, if the warehouse root cannot be written."""
-        jvm = self.spark._jvm
         try:
+            if self.remote:  # the server's file system: ask it to write (an empty probe table stays)
+                self.spark.range(0).write.mode("overwrite").format("parquet").save(f"{self.root}/{WRITE_PROBE}")
+                return
+            jvm = self.spark._jvm
             path = jvm.org.apache.hadoop.fs.Path(self.root)
             fs = path.getFileSystem(self.spark._jsc.hadoopConfiguration())
             probe = jvm.org.apache.hadoop.fs.Path(f"{self.root}/.mvlog-write-probe")
@@ -155,8 +166,15 @@ class Warehouse:
         except Exception as exc:
             raise WarehouseError(f"the warehouse {self.root} is not writable: {redact(short_error(exc), self.secrets)}") from None
 
+    def check_can_delete(self) -> None:
+        """Refuse ``drop --delete-data`` where tables cannot be deleted: over Spark Connect."""
+        if self.remote:
+            raise WarehouseError("cannot delete Delta tables through Spark Connect (Spark has no command for it); "
+                                 "drop without --delete-data and delete the directories with your storage's tools")
+
     def delete(self, location: str) -> None:
         """Delete a Delta table's directory (``mvlog drop --delete-data``)."""
+        self.check_can_delete()
         jvm = self.spark._jvm
         try:
             path = jvm.org.apache.hadoop.fs.Path(location)
@@ -181,8 +199,7 @@ class Warehouse:
         except Exception as exc:
             raise self._fail("reading from PostgreSQL failed", exc) from None
 
-    @contextlib.contextmanager
-    def staged(self, df: Any, range_column: str | None = None) -> Iterator["Staged"]:
+    def stage(self, df: Any, range_column: str | None = None) -> "Staged":
         """Read ``df`` from PostgreSQL exactly once, into executor memory (spilling to disk).
 
         The MERGE then reads the staged rows twice (to find the touched files, then to write)
@@ -191,29 +208,32 @@ class Warehouse:
         Delta's own source materialization does (Delta refuses a cached source); Spark's
         context cleaner frees its blocks once the DataFrame is gone.
         """
-        from pyspark.sql import functions as F
-
         try:
             checkpointed = df.localCheckpoint(eager=True)
             if range_column is None:
                 staged = Staged(checkpointed, checkpointed.count())
             else:
-                column = F.col(quote_spark(range_column))
-                rows, low, high, non_null = checkpointed.agg(
-                    F.count(F.lit(1)), F.min(column), F.max(column), F.count(column)).collect()[0]
+                # SQL text, not pyspark.sql.functions: those pick classic or Connect by process-wide state.
+                column = quote_spark(range_column)
+                rows, low, high, non_null = checkpointed.selectExpr(
+                    "count(1)", f"min({column})", f"max({column})", f"count({column})").collect()[0]
                 staged = Staged(checkpointed, rows, low, high, non_null < rows)
         except Exception as exc:
             raise self._fail("reading from PostgreSQL failed", exc) from None
-        yield staged
+        return staged
 
-    def _with_commit(self, metadata: dict, txn: tuple[str, int] | None, action, conf: dict[str, str] | None = None):
+    @contextlib.contextmanager
+    def _commit_settings(self, metadata: dict, txn: tuple[str, int] | None = None,
+                         conf: dict[str, str] | None = None) -> Iterator[None]:
+        """Session settings for the next Delta commit: mvlog's metadata, the idempotent-write
+        transaction, operation tunables; unset afterwards."""
         settings = {COMMIT_METADATA: json.dumps({"mvlog": metadata}, default=str, sort_keys=True), **(conf or {})}
         if txn:
             settings.update({TXN_APP_ID: txn[0], TXN_VERSION: str(txn[1])})
         for key, value in settings.items():
             self.spark.conf.set(key, value)
         try:
-            return action()
+            yield
         finally:
             for key in settings:
                 self.spark.conf.unset(key)
@@ -225,30 +245,19 @@ class Warehouse:
         Delta keeps min/max statistics (which MERGE uses to skip files) for the first 32
         columns only; when a key column comes later (a wide view, or hidden key columns after
         many visible ones), the table is told to index that many columns."""
-        from delta.tables import DeltaTable
-
-        existed = self.exists(location)
-        before = self.row_count(location) if existed else 0
+        detail = self._detail(location)
+        before = self.row_count(location) if detail else 0
         indexed = max((df.columns.index(k) + 1 for k in key_columns if k in df.columns), default=0)
         indexed = indexed if indexed > DEFAULT_INDEXED_COLUMNS else None
-
-        def write() -> None:
-            writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-            if txn:
-                writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
-            if indexed and not existed:  # a new table takes its properties from the writer
-                writer = writer.option(INDEXED_COLUMNS, str(indexed))
-            writer.save(location)
-
         try:
-            if indexed and existed:
-                self._index_columns(location, indexed)
-            self.spark.conf.set(COMMIT_METADATA, json.dumps({"mvlog": metadata}, default=str, sort_keys=True))
-            try:
-                write()
-            finally:
-                self.spark.conf.unset(COMMIT_METADATA)
-            history = DeltaTable.forPath(self.spark, location).history(1).collect()[0]
+            writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+            if indexed and detail is None:  # a new table takes its properties from the writer
+                writer = writer.option(INDEXED_COLUMNS, str(indexed))
+            elif indexed:
+                self._index_columns(location, detail, indexed)
+            with self._commit_settings(metadata, txn):
+                writer.save(location)
+            history = self._last_commit(location)
         except (SourceError, WarehouseError):
             raise
         except Exception as exc:
@@ -256,61 +265,58 @@ class Warehouse:
         written = int((history["operationMetrics"] or {}).get("numOutputRows", 0))
         return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before)
 
-    def _index_columns(self, location: str, count: int) -> None:
+    def _index_columns(self, location: str, detail: dict, count: int) -> None:
         """Make an existing table collect statistics on at least its first ``count`` columns (a
         metadata-only commit before the rewrite; an index count, unlike a list of column
         names, stays valid whatever the next schema is)."""
-        from delta.tables import DeltaTable
-
-        properties = DeltaTable.forPath(self.spark, location).detail().collect()[0]["properties"] or {}
-        current = int(properties.get(INDEXED_COLUMNS, DEFAULT_INDEXED_COLUMNS))
+        current = int((detail["properties"] or {}).get(INDEXED_COLUMNS, DEFAULT_INDEXED_COLUMNS))
         if 0 <= current < count:  # -1: every column is indexed already
-            self.spark.sql(f"ALTER TABLE delta.{quote_spark(location)} "
+            self.spark.sql(f"ALTER TABLE {delta_table(location)} "
                            f"SET TBLPROPERTIES ('{INDEXED_COLUMNS}' = '{int(count)}')")
 
     def merge(self, location: str, staged: "Staged", key_columns: tuple[str, ...], metadata: dict,
               txn: tuple[str, int] | None = None) -> WriteCounts:
         """One MERGE on the view key: the staged rows hold affected keys (``_mvlog_key_<i>``) and
         their current view rows; ``_mvlog_present`` is NULL where the key has no row any more."""
-        from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
-
         if staged.rows == 0:
             return WriteCounts()
         df = staged.df
         # Few affected keys: broadcast them, so the MERGE's join does not shuffle the whole
         # target table (measured: about a third of a small MERGE's time).
-        source = F.broadcast(df) if staged.rows <= BROADCAST_ROWS else df
+        source = df.hint("broadcast") if staged.rows <= BROADCAST_ROWS else df
+        view = f"mvlog_staged_{uuid.uuid4().hex}"
+        value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
+        s = lambda c: f"s.{quote_spark(c)}"  # noqa: E731
+        t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
+        # Null-safe: an aggregate's group key may hold NULLs.
+        on = [f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns)]
         try:
-            target = DeltaTable.forPath(self.spark, location)
-            schema = target.toDF().schema
-            value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
-            s = lambda c: f"s.{quote_spark(c)}"  # noqa: E731
-            t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
-            # Null-safe: an aggregate's group key may hold NULLs.
-            on = F.expr(" AND ".join(f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns)))
-            key_range = _key_range(schema[key_columns[0]], staged)
+            key_range = _key_range(key_columns[0], df.schema[CHANGED_KEY_PREFIX + "0"].dataType, staged)
             if key_range is not None:  # a target-only predicate: Delta skips files outside the range
-                on = on & key_range
+                on.append(key_range)
             present = f"{s(PRESENT)} IS NOT NULL"
             unchanged = " AND ".join(f"{t(c)} <=> {s(c)}" for c in value_columns)
-            values = {quote_spark(c): s(c) for c in value_columns}
-            builder = (
-                target.alias("t")
-                .merge(source.alias("s"), on)
-                .whenMatchedDelete(condition=f"NOT ({present})")
-                .whenMatchedUpdate(condition=f"{present} AND NOT ({unchanged})", set=values)
-                .whenNotMatchedInsert(condition=present, values=values)
+            assignments = ", ".join(f"{quote_spark(c)} = {s(c)}" for c in value_columns)
+            statement = (
+                f"MERGE INTO {delta_table(location)} t USING {quote_spark(view)} s ON {' AND '.join(on)}\n"
+                f"WHEN MATCHED AND NOT ({present}) THEN DELETE\n"
+                f"WHEN MATCHED AND {present} AND NOT ({unchanged}) THEN UPDATE SET {assignments}\n"
+                f"WHEN NOT MATCHED AND {present} THEN INSERT ({', '.join(map(quote_spark, value_columns))}) "
+                f"VALUES ({', '.join(map(s, value_columns))})"
             )
-            # The source is staged already: Delta need not materialize it again.
-            rows = self._with_commit(metadata, txn, lambda: builder.execute().collect(),
-                                     {MATERIALIZE_SOURCE: "none"})
-            if not rows:  # Delta skipped the commit: this (txnAppId, txnVersion) was applied already
-                return WriteCounts()
+            source.createOrReplaceTempView(view)
+            try:
+                # The source is staged already: Delta need not materialize it again.
+                with self._commit_settings(metadata, txn, {MATERIALIZE_SOURCE: "none"}):
+                    rows = self.spark.sql(statement).collect()
+            finally:
+                self.spark.catalog.dropTempView(view)
         except (SourceError, WarehouseError):
             raise
         except Exception as exc:
             raise self._fail(f"merging into {location} failed", exc) from None
+        if not rows:  # Delta skipped the commit: this (txnAppId, txnVersion) was applied already
+            return WriteCounts()
         row = rows[0]
         return WriteCounts(
             keys_read=staged.rows,
@@ -328,22 +334,17 @@ class Warehouse:
         Without a column, plain compaction. ``vacuum``: then delete files no version inside the
         table's retention period (Delta's default: 7 days) still needs.
         Returns (files removed, files added)."""
-        from delta.tables import DeltaTable
-
-        def run() -> Any:
-            optimizer = table.optimize()
-            result = optimizer.executeZOrderBy(cluster_column) if cluster_column else optimizer.executeCompaction()
-            metrics = result.collect()[0]["metrics"]
-            if vacuum:
-                table.vacuum()
-            return metrics
-
+        table = delta_table(location)
+        statement = f"OPTIMIZE {table}" + (f" ZORDER BY ({quote_spark(cluster_column)})" if cluster_column else "")
         try:
-            table = DeltaTable.forPath(self.spark, location)
-            size = int(table.detail().collect()[0]["sizeInBytes"] or 0)
+            detail = self._detail(location) or {}
+            size = int(detail.get("sizeInBytes") or 0)
             rows = self.row_count(location)
             file_bytes = min(max(size * rows_per_file // max(rows, 1), OPTIMIZE_MIN_FILE_BYTES), OPTIMIZE_MAX_FILE_BYTES)
-            metrics = self._with_commit({"operation": "optimize"}, None, run, {OPTIMIZE_MAX_FILE_SIZE: str(file_bytes)})
+            with self._commit_settings({"operation": "optimize"}, None, {OPTIMIZE_MAX_FILE_SIZE: str(file_bytes)}):
+                metrics = self.spark.sql(statement).collect()[0]["metrics"]
+            if vacuum:
+                self.spark.sql(f"VACUUM {table}").collect()
         except WarehouseError:
             raise
         except Exception as exc:
@@ -356,28 +357,36 @@ class Warehouse:
         except Exception as exc:
             raise self._fail(f"reading {location} failed", exc) from None
 
+    def history(self, location: str, limit: int | None = None) -> Any:
+        """The Delta commit history of the table as a DataFrame, newest first."""
+        return self.spark.sql(f"DESCRIBE HISTORY {delta_table(location)}" + (f" LIMIT {int(limit)}" if limit else ""))
+
     def last_commit_metadata(self, location: str) -> dict | None:
         """The mvlog metadata of the newest commit, if it was written by mvlog."""
-        from delta.tables import DeltaTable
-
-        row = DeltaTable.forPath(self.spark, location).history(1).collect()[0]
+        row = self._last_commit(location)
         try:
             return json.loads(row["userMetadata"])["mvlog"] if row["userMetadata"] else None
         except (ValueError, KeyError, TypeError):
             return None
 
 
+def _error_class(exc: BaseException) -> str | None:
+    """Spark's error condition of ``exc`` (classic and Connect errors both carry it)."""
+    try:
+        return exc.getCondition()  # type: ignore[attr-defined]
+    except Exception:
+        return None
+
+
 RANGE_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
 
 
-def _key_range(field: Any, staged: Staged) -> Any:
-    """``t.<first key> BETWEEN low AND high`` (OR IS NULL) over the staged keys, as a Column; None
-    for key types whose literals do not round-trip exactly (floats, timestamps)."""
-    from pyspark.sql import functions as F
-
-    if type(field.dataType).__name__ not in RANGE_TYPES or (staged.low is None and not staged.has_nulls):
+def _key_range(name: str, data_type: Any, staged: Staged) -> str | None:
+    """``t.<first key> BETWEEN low AND high`` (OR IS NULL) over the staged keys, as Spark SQL;
+    None for key types whose literals do not round-trip exactly (floats, timestamps)."""
+    if type(data_type).__name__ not in RANGE_TYPES or (staged.low is None and not staged.has_nulls):
         return None
-    column = F.col(f"t.{quote_spark(field.name)}")
-    condition = column.between(F.lit(staged.low), F.lit(staged.high)) if staged.low is not None else F.lit(False)
-    return condition | column.isNull() if staged.has_nulls else condition
-
+    column = f"t.{quote_spark(name)}"
+    condition = (f"{column} BETWEEN {spark_literal(staged.low)} AND {spark_literal(staged.high)}"
+                 if staged.low is not None else "false")
+    return f"({condition} OR {column} IS NULL)" if staged.has_nulls else condition
