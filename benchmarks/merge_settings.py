@@ -21,7 +21,7 @@ import yaml
 from mvlog.config import load_config
 from mvlog.pgtemp import TempPostgres
 from mvlog.project import Project
-from mvlog.warehouse import delta_table
+from mvlog.sparksql import delta_table
 
 LEAN = {"spark.databricks.delta.merge.repartitionBeforeWrite.enabled": "false", "spark.sql.shuffle.partitions": "1"}
 VARIANTS = [  # name, deletion vectors, session settings

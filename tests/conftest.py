@@ -134,7 +134,8 @@ def make_project(db, tmp_path, request) -> Callable[..., "Project"]:
 
     projects = []
 
-    def make(logs: list[str], views: list[dict], extra: str = "", spark_mode: str = "local") -> Project:
+    def make(logs: list[str], views: list[dict], extra: str = "", spark_mode: str = "local",
+             warehouse: str | None = None) -> Project:
         import yaml
 
         spark = dict(TEST_SPARK)
@@ -142,7 +143,7 @@ def make_project(db, tmp_path, request) -> Callable[..., "Project"]:
             spark["remote"] = request.getfixturevalue("connect_engine").remote
         doc = {
             "source": {"dsn": db.dsn},
-            "warehouse": str(tmp_path / "warehouse"),
+            "warehouse": warehouse or str(tmp_path / "warehouse"),
             "spark": spark,
             "logs": [{"table": t} for t in logs],
             "views": views,

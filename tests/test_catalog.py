@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from datetime import datetime, timezone
 
 import pytest
@@ -56,10 +58,12 @@ def test_a_registered_view_waits_for_its_build_and_pins_its_log(registered):
 def test_a_view_lock_refuses_a_second_holder_until_released(registered):
     catalog = registered.catalog
     with catalog.lock_views(["v"]):
-        with pytest.raises(ConcurrentRefreshError, match="view v is being refreshed by another process") as busy:
-            with catalog.lock_views(["v"]):
+        with pytest.raises(ConcurrentRefreshError) as busy:
+            with catalog.lock_views(["v"], wait=0.2):
                 pass
-        assert busy.value.transient
+        # The holder is named by its process and host, and when it took the lock.
+        assert busy.value.holder.startswith(f"pid {os.getpid()} on {socket.gethostname()} since "), busy.value.holder
+        assert str(busy.value).startswith("view v is being refreshed by pid ") and busy.value.transient
     with catalog.lock_views(["v"]):
         pass
 

@@ -14,8 +14,8 @@ def test_exit_codes():
 def test_errors_say_whether_they_are_transient():
     assert not MvlogError("x").transient and not SourceError("a failed statement").transient
     assert SourceError("connection lost", transient=True).transient
-    assert ConcurrentRefreshError("view v is being refreshed by another process").transient
-    assert not ConcurrentRefreshError("x", transient=False).transient
+    assert ConcurrentRefreshError("v", "pid 1 on h").transient
+    assert str(ConcurrentRefreshError("v", "pid 1 on h")) == "view v is being refreshed by pid 1 on h"
     assert str(SourceError("one sentence", transient=True)) == "one sentence"
 
 

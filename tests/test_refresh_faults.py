@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import yaml
@@ -78,17 +80,25 @@ def test_sigkill_at_every_point_then_refresh_converges(db, tmp_path):
         project.close()
 
 
-def test_a_second_refresh_of_the_same_view_is_refused(db, make_project):
+def test_a_view_another_session_is_refreshing_is_waited_for_then_skipped(db, make_project):
     db.execute(SCHEMA)
     project = make_project(["customers", "orders"], VIEWS[:1])
     project.apply()
     holder = db.connect(autocommit=True)
     with holder.cursor() as cur:  # what a running refresh holds
+        cur.execute("SELECT pg_backend_pid()")
+        backend = cur.fetchone()[0]
         cur.execute("SELECT pg_advisory_lock(%s, hashtext('open_orders'))", (0x6D767677,))
-    results = project.refresh()
-    assert results[0].error == "view open_orders is being refreshed by another process; try again later"
-    holder.close()
-    assert project.refresh()[0].error is None
+    started = time.monotonic()
+    (result,) = project.refresh(wait=1.5)
+    assert time.monotonic() - started >= 1.5
+    assert (result.status, result.error, result.method) == ("skipped", None, None)
+    assert result.reason.startswith(f"being refreshed by PostgreSQL backend {backend} from 127.0.0.1 since "), result.reason
+    assert result.to_json()["status"] == "skipped"
+    # The holder finishes while this refresh waits: it takes the view then.
+    threading.Timer(1.0, holder.close).start()
+    (result,) = project.refresh(wait=30)
+    assert (result.status, result.method) == ("succeeded", "fast"), result
 
 
 def test_a_retried_delta_commit_is_not_applied_twice(db, make_project):

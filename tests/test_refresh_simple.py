@@ -171,7 +171,7 @@ def test_fixed_dml_scenario_fast_refresh(items_project, db):
     with conn.cursor() as cur:
         run_op(cur, ("insert", 20, {"grp": 2, "qty": 1, "price": 3, "label": "d", "flag": True}))
     conn.commit()
-    assert refresh_ok(project, ["v_all"])["v_all"].rows_inserted == 1
+    assert refresh_ok(project)["v_all"].rows_inserted == 1
     conn.close()
     # Maintenance and history work the same on both session kinds.
     done = dict(project.optimize(["v_all"], vacuum=True))
@@ -277,7 +277,11 @@ def test_truncate_forces_complete_refresh(db, make_project):
     db.execute("INSERT INTO items VALUES (1, 1, 1, 1, 'after', true)")
     results = {r.view: r for r in project.refresh()}
     assert results["v"].method == "complete" and "truncated" in results["v"].reason
-    assert results["v_fast"].error and "truncated" in results["v_fast"].error
+    # A fast view refuses: the result says so, and names no method it did not run.
+    refused = results["v_fast"].to_json()
+    assert (refused["status"], refused["method"], refused["reason"]) == ("failed", "-", "table public.items was truncated")
+    assert refused["error"] == ("view v_fast cannot be fast-refreshed: table public.items was truncated; "
+                                "run 'mvlog refresh --complete v_fast'")
     assert_view_matches(project, "v")
     assert not refresh_ok(project, ["v_fast"], complete=True)["v_fast"].error
     assert_view_matches(project, "v_fast")

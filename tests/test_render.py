@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from rich.console import Console
 
-from mvlog.errors import SourceError
+from mvlog.errors import ConcurrentRefreshError, SourceError
 from mvlog.model import RefreshMethod
 from mvlog.refresh import RefreshResult
 from mvlog.render import result_line, results_table
@@ -16,6 +16,7 @@ OK = RefreshResult("open_orders", RefreshMethod.FAST, "changed keys since the la
                    phases={"prepare": 0.2104, "read": 0.3, "write": 3.3, "record": 0.1})
 FAILED = RefreshResult.failed("per_customer", SourceError("cannot connect: password s3cret refused", transient=True),
                               started=0.0)
+BUSY = RefreshResult.busy("big_orders", ConcurrentRefreshError("big_orders", "pid 7 on [host-a]"), started=0.0)
 
 
 def rendered(results, secrets=()) -> str:
@@ -38,8 +39,18 @@ def test_a_result_that_could_not_start_has_no_method():
     assert FAILED.to_json()["method"] == "-" and "transient" not in FAILED.to_json()
     assert OK.to_json() == {"view": "open_orders", "method": "fast", "reason": "changed keys since the last refresh",
                             "snaptime": S.isoformat(), "keys_read": 10, "rows_inserted": 4, "rows_updated": 0,
-                            "rows_deleted": 6, "row_count": 498, "seconds": 3.91, "error": None,
+                            "rows_deleted": 6, "row_count": 498, "seconds": 3.91, "error": None, "status": "succeeded",
                             "phases": {"prepare": 0.21, "read": 0.3, "write": 3.3, "record": 0.1}}
+    assert FAILED.to_json()["status"] == "failed"
+
+
+def test_a_view_another_process_is_refreshing_is_skipped_not_failed():
+    assert (BUSY.status, BUSY.error, BUSY.method, BUSY.transient) == ("skipped", None, None, False)
+    data = BUSY.to_json()
+    assert (data["status"], data["method"], data["reason"]) == ("skipped", "-", "being refreshed by pid 7 on [host-a]")
+    row = next(line for line in rendered([BUSY]).splitlines() if line.strip().startswith("big_orders"))
+    assert "skipped: being refreshed by pid 7 on [host-a]" in row  # brackets are text, not markup
+    assert result_line(BUSY) == "view=big_orders status=skipped reason='being refreshed by pid 7 on [host-a]'"
 
 
 def test_the_log_line():

@@ -141,7 +141,7 @@ def test_range_literals_read_back_as_the_value(spark, value):
     (quotes, backslashes and ${…}, which Spark would substitute as a variable)."""
     from decimal import Decimal
 
-    from mvlog.warehouse import spark_literal
+    from mvlog.sparksql import spark_literal
 
     assert spark.sql(f"SELECT {spark_literal(value)} AS v").collect()[0]["v"] == value
     for number in (Decimal("-12.50"), Decimal("0.000001"), Decimal("12345678901234567890.12")):

@@ -22,6 +22,9 @@ from mvlog.errors import MvlogError, redact
 # Not a terminal (a pipe, a log file): wide enough that tables are not squeezed.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+# How long `mvlog refresh` waits for a view another process is refreshing before it skips it:
+# an overlapping cron or Airflow run usually finishes within it, and this run then takes the rest.
+DEFAULT_WAIT = 60.0
 
 
 @dataclass
@@ -106,12 +109,16 @@ def _print_results(ctx: click.Context, results: list) -> None:
 @click.option("--group", metavar="G", help="Refresh the views of refresh group G from one snapshot.")
 @click.option("--concurrency", type=click.IntRange(1, 64), metavar="N",
               help="Refresh up to N views (or groups) at once (default: the configuration's concurrency, 4).")
+@click.option("--wait", type=click.FloatRange(0), default=DEFAULT_WAIT, show_default=True, metavar="SECONDS",
+              help="Wait this long for a view another process is refreshing; then skip it (not a failure).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
 def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: str | None, concurrency: int | None,
-            as_json: bool) -> None:
-    """Refresh VIEWS (default: all views)."""
-    results = _project(ctx).refresh(list(views) or None, complete=complete, group=group, concurrency=concurrency)
+            wait: float, as_json: bool) -> None:
+    """Refresh VIEWS (default: all views). Exit 0 when every view was refreshed or is being
+    refreshed by another process (skipped), 1 when one failed."""
+    results = _project(ctx).refresh(list(views) or None, complete=complete, group=group, concurrency=concurrency,
+                                    wait=wait)
     if as_json:
         _emit_json([r.to_json() for r in results])
     else:

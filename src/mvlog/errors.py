@@ -48,9 +48,23 @@ class RefreshError(MvlogError):
 
 
 class ConcurrentRefreshError(RefreshError):
-    """Another refresh of the same view is running."""
+    """Another refresh of the same view is running (and did not end within the wait). Not a
+    failure of a refresh run: the view is being refreshed; the run reports it as skipped."""
 
     transient = True
+
+    def __init__(self, view: str, holder: str):
+        super().__init__(f"view {view} is being refreshed by {holder}")
+        self.view = view
+        self.holder = holder
+
+
+class RefreshRefused(RefreshError):
+    """A ``fast`` view cannot be fast-refreshed this time (``reason``) and will not turn complete."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 class SetupError(MvlogError):

@@ -1,4 +1,5 @@
-"""Fault points for crash testing: ``MVLOG_FAULT=<point>`` SIGKILLs the process when it gets there.
+"""Fault points for crash and overlap testing: ``MVLOG_FAULT=<point>`` SIGKILLs the process when
+it gets there; ``MVLOG_PAUSE=<point>:<seconds>`` sleeps there (holding whatever it holds).
 
 Points, in refresh order: ``before_stamp`` (view locked, nothing stamped), ``after_stamp``
 (log rows stamped, nothing read), ``after_read`` (rows read from PostgreSQL, Delta untouched),
@@ -12,15 +13,19 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 POINTS = ("before_stamp", "after_stamp", "after_read", "during_merge", "after_delta_commit", "after_record")
 
 
 def checkpoint(point: str) -> None:
-    """Die here, abruptly, if the environment asks for it."""
+    """Die here, abruptly, or pause here, if the environment asks for it."""
     assert point in POINTS, point
     if os.environ.get("MVLOG_FAULT") == point:
         os.kill(os.getpid(), signal.SIGKILL)
+    paused_at, _, seconds = os.environ.get("MVLOG_PAUSE", "").partition(":")
+    if paused_at == point:
+        time.sleep(float(seconds or 1))
 
 
 def arm(point: str, delay: float = 0.5) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -28,11 +29,14 @@ class JdbcSource:
             params = parse_dsn(dsn)
         except Exception:
             raise ConfigError("source.dsn is not a valid PostgreSQL connection string") from None
-        host = params.get("host") or params.get("hostaddr") or "localhost"
-        if host.startswith("/"):
-            raise ConfigError("source.dsn must name a TCP host for Spark's JDBC reads, not a Unix socket directory")
+        # libpq falls back to $PGHOST, then to a Unix socket, which JDBC cannot use.
+        host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or ""
+        if not host or host.startswith("/"):
+            raise ConfigError("source.dsn must name a TCP host for Spark's JDBC reads "
+                              "(postgresql://user@HOST:port/db or host=HOST), not a Unix socket"
+                              + (" directory" if host else ""))
         hosts = host.split(",")
-        ports = (params.get("port") or "5432").split(",")
+        ports = (params.get("port") or os.environ.get("PGPORT") or "5432").split(",")
         netloc = ",".join(f"[{h}]:{ports[min(i, len(ports) - 1)]}" if ":" in h else f"{h}:{ports[min(i, len(ports) - 1)]}"
                           for i, h in enumerate(hosts))
         dbname = params.get("dbname") or params.get("user") or "postgres"

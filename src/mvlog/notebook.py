@@ -94,7 +94,7 @@ def history(name: str, config_path: str | None = None, limit: int = 50) -> list[
 
 def delta_history(name: str, config_path: str | None = None):
     """The Delta commit history of the view as a DataFrame (``userMetadata`` holds mvlog's snaptime)."""
-    from mvlog.warehouse import delta_table
+    from mvlog.sparksql import delta_table
 
     path = location(name, config_path)
     return _spark(None).sql(f"DESCRIBE HISTORY {delta_table(path)}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
-from mvlog.errors import RefreshError
+from mvlog.errors import RefreshRefused
 from mvlog.model import ColumnStats, LogInfo, RefreshMethod
 from mvlog.shape import ViewShape
 from mvlog.sqlgen import fast_keyed_sql, fast_simple_sql, range_predicates
@@ -116,7 +116,7 @@ def plan_refresh(
     if blocker is None:
         return plan(RefreshMethod.FAST, "changed keys since the last refresh")
     if requested is RefreshMethod.FAST:
-        raise RefreshError(f"view {shape.name} cannot be fast-refreshed: {blocker}")
+        raise RefreshRefused(f"view {shape.name} cannot be fast-refreshed: {blocker}", blocker)
     return plan(RefreshMethod.COMPLETE, blocker)
 
 
@@ -153,8 +153,8 @@ def after_stamp(plan: RefreshPlan, requested: RefreshMethod, truncated: Sequence
     if truncated:
         reason = f"table {truncated[0]} was truncated"
         if requested is RefreshMethod.FAST:
-            raise RefreshError(f"view {plan.view} cannot be fast-refreshed: {reason}; "
-                               f"run 'mvlog refresh --complete {plan.view}'")
+            raise RefreshRefused(f"view {plan.view} cannot be fast-refreshed: {reason}; "
+                                 f"run 'mvlog refresh --complete {plan.view}'", reason)
         return dataclasses.replace(plan, method=RefreshMethod.COMPLETE, reason=reason)
     reason = cheaper_complete(list(windows)) if requested is RefreshMethod.FORCE else None
     if reason:

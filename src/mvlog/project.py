@@ -18,7 +18,7 @@ from mvlog.analysis import analyze
 from mvlog.apply import Registrar, Registration
 from mvlog.catalog import Catalog, HistoryRow
 from mvlog.config import Config, ViewConfig, load_config
-from mvlog.errors import ConfigError, RefreshError, UsageError
+from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
 from mvlog import plan as planner
 from mvlog.logs import Logs
 from mvlog.plan import RefreshPlan
@@ -27,7 +27,7 @@ from mvlog.refresh import Refresher, RefreshResult
 from mvlog.source import Source, dsn_secrets
 from mvlog.spark import remote_address, remote_secrets, remote_url
 from mvlog.jdbc import JdbcSource
-from mvlog.warehouse import Warehouse
+from mvlog.warehouse import Occupant, Warehouse
 
 if TYPE_CHECKING:
     from mvlog.explain import Explanation
@@ -131,26 +131,43 @@ class Project:
     def apply(self) -> ApplyReport:
         """Install the schema, create logs and triggers, register views, build new ones. Idempotent."""
         self.registrar.validate()
-        if self.config.views:
-            self.warehouse.check_writable()
+        occupants = self._check_locations()
         report = ApplyReport()
         with self.source.transaction() as cur:
             self.registrar.register(cur, report)
         unbuilt = self.catalog.unbuilt_views()
-        pending = [v.name for v in self.config.views
-                   if v.name in unbuilt or not self.warehouse.exists(self.config.view_location(v.name))]
+        pending = [v.name for v in self.config.views if v.name in unbuilt or not occupants[v.name].delta]
         if pending:
             report.builds = self.refresh(pending, complete=True)
         return report
 
+    def _check_locations(self) -> dict[str, Occupant]:
+        """What each view's location holds; refuse (before anything is applied) to write a view
+        where other files, or a Delta table mvlog did not write for it, are."""
+        if not self.config.views:
+            return {}
+        self.warehouse.check_writable()
+        first_builds = self.catalog.first_builds()
+        occupants = {}
+        for index, view in enumerate(self.config.views):
+            location = self.config.view_location(view.name)
+            occupants[view.name] = occupant = self.warehouse.occupant(location)
+            refusal = occupant.refusal(view.name, location, first_builds.get(view.name) == location)
+            if refusal:
+                raise ConfigError(f"views[{index}] ({view.name}): {refusal}; mvlog writes a view only into a missing "
+                                  f"or empty directory or its own table (README: 'The warehouse')")
+        return occupants
+
     def refresh(self, names: list[str] | None = None, complete: bool = False, group: str | None = None,
-                raise_on_error: bool = False, concurrency: int | None = None) -> list[RefreshResult]:
+                raise_on_error: bool = False, concurrency: int | None = None,
+                wait: float = 0.0) -> list[RefreshResult]:
         """Refresh views: named ones, a group's, or all. Views of one group share one stamp and
-        snapshot; up to ``concurrency`` (default: the configuration's) views or groups at once."""
+        snapshot; up to ``concurrency`` (default: the configuration's) views or groups at once.
+        A view another process is refreshing is waited for up to ``wait`` seconds, then skipped."""
         views = self._select_views(names, group)
         self.catalog.check()
         self.warehouse  # noqa: B018  start Spark first: no view's time includes the JVM start
-        results = self.refresher.run(views, complete, concurrency or self.config.concurrency, self._lane)
+        results = self.refresher.run(views, complete, concurrency or self.config.concurrency, self._lane, wait)
         failed = [r for r in results if r.error]
         if failed and raise_on_error:
             raise RefreshError(f"refresh of view {failed[0].view} failed: {failed[0].error}")
@@ -299,12 +316,16 @@ class Project:
             for view in views:
                 location = self.config.view_location(view.name)
                 with self.catalog.lock_views([view.name]):
-                    if not self.warehouse.exists(location):
+                    occupant = self.warehouse.occupant(location)
+                    refusal = occupant.refusal(view.name, location)
+                    if not occupant.delta:
                         done.append((view.name, "not built yet"))
+                    elif refusal:  # VACUUM would delete what is not its table's: never on another's table
+                        raise WarehouseError(f"view {view.name} not optimized: {refusal}")
                     else:
                         started = time.monotonic()
                         key = self.registrar.check(view).shape.range_key
-                        removed, added = self.warehouse.optimize(location, key.column if key else None,
+                        removed, added = self.warehouse.optimize(location, view.name, key.column if key else None,
                                                                  planner.ROWS_PER_PARTITION, vacuum)
                         what = (f"{removed} file{'s' if removed != 1 else ''} compacted into {added}"
                                 if removed else "nothing to compact")

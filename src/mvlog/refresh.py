@@ -24,10 +24,10 @@ from mvlog.analysis import ViewClass
 from mvlog.apply import Registrar, definition_hash
 from mvlog.catalog import Catalog, ViewState
 from mvlog.config import Config, ViewConfig
-from mvlog.errors import MvlogError, RefreshError
+from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError, RefreshRefused
 from mvlog.faults import arm, checkpoint
 from mvlog.logs import Logs, StampedSnapshot
-from mvlog.model import CHANGED_KEY_PREFIX, RefreshMethod
+from mvlog.model import RefreshMethod
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.progress import Reporter
 from mvlog import sqlgen
@@ -56,17 +56,33 @@ class RefreshResult:
     # read (from PostgreSQL, staged), write (the Delta commit; a complete refresh reads here
     # too), record (key map and catalog).
     phases: dict[str, float] = field(default_factory=dict)
+    skipped: bool = False  # another process was refreshing the view: not a failure (reason says who)
 
     @classmethod
     def failed(cls, view: str, exc: MvlogError, started: float, plan: RefreshPlan | None = None,
                snaptime: datetime | None = None) -> "RefreshResult":
+        """A refresh that failed; a refused one (a ``fast`` view that needs a complete refresh)
+        ran no method, and its reason is the refusal's."""
+        if isinstance(exc, RefreshRefused):
+            return cls(view, None, exc.reason, snaptime, error=str(exc), seconds=time.monotonic() - started)
         return cls(view, plan.method if plan else None, plan.reason if plan else "-", snaptime, error=str(exc),
                    seconds=time.monotonic() - started, transient=exc.transient)
+
+    @classmethod
+    def busy(cls, view: str, exc: ConcurrentRefreshError, started: float) -> "RefreshResult":
+        """Skipped: another process is refreshing the view (``exc`` says who)."""
+        return cls(view, None, f"being refreshed by {exc.holder}", None, seconds=time.monotonic() - started,
+                   skipped=True)
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.error else "skipped" if self.skipped else "succeeded"
 
     def to_json(self) -> dict[str, Any]:
         """The result as ``mvlog refresh --json`` prints it (docs/json.md)."""
         data = asdict(self)
-        del data["transient"]
+        del data["transient"], data["skipped"]
+        data["status"] = self.status
         data["method"] = self.method.value if self.method else "-"
         data["snaptime"] = self.snaptime.isoformat() if self.snaptime else None
         data["seconds"] = round(self.seconds, 3)
@@ -155,20 +171,22 @@ class Refresher:
         return self._warehouse()
 
     def run(self, views: list[ViewConfig], complete: bool, concurrency: int = 1,
-            new_lane: Callable[[], ContextManager["Refresher"]] | None = None) -> list[RefreshResult]:
+            new_lane: Callable[[], ContextManager["Refresher"]] | None = None,
+            wait: float = 0.0) -> list[RefreshResult]:
         """Refresh views; the views of one group as one unit, every other view alone. With
         ``new_lane`` (a Refresher on connections and a Spark session of its own), up to
-        ``concurrency`` units run at once; results come in the order of ``views``."""
+        ``concurrency`` units run at once; results come in the order of ``views``. A unit that
+        another process is refreshing is waited for up to ``wait`` seconds, then skipped."""
         units = refresh_units(views)
         workers = min(concurrency, len(units)) if new_lane is not None else 1
         done: dict[int, list[RefreshResult]] = {}
         with self.reporter.task("refreshing" if not complete else "building", len(views)):
             if workers <= 1:
                 for i, unit in enumerate(units):
-                    done[i] = self._reported(self.refresh_unit(unit, complete))
+                    done[i] = self._reported(self.refresh_unit(unit, complete, wait))
             else:
                 with _Lanes(new_lane) as lanes, ThreadPoolExecutor(workers, "mvlog-refresh") as pool:
-                    futures = {pool.submit(lambda u=unit: lanes.current().refresh_unit(u, complete)): i
+                    futures = {pool.submit(lambda u=unit: lanes.current().refresh_unit(u, complete, wait)): i
                                for i, unit in enumerate(units)}
                     for future in as_completed(futures):
                         done[futures[future]] = self._reported(future.result())
@@ -176,15 +194,17 @@ class Refresher:
 
     def _reported(self, results: list[RefreshResult]) -> list[RefreshResult]:
         for result in results:
-            self.reporter.advance(f"{result.view} ({result.method or '-'}{', failed' if result.error else ''})")
+            what = (result.method or "-") if result.status == "succeeded" else result.status
+            self.reporter.advance(f"{result.view} ({what})")
         return results
 
-    def refresh_unit(self, views: list[ViewConfig], complete: bool) -> list[RefreshResult]:
-        """Refresh views from one stamp S and one exported snapshot."""
+    def refresh_unit(self, views: list[ViewConfig], complete: bool, wait: float = 0.0) -> list[RefreshResult]:
+        """Refresh views from one stamp S and one exported snapshot (all of them, or none: skipped
+        when another process holds one of them for more than ``wait`` seconds)."""
         started = {v.name: time.monotonic() for v in views}
         names = [v.name for v in views]
         try:
-            with self.catalog.lock_views(names):
+            with self.catalog.lock_views(names, wait):
                 planned = [self._plan(view, complete, for_refresh=True) for view in views]
                 logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
                 self.catalog.close_interrupted(names)
@@ -195,6 +215,8 @@ class Refresher:
                     results = [self._refresh_one(p, stamped, started[p.view.name],
                                                  Phases(prepare=prepared - started[p.view.name]))
                                for p in planned]
+        except ConcurrentRefreshError as exc:
+            return [RefreshResult.busy(name, exc, started[name]) for name in names]
         except MvlogError as exc:
             return [RefreshResult.failed(name, exc, started[name]) for name in names]
         self.logs.purge(logs, self.catalog.purge_horizon)
@@ -280,7 +302,7 @@ class Refresher:
                 null_keys = bool(stamped.query(sqlgen.null_keys_check_sql(shape, plan.since))[0][0])
             with phases("read"):
                 df = self.warehouse.read(self.jdbc, plan.read_sql(null_keys), stamped.snapshot)
-                staged = self.warehouse.stage(df, CHANGED_KEY_PREFIX + "0")
+                staged = self.warehouse.stage(df)
             with phases("write"):
                 checkpoint("after_read")
                 arm("during_merge")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from rich.markup import escape
 from rich.table import Table
 
 from mvlog.errors import redact
@@ -22,7 +23,8 @@ def results_table(results: Iterable[RefreshResult], secrets: Iterable[str] = ())
     for r in results:
         table.add_row(r.view, r.method or "-", str(r.keys_read), str(r.rows_inserted), str(r.rows_updated),
                       str(r.rows_deleted), "" if r.row_count is None else str(r.row_count), f"{r.seconds:.1f}",
-                      f"[red]failed: {redact(r.error, secrets)}[/red]" if r.error else r.reason)
+                      f"[red]failed: {escape(redact(r.error, secrets))}[/red]" if r.error
+                      else f"[yellow]skipped: {escape(r.reason)}[/yellow]" if r.skipped else escape(r.reason))
     return table
 
 
@@ -30,6 +32,8 @@ def result_line(result: RefreshResult) -> str:
     """``key=value`` fields on one line, for a log file."""
     if result.error:
         return f"view={result.view} status=failed seconds={result.seconds:.1f} error={result.error!r}"
+    if result.skipped:
+        return f"view={result.view} status=skipped reason={result.reason!r}"
     return (f"view={result.view} status=ok method={result.method} keys={result.keys_read} "
             f"inserted={result.rows_inserted} updated={result.rows_updated} deleted={result.rows_deleted} "
             f"rows={result.row_count} seconds={result.seconds:.1f}")

@@ -2,9 +2,9 @@
 
 One process; the units that are due at the same moment are refreshed together, up to the
 configuration's ``concurrency`` at once on the one Spark (never two of the same view; across
-processes the per-view advisory lock holds). Transient failures (PostgreSQL unreachable or its connection
-lost, a concurrent refresh: errors that say they are transient) are retried with exponential
-backoff. SIGTERM or SIGINT stops the loop after the
+processes the per-view advisory lock holds: a view another process is refreshing is skipped, not
+waited for, and comes due again). Transient failures (PostgreSQL unreachable or its connection
+lost: errors that say they are transient) are retried with exponential backoff. SIGTERM or SIGINT stops the loop after the
 refresh in flight; the Spark JVM ignores SIGINT, so Ctrl-C does not cut a refresh in half.
 """
 

@@ -91,7 +91,7 @@ class Source:
     def connect(self, **kwargs: object) -> psycopg2.extensions.connection:
         """A new connection; any failure becomes one clear SourceError."""
         try:
-            conn = psycopg2.connect(self.dsn, connect_timeout=10, application_name="mvlog", **kwargs)
+            conn = psycopg2.connect(self.dsn, **{"connect_timeout": 10, "application_name": "mvlog", **kwargs})
         except psycopg2.ProgrammingError as exc:  # an unparsable DSN
             raise ConfigError(f"source.dsn is not a valid PostgreSQL connection string: "
                               f"{self.describe_error(exc)}") from None

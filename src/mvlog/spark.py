@@ -37,10 +37,9 @@ DEFAULT_CONF = {
     "spark.driver.memory": "2g",
     # Column mapping lets view columns carry any PostgreSQL name (spaces, quotes, ...).
     "spark.databricks.delta.properties.defaults.columnMapping.mode": "name",
-    # Off: Delta 4.4's deletion-vector MERGE failed mvlog's random-DML oracle ("Unexpected row:
-    # did not match any merge clause" on an aggregate view; see BENCHMARKS.md, session 5), and
-    # passed it with them off. A table created earlier keeps its own property.
-    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
+    # A MERGE that changes a few rows of a file marks them deleted instead of rewriting the file
+    # (Warehouse.merge keeps clear of the one MERGE shape Delta 4.4 gets wrong with them).
+    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
 }
 
 
@@ -166,7 +165,7 @@ def connect_session(url: str, config: SparkConfig, new: bool = False):
             from pyspark.sql.connect.session import SparkSession as RemoteSession
         except ImportError as exc:
             raise SetupError(f"spark.remote needs the Spark Connect client: pip install 'pyspark[connect]' ({exc})") from None
-    from mvlog.warehouse import short_error
+    from mvlog.sparksql import short_error
 
     where = remote_address(url)
     # The Connect client retries an unreachable server for minutes; a plain TCP connect says

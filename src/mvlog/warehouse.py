@@ -18,6 +18,7 @@ from mvlog.errors import SourceError, WarehouseError, redact
 from mvlog.jdbc import JDBC_CONNECTION_LOST, JdbcSource
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, checked_snapshot_id
 from mvlog.spark import is_connect
+from mvlog.sparksql import delta_table, error_class, quote_spark, short_error, spark_literal
 
 COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -30,6 +31,9 @@ BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its s
 INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
 DEFAULT_INDEXED_COLUMNS = 32
 WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
+DELTA_DATA_FILE = re.compile(r"/part-\d{5}-[0-9a-f-]{36}[^/]*\.parquet$")
+OWNER_COMMITS = 20  # newest commits searched for the view mvlog wrote a table for
+FOREIGN_FILES_SHOWN = 3
 # What Spark says when a path holds no Delta table (or nothing at all).
 NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
 
@@ -45,6 +49,31 @@ class WriteCounts:
 
 
 @dataclass(frozen=True)
+class Occupant:
+    """What a view's location holds: a Delta table (``view``: the view mvlog's commit metadata
+    says it was written for; None: not written by mvlog), other files (a few of their paths), or
+    nothing (both empty)."""
+
+    delta: bool = False
+    view: str | None = None
+    files: tuple[str, ...] = ()
+
+    def refusal(self, view: str, location: str, build_started: bool = False) -> str | None:
+        """Why mvlog must not write ``view`` at ``location``, or None: it writes only where nothing,
+        or the view's own Delta table, is. ``build_started``: mvlog registered the view there and
+        its first build has not finished, so Delta data files without a log are that build's."""
+        if self.delta:
+            if self.view == view:
+                return None
+            whose = f"view {self.view}'s Delta table" if self.view else "a Delta table that mvlog did not write"
+            return f"{location} holds {whose}, not view {view}'s"
+        if not self.files or (build_started and all(DELTA_DATA_FILE.search(f) for f in self.files)):
+            return None
+        shown = ", ".join(f.rsplit("/", 1)[-1] for f in self.files)
+        return f"{location} is not empty and holds no Delta table ({shown}{', ...' if len(self.files) >= FOREIGN_FILES_SHOWN else ''})"
+
+
+@dataclass(frozen=True)
 class Staged:
     """Rows read from PostgreSQL once and held by the executors for one write, with the range of
     their first key column (``low``/``high``: None if every value is NULL)."""
@@ -54,56 +83,7 @@ class Staged:
     low: Any = None
     high: Any = None
     has_nulls: bool = False
-
-
-def quote_spark(name: str) -> str:
-    """A Spark SQL identifier in backticks."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def delta_table(location: str) -> str:
-    """The Delta table at ``location`` as Spark SQL names it: delta.`<path>`."""
-    return f"delta.{quote_spark(location)}"
-
-
-def spark_literal(value: Any) -> str:
-    """``value`` (an int, Decimal, str or date read back from Spark) as a Spark SQL literal.
-
-    Delta's MERGE does not take SQL parameters, and its file skipping needs literals."""
-    import datetime
-    from decimal import Decimal
-
-    from sqlglot import exp
-
-    if isinstance(value, bool):
-        raise TypeError("booleans have no range literal")
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Decimal) and value.is_finite():
-        return format(value, "f")
-    if isinstance(value, str):
-        return exp.Literal.string(value).sql("spark")
-    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
-        return f"DATE '{value.isoformat()}'"
-    raise TypeError(f"no Spark literal for {type(value).__name__}")
-
-
-def short_error(exc: BaseException) -> str:
-    """The first meaningful line of a Spark/JVM error."""
-    java = getattr(exc, "java_exception", None)  # py4j.protocol.Py4JJavaError
-    if java is not None:
-        try:
-            text = str(java.toString())
-        except Exception:
-            text = str(exc)
-    else:
-        text = getattr(exc, "desc", None) or str(exc)
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("at ", "JVM stacktrace", "Traceback")):
-            line = re.sub(r"^(org\.[\w.$]+|java\.[\w.$]+|py4j\.[\w.$]+): ", "", line)
-            return line[:400]
-    return exc.__class__.__name__
+    null_key_deletes: int = 0  # rows that delete the view row whose key columns are all NULL
 
 
 class Warehouse:
@@ -131,7 +111,7 @@ class Warehouse:
         try:
             return self.spark.sql(f"DESCRIBE DETAIL {delta_table(location)}").collect()[0].asDict()
         except Exception as exc:
-            if _error_class(exc) in NOT_A_DELTA_TABLE:
+            if error_class(exc) in NOT_A_DELTA_TABLE:
                 return None
             raise self._fail(f"cannot inspect {location}", exc) from None  # e.g. an unreachable object store
 
@@ -140,6 +120,22 @@ class Warehouse:
 
     def exists(self, location: str) -> bool:
         return self._detail(location) is not None
+
+    def occupant(self, location: str) -> Occupant:
+        """What ``location`` holds (see :class:`Occupant`). A Delta table's owner is the view named
+        by the newest commits that carry mvlog's metadata (a VACUUM's commits carry none)."""
+        if self._detail(location) is not None:
+            rows = self.history(location, OWNER_COMMITS).select("userMetadata").collect()
+            views = [m.get("view") for m in map(_mvlog_metadata, (r["userMetadata"] for r in rows)) if m]
+            return Occupant(delta=True, view=next((v for v in views if v), None))
+        try:  # any file, at any depth (Spark skips names starting with _ or .)
+            listing = (self.spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+                       .load(location).select("path").limit(FOREIGN_FILES_SHOWN).collect())
+        except Exception as exc:
+            if error_class(exc) in NOT_A_DELTA_TABLE:  # nothing there
+                return Occupant()
+            raise self._fail(f"cannot inspect {location}", exc) from None
+        return Occupant(files=tuple(row["path"] for row in listing))
 
     def columns(self, location: str) -> list[str] | None:
         """The columns of the Delta table at ``location``; None if there is none."""
@@ -199,28 +195,26 @@ class Warehouse:
         except Exception as exc:
             raise self._fail("reading from PostgreSQL failed", exc) from None
 
-    def stage(self, df: Any, range_column: str | None = None) -> "Staged":
+    def stage(self, df: Any) -> "Staged":
         """Read ``df`` from PostgreSQL exactly once, into executor memory (spilling to disk).
 
         The MERGE then reads the staged rows twice (to find the touched files, then to write)
-        without asking PostgreSQL again; the row count tells how to join them, the range of
-        ``range_column`` which target files can hold their keys. A local checkpoint, as
+        without asking PostgreSQL again; the row count tells how to join them, the range of the
+        first key column which target files can hold their keys. A local checkpoint, as
         Delta's own source materialization does (Delta refuses a cached source); Spark's
         context cleaner frees its blocks once the DataFrame is gone.
         """
+        # SQL text, not pyspark.sql.functions: those pick classic or Connect by process-wide state.
+        first = quote_spark(CHANGED_KEY_PREFIX + "0")
+        null_key_delete = _null_key_delete(df.columns)
         try:
             checkpointed = df.localCheckpoint(eager=True)
-            if range_column is None:
-                staged = Staged(checkpointed, checkpointed.count())
-            else:
-                # SQL text, not pyspark.sql.functions: those pick classic or Connect by process-wide state.
-                column = quote_spark(range_column)
-                rows, low, high, non_null = checkpointed.selectExpr(
-                    "count(1)", f"min({column})", f"max({column})", f"count({column})").collect()[0]
-                staged = Staged(checkpointed, rows, low, high, non_null < rows)
+            rows, low, high, non_null, null_key_deletes = checkpointed.selectExpr(
+                "count(1)", f"min({first})", f"max({first})", f"count({first})",
+                f"count_if({null_key_delete})").collect()[0]
         except Exception as exc:
             raise self._fail("reading from PostgreSQL failed", exc) from None
-        return staged
+        return Staged(checkpointed, rows, low, high, non_null < rows, null_key_deletes)
 
     @contextlib.contextmanager
     def _commit_settings(self, metadata: dict, txn: tuple[str, int] | None = None,
@@ -281,6 +275,11 @@ class Warehouse:
         if staged.rows == 0:
             return WriteCounts()
         df = staged.df
+        if staged.null_key_deletes and not self._has_null_key_row(location, key_columns):
+            # Nothing to delete, and Delta 4.4's deletion-vector MERGE fails on such a row: it
+            # matches a missing target row through <=> ("Unexpected row: did not match any
+            # merge clause"). Filtering the staged rows reads them again from the checkpoint.
+            df = df.where(f"NOT ({_null_key_delete(df.columns)})")
         # Few affected keys: broadcast them, so the MERGE's join does not shuffle the whole
         # target table (measured: about a third of a small MERGE's time).
         source = df.hint("broadcast") if staged.rows <= BROADCAST_ROWS else df
@@ -325,7 +324,7 @@ class Warehouse:
             rows_deleted=int(row["num_deleted_rows"]),
         )
 
-    def optimize(self, location: str, cluster_column: str | None, rows_per_file: int,
+    def optimize(self, location: str, view: str, cluster_column: str | None, rows_per_file: int,
                  vacuum: bool = False) -> tuple[int, int]:
         """Delta's OPTIMIZE: rewrite the table into files of about ``rows_per_file`` rows (by the
         table's bytes per row; 1 MB to 1 GB), ordered by ``cluster_column`` (ZORDER BY on one
@@ -341,15 +340,24 @@ class Warehouse:
             size = int(detail.get("sizeInBytes") or 0)
             rows = self.row_count(location)
             file_bytes = min(max(size * rows_per_file // max(rows, 1), OPTIMIZE_MIN_FILE_BYTES), OPTIMIZE_MAX_FILE_BYTES)
-            with self._commit_settings({"operation": "optimize"}, None, {OPTIMIZE_MAX_FILE_SIZE: str(file_bytes)}):
+            with self._commit_settings({"view": view, "operation": "optimize"}, None,
+                                       {OPTIMIZE_MAX_FILE_SIZE: str(file_bytes)}):
                 metrics = self.spark.sql(statement).collect()[0]["metrics"]
             if vacuum:
-                self.spark.sql(f"VACUUM {table}").collect()
+                with self._commit_settings({"view": view, "operation": "vacuum"}):
+                    self.spark.sql(f"VACUUM {table}").collect()
         except WarehouseError:
             raise
         except Exception as exc:
             raise self._fail(f"optimizing {location} failed", exc) from None
         return int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
+
+    def _has_null_key_row(self, location: str, key_columns: tuple[str, ...]) -> bool:
+        condition = " AND ".join(f"{quote_spark(k)} IS NULL" for k in key_columns)
+        try:
+            return bool(self.spark.read.format("delta").load(location).where(condition).limit(1).count())
+        except Exception as exc:
+            raise self._fail(f"reading {location} failed", exc) from None
 
     def row_count(self, location: str) -> int:
         try:
@@ -363,19 +371,22 @@ class Warehouse:
 
     def last_commit_metadata(self, location: str) -> dict | None:
         """The mvlog metadata of the newest commit, if it was written by mvlog."""
-        row = self._last_commit(location)
-        try:
-            return json.loads(row["userMetadata"])["mvlog"] if row["userMetadata"] else None
-        except (ValueError, KeyError, TypeError):
-            return None
+        return _mvlog_metadata(self._last_commit(location)["userMetadata"])
 
 
-def _error_class(exc: BaseException) -> str | None:
-    """Spark's error condition of ``exc`` (classic and Connect errors both carry it)."""
+def _null_key_delete(columns: list[str]) -> str:
+    """Spark SQL: a staged row that deletes the view row whose key columns are all NULL."""
+    keys = [c for c in columns if c.startswith(CHANGED_KEY_PREFIX)]
+    return " AND ".join([*(f"{quote_spark(k)} IS NULL" for k in keys), f"{quote_spark(PRESENT)} IS NULL"])
+
+
+def _mvlog_metadata(user_metadata: str | None) -> dict | None:
+    """mvlog's part of a commit's userMetadata; None if mvlog did not write it."""
     try:
-        return exc.getCondition()  # type: ignore[attr-defined]
-    except Exception:
+        metadata = json.loads(user_metadata)["mvlog"] if user_metadata else None
+    except (ValueError, KeyError, TypeError):
         return None
+    return metadata if isinstance(metadata, dict) else None
 
 
 RANGE_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
