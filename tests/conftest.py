@@ -185,7 +185,10 @@ def refresh_ok(project, names=None, complete=False) -> dict:
 
 
 def table_stats(db, table: str) -> tuple[int, int, int]:
-    """(seq_tup_read, idx_scan, idx_tup_fetch) of a table, as PostgreSQL last published them."""
+    """(seq_tup_read, idx_scan, idx_tup_fetch) of a table, as PostgreSQL last published them,
+    counting this session's own statements so far (a backend may hold its counts back for up to
+    10 s; a late flush of the test's own DML once counted as a refresh's reads)."""
+    db.execute("SELECT pg_stat_force_next_flush()")  # flushed when the statement ends, before the next
     db.execute("SELECT pg_stat_clear_snapshot()")
     return db.execute(
         "SELECT coalesce(seq_tup_read, 0), coalesce(idx_scan, 0), coalesce(idx_tup_fetch, 0) "

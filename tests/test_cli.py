@@ -88,6 +88,13 @@ def test_unreachable_database(tmp_path):
     assert_one_line_error(run(config, "apply"), 1, "cannot connect to PostgreSQL", "Connection refused")
 
 
+def test_a_dsn_without_a_host_is_refused_before_connecting(tmp_path, monkeypatch):
+    monkeypatch.delenv("PGHOST", raising=False)
+    config = write_config(tmp_path, "postgresql://app:pg-secret-4711@/postgres", [], [])
+    for command in ("apply", "status"):
+        assert_one_line_error(run(config, command), 2, "source.dsn must name a TCP host for Spark's JDBC reads")
+
+
 def test_wrong_password(pg, tmp_path):
     config = write_config(tmp_path, pg.dsn(password="wrong-pw-0815"), [], [])
     assert_one_line_error(run(config, "status"), 1, "password authentication failed", secret="wrong-pw-0815")
