@@ -39,6 +39,16 @@ VIEWS = {
 }
 
 
+MERGE_METRICS = ("numTargetFilesRemoved", "numTargetFilesAdded", "numTargetDeletionVectorsAdded",
+                 "numTargetRowsCopied", "executionTimeMs", "scanTimeMs", "rewriteTimeMs")
+
+
+def merge_metrics(project: Project, view: str) -> dict:
+    """Delta's operationMetrics of the view's newest commit (the fast refresh's MERGE)."""
+    row = project.warehouse.history(project.config.view_location(view), 1).collect()[0]
+    return {k: (row["operationMetrics"] or {}).get(k) for k in MERGE_METRICS}
+
+
 def load(dsn: str, rows: int) -> None:
     customers = max(rows // 100, 10)
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
@@ -123,6 +133,7 @@ def main() -> None:
                 print(f"complete refresh of {kind}: {complete_s[kind]:.1f} s "
                       f"({len(project.plan(kind, complete=True).partitions) or 1} partitions)", flush=True)
             rows_out = []
+            merges: list[tuple] = []
             seed = 0
             for pattern in patterns:
                 for fraction in fractions:
@@ -134,6 +145,7 @@ def main() -> None:
                         (fast,) = project.refresh([kind])
                         results[kind] = (fast, time.perf_counter() - t)
                         assert not fast.error and fast.method == "fast", (fast.error, fast.reason)
+                        merges.append((pattern, kind, fraction, fast.phases, merge_metrics(project, kind)))
                     colds = {}
                     if args.cold:
                         seed += 1
@@ -160,6 +172,15 @@ def main() -> None:
         cold_text = f"{cold_s:.1f}" if cold_s is not None else "–"
         print(f"| {pattern} | {kind} | {fraction:.2%} | {changed} | {keys} | {fast_s:.1f} | {keys / fast_s:,.0f} | "
               f"{cold_text} | {full_s:.1f} | {full_s / fast_s:.1f}x |")
+    print()
+    print("What each warm fast refresh's MERGE did (Delta's operationMetrics; phases as in `refresh --json`)")
+    print()
+    print("| pattern | view | changed | read (s) | write (s) | files removed | files added | deletion vectors added "
+          "| rows copied | MERGE ms | scan ms | rewrite ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for pattern, kind, fraction, phases, m in merges:
+        print(f"| {pattern} | {kind} | {fraction:.2%} | {phases.get('read', 0):.1f} | {phases.get('write', 0):.1f} | "
+              + " | ".join(str(m.get(k)) for k in MERGE_METRICS) + " |")
     print()
     print("| view | `mvlog optimize` (s) | result |")
     print("|---|---:|---|")
