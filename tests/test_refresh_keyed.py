@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import psycopg2
 import pytest
+import sqlglot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import SPARK_MODES, assert_view_matches, refresh_ok, stats_after, table_stats
+from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration
 
@@ -125,6 +127,39 @@ def test_a_null_group_that_stays_out_of_a_having_view_with_deletion_vectors(db, 
     db.execute("UPDATE sale SET v = 30 WHERE id = 1; DELETE FROM sale WHERE id = 3")  # NULL back in, 1 changes
     assert refresh_ok(project)["big_groups"].rows_inserted == 1
     assert_view_matches(project, "big_groups")
+
+
+def test_a_view_grouped_by_an_expression_refreshes_fast(db, make_project):
+    db.execute("CREATE TABLE sale (id int PRIMARY KEY, amount numeric(10,2))")
+    db.execute("INSERT INTO sale SELECT g, g * 10 FROM generate_series(1, 9) g")
+    project = make_project(["sale"], [{"name": "big_sales", "refresh": "fast", "query":
+                                       "SELECT amount > 50 AS big, sum(amount) AS total FROM sale GROUP BY amount > 50"}])
+    project.apply()
+    db.execute("UPDATE sale SET amount = 5 WHERE id = 9; INSERT INTO sale VALUES (10, NULL), (11, 70)")
+    result = refresh_ok(project)["big_sales"]
+    assert (result.method, result.keys_read) == ("fast", 3)  # groups true, false and NULL
+    assert_view_matches(project, "big_sales")
+
+
+def test_apply_has_postgresql_check_every_statement_of_a_fast_refresh(db, make_project, monkeypatch):
+    """A view whose generated SQL PostgreSQL rejects is found at apply, not at its first refresh:
+    here the IN of a grouped expression without its parentheses (what mvlog once generated)."""
+    from mvlog import sqlgen
+
+    unparenthesized = lambda expressions, query: sqlglot.exp.In(  # noqa: E731
+        this=expressions[0] if len(expressions) == 1 else sqlglot.exp.Tuple(expressions=expressions),
+        query=sqlglot.exp.Subquery(this=query))
+    monkeypatch.setattr(sqlgen, "_in", unparenthesized)
+    db.execute("CREATE TABLE sale (id int PRIMARY KEY, amount numeric(10,2))")
+    query = "SELECT amount > 50 AS big, sum(amount) AS total FROM sale GROUP BY amount > 50"
+    project = make_project(["sale"], [{"name": "big_sales", "refresh": "fast", "query": query}])
+    with pytest.raises(ConfigError, match=r"^views\[0\] \(big_sales\): refresh: fast is impossible: mvlog cannot key "
+                                          r"this view for fast refresh: operator does not exist: \w+ [=>] boolean"):
+        project.validate()
+    forced = make_project(["sale"], [{"name": "big_sales", "refresh": "force", "query": query}])
+    forced.apply()
+    status = {v["name"]: v for v in forced.status()["views"]}["big_sales"]
+    assert status["fast_refresh"] is False and "operator does not exist" in status["why_not_fast"]
 
 
 def test_complete_refresh_rebuilds_the_key_map(shop, db):

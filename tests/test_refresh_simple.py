@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import SPARK_MODES, assert_view_matches, refresh_ok, stats_after, table_stats
+from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration
 
@@ -265,6 +266,30 @@ def test_force_refreshes_completely_when_the_window_changed_much_of_a_table(db, 
     assert results["v_fast"].method == "fast"  # refresh: fast asked for it
     for v in views:
         assert_view_matches(project, v["name"])
+
+
+def test_views_mvlog_cannot_refresh_fast_refresh_completely(db, make_project):
+    db.execute(ITEMS)
+    db.execute("CREATE TABLE other (id int PRIMARY KEY, grp int)")
+    db.execute("INSERT INTO items SELECT g, g % 3, g, g, 'l' || g, g % 2 = 0 FROM generate_series(1, 30) g")
+    db.execute("INSERT INTO other VALUES (1, 1)")
+    views = [
+        {"name": "cte_v", "query": "WITH s AS (SELECT grp, sum(qty) AS sq FROM items GROUP BY grp) SELECT grp, sq FROM s"},
+        {"name": "sub_v", "query": "SELECT id, qty FROM items i WHERE EXISTS (SELECT 1 FROM other o WHERE o.grp = i.grp)"},
+    ]
+    project = make_project(["items", "other"], views)
+    project.apply()
+    db.execute("UPDATE items SET qty = qty + 1 WHERE id < 5; UPDATE other SET grp = 2")
+    results = refresh_ok(project)
+    assert {r.view: r.method for r in results.values()} == {"cte_v": "complete", "sub_v": "complete"}
+    for view in views:
+        assert_view_matches(project, view["name"])
+    status = {v["name"]: v for v in project.status()["views"]}
+    assert status["sub_v"]["base_tables"] == ["public.items", "public.other"]  # the subquery's table too
+    # A table read only inside a subquery or CTE needs its log as well.
+    unlogged = make_project(["items"], views[1:])
+    with pytest.raises(ConfigError, match=r"views\[0\] \(sub_v\): table public.other has no materialized view log"):
+        unlogged.validate()
 
 
 def test_truncate_forces_complete_refresh(db, make_project):

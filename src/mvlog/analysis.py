@@ -96,6 +96,23 @@ def _table_refs(select: exp.Select) -> list[TableRef]:
     return refs
 
 
+def _base_table_refs(tree: exp.Query) -> list[TableRef]:
+    """Every table the query reads, at any depth (subqueries, CTE bodies, set operations), each
+    once, in the order written; names of the query's own CTEs are not tables. Aliases are the
+    names as written (``schema.table``): unique per table, whatever aliases the query reuses."""
+    ctes = {identifier_name(cte.args["alias"].this) for cte in tree.find_all(exp.CTE) if cte.args.get("alias")}
+    refs: dict[tuple, TableRef] = {}
+    for table in tree.find_all(exp.Table, bfs=False):
+        if not isinstance(table.this, exp.Identifier):
+            continue  # a function in FROM (generate_series(…))
+        schema = identifier_name(table.args["db"]) if table.args.get("db") else None
+        name = identifier_name(table.this)
+        if schema is None and name in ctes:
+            continue
+        refs.setdefault((schema, name), TableRef(schema, name, f"{schema}.{name}" if schema else name))
+    return list(refs.values())
+
+
 def _function_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
@@ -110,8 +127,8 @@ def analyze(query: str) -> Analysis:
     reasons: list[str] = []
     if isinstance(tree, exp.SetOperation):
         name = type(tree).__name__.upper()
-        tables = [ref for select in tree.find_all(exp.Select) for ref in _table_refs(select)]
-        return Analysis(query, tree, ViewClass.OTHER, tables, [f"set operations ({name}) are not incrementally maintainable"])
+        return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree),
+                        [f"set operations ({name}) are not incrementally maintainable"])
     assert isinstance(tree, exp.Select)
     tables = _table_refs(tree)
 
@@ -146,8 +163,9 @@ def analyze(query: str) -> Analysis:
         isinstance(node, exp.AggFunc) for e in tree.selects for node in e.find_all(exp.AggFunc)
     )
     joined = len(sources) > 1
-    if reasons:
+    if reasons:  # complete refresh only: it depends on every table it reads, wherever
         view_class = ViewClass.OTHER
+        tables = _base_table_refs(tree)
     elif aggregate:
         view_class = ViewClass.AGGREGATE
     elif joined:

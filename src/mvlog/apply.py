@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 import psycopg2
 import psycopg2.errors
@@ -47,6 +48,9 @@ class Registration:
     views_unregistered: list[str] = field(default_factory=list)
 
 
+CHECK_SINCE = datetime(2000, 1, 1, tzinfo=timezone.utc)  # any window start: the statements are only planned
+
+
 def definition_hash(view: ViewConfig) -> str:
     return hashlib.sha256(view.query.strip().encode()).hexdigest()[:16]
 
@@ -71,8 +75,10 @@ class Registrar:
         return self.source.resolve_table(cur, refs[0].schema, refs[0].name)
 
     def check_view(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo],
-                   check_fast: bool = True) -> ViewCheck:
-        """Analyse and validate a view against the database (``logs``: by table oid)."""
+                   check_fast: bool = True, check_refresh_sql: bool = False) -> ViewCheck:
+        """Analyse and validate a view against the database (``logs``: by table oid).
+        ``check_refresh_sql`` (apply): have PostgreSQL plan every statement a fast refresh
+        would send, so a view mvlog cannot refresh fast is found before its first refresh."""
         where = f"views[{index}] ({view.name})"
         try:
             analysis = analyze(view.query)
@@ -111,6 +117,9 @@ class Registrar:
                 written = tuple(d[0] for d in self.source.describe_query(cur, shape.select_sql))
                 if shape.keyed:
                     self.source.describe_query(cur, sqlgen.keymap_probe_sql(shape))
+                if check_refresh_sql:
+                    stand_in = sqlgen.keymap_stand_in_sql(shape) if shape.keymap and not shape.global_aggregate else []
+                    self.source.check_statements(cur, sqlgen.fast_refresh_statements(shape, CHECK_SINCE), stand_in)
             except ConfigError as exc:
                 shape = downgrade(shape, view.query, f"mvlog cannot key this view for fast refresh: {exc}")
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
@@ -169,7 +178,7 @@ class Registrar:
 
         registered = self.catalog.definition_hashes(cur)
         for index, view in enumerate(self.config.views):
-            shape = self.check_view(cur, index, view, logs).shape
+            shape = self.check_view(cur, index, view, logs, check_refresh_sql=True).shape
             digest = definition_hash(view)
             self.catalog.register(cur, ViewRegistration(
                 view.name, view.query, digest, self.config.view_location(view.name), view.refresh,

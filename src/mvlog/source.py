@@ -212,6 +212,22 @@ class Source:
         cur.execute("RELEASE SAVEPOINT mvlog_describe")
         return columns
 
+    def check_statements(self, cur: Cursor, statements: Sequence[str], setup: Sequence[str] = ()) -> None:
+        """Have PostgreSQL parse and plan each statement (EXPLAIN: none of them runs), after the
+        ``setup`` statements, in a savepoint that is rolled back; a ConfigError with
+        PostgreSQL's message for the first that fails."""
+        cur.execute("SAVEPOINT mvlog_check")
+        try:
+            for statement in setup:
+                cur.execute(sql.SQL(statement))
+            for statement in statements:
+                cur.execute(sql.SQL("EXPLAIN {}").format(sql.SQL(statement)))
+        except psycopg2.Error as exc:
+            raise ConfigError(self.describe_error(exc)) from None
+        finally:
+            cur.execute("ROLLBACK TO SAVEPOINT mvlog_check")
+            cur.execute("RELEASE SAVEPOINT mvlog_check")
+
     def column_stats(self, log: LogInfo, column: str) -> ColumnStats | None:
         """The planner statistics of one column of a logged table; None before it was analyzed."""
         rows = self.query(

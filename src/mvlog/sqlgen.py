@@ -35,8 +35,14 @@ def _key_names(n: int) -> list[str]:
 
 
 def _in(expressions: list[exp.Expression], query: exp.Query) -> exp.Expression:
-    """``(a, b) IN (SELECT ...)``, or ``a IN (SELECT ...)`` for one expression."""
-    this = expressions[0] if len(expressions) == 1 else exp.Tuple(expressions=expressions)
+    """``(a, b) IN (SELECT ...)``, or ``a IN (SELECT ...)`` for one expression. An expression
+    other than a column or literal is parenthesized: IN binds tighter than a comparison in
+    PostgreSQL, so ``amount > 50 IN (…)`` would mean ``amount > (50 IN (…))``."""
+    if len(expressions) > 1:
+        return exp.In(this=exp.Tuple(expressions=expressions), query=exp.Subquery(this=query))
+    this = expressions[0]
+    if not isinstance(this, (exp.Column, exp.Literal, exp.Paren, exp.Tuple)):
+        this = exp.Paren(this=this.copy())
     return exp.In(this=this, query=exp.Subquery(this=query))
 
 
@@ -253,6 +259,30 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
     insert = exp.insert(_touched(shape, _keymap_items(shape), since), table)
     statements.append(insert.sql(dialect=DIALECT))
     return statements
+
+
+def fast_refresh_statements(shape: ViewShape, since: datetime) -> list[str]:
+    """Every statement a fast refresh of ``shape`` sends to PostgreSQL for a window after
+    ``since``: its reads and, for a view with a key map, the null-key check and the map's
+    update (checked by PostgreSQL at apply time, against :func:`keymap_stand_in_sql`)."""
+    if not shape.keyed:
+        return [fast_simple_sql(shape, since)]
+    statements = [fast_keyed_sql(shape, since)]
+    if shape.keymap is not None and not shape.global_aggregate:
+        statements += keymap_update_sql(shape, since)
+        if shape.view_class is ViewClass.AGGREGATE:
+            statements += [null_keys_check_sql(shape, since), fast_keyed_sql(shape, since, null_keys=True)]
+    return statements
+
+
+def keymap_stand_in_sql(shape: ViewShape) -> list[str]:
+    """An empty key map of today's columns in place of the view's (for checking statements
+    in a transaction that is rolled back)."""
+    core = _parse(shape.core_sql)
+    core.set("expressions", _keymap_items(shape))
+    empty = exp.select("*").from_(exp.Subquery(this=core, alias=exp.TableAlias(this=ident("m")))).limit(0)
+    create = exp.Create(this=keymap_table(shape), kind="TABLE", expression=empty)
+    return [drop_keymap_sql(shape.keymap or ""), create.sql(dialect=DIALECT)]
 
 
 def drop_keymap_sql(name: str) -> str:
