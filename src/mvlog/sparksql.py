@@ -42,16 +42,26 @@ def spark_literal(value: Any) -> str:
     raise TypeError(f"no Spark literal for {type(value).__name__}")
 
 
-def short_error(exc: BaseException) -> str:
-    """The first meaningful line of a Spark/JVM error."""
+def _error_text(exc: BaseException) -> str:
     java = getattr(exc, "java_exception", None)  # py4j.protocol.Py4JJavaError
     if java is not None:
         try:
-            text = str(java.toString())
+            return str(java.toString())
         except Exception:
-            text = str(exc)
-    else:
-        text = getattr(exc, "desc", None) or str(exc)
+            return str(exc)
+    return getattr(exc, "desc", None) or str(exc)
+
+
+def postgres_message(exc: BaseException) -> str | None:
+    """PostgreSQL's own message inside a Spark error from a JDBC read (``ERROR: …``), if any: it
+    says what is wrong, where Spark's first line only names its error class and quotes the query."""
+    found = re.search(r"\b(ERROR|FATAL): ([^\n]+?)(?:\. The error occurred [^\n]*)?$", _error_text(exc), re.MULTILINE)
+    return f"{found.group(1)}: {found.group(2)}"[:400] if found else None
+
+
+def short_error(exc: BaseException) -> str:
+    """The first meaningful line of a Spark/JVM error."""
+    text = _error_text(exc)
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith(("at ", "JVM stacktrace", "Traceback")):

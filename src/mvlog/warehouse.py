@@ -18,7 +18,7 @@ from mvlog.errors import SourceError, WarehouseError, redact
 from mvlog.jdbc import JDBC_CONNECTION_LOST, JdbcSource
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, checked_snapshot_id
 from mvlog.spark import is_connect
-from mvlog.sparksql import delta_table, error_class, quote_spark, short_error, spark_literal
+from mvlog.sparksql import delta_table, error_class, postgres_message, quote_spark, short_error, spark_literal
 
 COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -102,7 +102,8 @@ class Warehouse:
 
     def _fail(self, what: str, exc: BaseException) -> Exception:
         message = redact(short_error(exc), self.secrets)
-        if "PSQLException" in str(exc) or "postgresql" in message.lower():
+        if "PSQLException" in str(exc) or "postgresql" in message.lower() or "JDBC" in message:
+            message = redact(postgres_message(exc) or message, self.secrets)
             return SourceError(f"{what}: {message}", transient=any(m in str(exc) for m in JDBC_CONNECTION_LOST))
         return WarehouseError(f"{what}: {message}")
 
