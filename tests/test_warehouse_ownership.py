@@ -24,14 +24,20 @@ def test_a_location_may_hold_nothing_or_the_views_own_table():
     assert Occupant(delta=True, view="v").refusal("v", "/wh/v") is None
     assert Occupant(delta=True, view="w").refusal("v", "/wh/v") == "/wh/v holds view w's Delta table, not view v's"
     assert Occupant(delta=True).refusal("v", "/wh/v") == "/wh/v holds a Delta table that mvlog did not write, not view v's"
+    # A table an older mvlog wrote (its recent commits name no view) is the view's where the catalog has it.
+    older = Occupant(delta=True, mvlog=True)
+    assert older.refusal("v", "/wh/v", registered_here=True) is None
+    assert older.refusal("v", "/wh/v") is not None
+    assert Occupant(delta=True).refusal("v", "/wh/v", registered_here=True) is not None  # not mvlog's at all
+    assert Occupant(delta=True, view="w", mvlog=True).refusal("v", "/wh/v", registered_here=True) is not None
     files = Occupant(files=("file:/wh/v/data.csv",))
     assert files.refusal("v", "/wh/v") == "/wh/v is not empty and holds no Delta table (data.csv)"
-    assert files.refusal("v", "/wh/v", build_started=True) is not None  # a CSV is nobody's build
+    assert files.refusal("v", "/wh/v", True, build_started=True) is not None  # a CSV is nobody's build
     many = Occupant(files=tuple(f"file:/wh/v/x/{i}.csv" for i in range(3)))
     assert many.refusal("v", "/wh/v").endswith("(0.csv, 1.csv, 2.csv, ...)")
     # The data files of a first build that died before its commit: that build's own, if one began there.
     orphan = Occupant(files=(f"file:/wh/v/{PART}",))
-    assert orphan.refusal("v", "/wh/v", build_started=True) is None
+    assert orphan.refusal("v", "/wh/v", registered_here=True, build_started=True) is None
     assert orphan.refusal("v", "/wh/v") is not None
 
 

@@ -242,11 +242,12 @@ class Catalog:
         rows = self.source.query("SELECT name FROM mvlog.views WHERE last_snaptime IS NULL OR needs_complete IS NOT NULL")
         return {name for (name,) in rows}
 
-    def first_builds(self) -> dict[str, str]:
-        """Views registered but never built: their locations, where a first build may have begun."""
+    def locations(self) -> dict[str, tuple[str, bool]]:
+        """Registered views: (location, whether it was ever built there); none before install."""
         if not self.is_installed():
             return {}
-        return dict(self.source.query("SELECT name, location FROM mvlog.views WHERE last_snaptime IS NULL"))
+        rows = self.source.query("SELECT name, location, last_snaptime IS NOT NULL FROM mvlog.views")
+        return {name: (location, built) for name, location, built in rows}
 
     def is_registered(self, name: str) -> bool:
         return bool(self.source.query("SELECT 1 FROM mvlog.views WHERE name = %s", (name,)))

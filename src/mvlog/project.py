@@ -147,12 +147,13 @@ class Project:
         if not self.config.views:
             return {}
         self.warehouse.check_writable()
-        first_builds = self.catalog.first_builds()
+        registered = self.catalog.locations()
         occupants = {}
         for index, view in enumerate(self.config.views):
             location = self.config.view_location(view.name)
+            here, built = registered.get(view.name, (None, False))
             occupants[view.name] = occupant = self.warehouse.occupant(location)
-            refusal = occupant.refusal(view.name, location, first_builds.get(view.name) == location)
+            refusal = occupant.refusal(view.name, location, here == location, here == location and not built)
             if refusal:
                 raise ConfigError(f"views[{index}] ({view.name}): {refusal}; mvlog writes a view only into a missing "
                                   f"or empty directory or its own table (README: 'The warehouse')")

@@ -32,7 +32,7 @@ INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
 DEFAULT_INDEXED_COLUMNS = 32
 WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
 DELTA_DATA_FILE = re.compile(r"/part-\d{5}-[0-9a-f-]{36}[^/]*\.parquet$")
-OWNER_COMMITS = 20  # newest commits searched for the view mvlog wrote a table for
+OWNER_COMMITS = 100  # newest commits searched for the view mvlog wrote a table for
 FOREIGN_FILES_SHOWN = 3
 # What Spark says when a path holds no Delta table (or nothing at all).
 NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
@@ -56,14 +56,16 @@ class Occupant:
 
     delta: bool = False
     view: str | None = None
+    mvlog: bool = False  # some recent commit carries mvlog's metadata (older versions named no view in some)
     files: tuple[str, ...] = ()
 
-    def refusal(self, view: str, location: str, build_started: bool = False) -> str | None:
+    def refusal(self, view: str, location: str, registered_here: bool = False, build_started: bool = False) -> str | None:
         """Why mvlog must not write ``view`` at ``location``, or None: it writes only where nothing,
-        or the view's own Delta table, is. ``build_started``: mvlog registered the view there and
-        its first build has not finished, so Delta data files without a log are that build's."""
+        or the view's own Delta table, is. ``registered_here``: the catalog has the view at this
+        location, so a table mvlog wrote without naming the view is its own. ``build_started``:
+        besides, its first build has not finished, so Delta data files without a log are that build's."""
         if self.delta:
-            if self.view == view:
+            if self.view == view or (self.view is None and self.mvlog and registered_here):
                 return None
             whose = f"view {self.view}'s Delta table" if self.view else "a Delta table that mvlog did not write"
             return f"{location} holds {whose}, not view {view}'s"
@@ -127,8 +129,9 @@ class Warehouse:
         by the newest commits that carry mvlog's metadata (a VACUUM's commits carry none)."""
         if self._detail(location) is not None:
             rows = self.history(location, OWNER_COMMITS).select("userMetadata").collect()
-            views = [m.get("view") for m in map(_mvlog_metadata, (r["userMetadata"] for r in rows)) if m]
-            return Occupant(delta=True, view=next((v for v in views if v), None))
+            written = [m for m in map(_mvlog_metadata, (r["userMetadata"] for r in rows)) if m]
+            return Occupant(delta=True, view=next((m["view"] for m in written if m.get("view")), None),
+                            mvlog=bool(written))
         try:  # any file, at any depth (Spark skips names starting with _ or .)
             listing = (self.spark.read.format("binaryFile").option("recursiveFileLookup", "true")
                        .load(location).select("path").limit(FOREIGN_FILES_SHOWN).collect())
