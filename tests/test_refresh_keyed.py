@@ -141,6 +141,18 @@ def test_a_view_grouped_by_an_expression_refreshes_fast(db, make_project):
     assert_view_matches(project, "big_sales")
 
 
+def test_a_null_group_of_a_query_with_table_alias_a(db, make_project):
+    """The null-safe branch once aliased the affected keys ``a``, shadowing the query's own ``a``."""
+    db.execute("CREATE TABLE acct (id int PRIMARY KEY, branch int); CREATE TABLE ord (id int PRIMARY KEY, acct int)")
+    db.execute("INSERT INTO acct VALUES (1, NULL), (2, 1); INSERT INTO ord VALUES (1, 1), (2, 2), (3, 1)")
+    project = make_project(["acct", "ord"], [{"name": "per_branch", "refresh": "fast", "query":
+                           "SELECT a.branch, count(*) AS n FROM ord o JOIN acct a ON a.id = o.acct GROUP BY a.branch"}])
+    project.apply()
+    db.execute("INSERT INTO ord VALUES (4, 1); UPDATE acct SET branch = 1 WHERE id = 1")  # the NULL group empties
+    assert refresh_ok(project)["per_branch"].method == "fast"
+    assert_view_matches(project, "per_branch")
+
+
 def test_apply_has_postgresql_check_every_statement_of_a_fast_refresh(db, make_project, monkeypatch):
     """A view whose generated SQL PostgreSQL rejects is found at apply, not at its first refresh:
     here the IN of a grouped expression without its parentheses (what mvlog once generated)."""

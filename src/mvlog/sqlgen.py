@@ -20,6 +20,9 @@ from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, PRESENT, LogInfo
 from mvlog.shape import ViewShape, col, ident
 
 
+AFFECTED_ALIAS = HIDDEN_PREFIX + "affected"
+
+
 def _timestamptz(value: datetime) -> exp.Expression:
     return exp.cast(exp.Literal.string(value.isoformat()), exp.DataType.build("timestamptz", dialect=DIALECT))
 
@@ -171,13 +174,15 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
     query: exp.Query = _left_join_keys(exp.select(exp.Star()).from_("affected"), current, shape.key_columns)
     if null_keys:
         any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
-        a_any_null = exp.or_(*[exp.Is(this=col(n, "a"), expression=exp.Null()) for n in names])
-        matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, "a")) for k, n in zip(keys, names)]
+        # The affected keys' alias must not shadow a table alias of the view's query (``a``
+        # once did: ``a.branch`` then named the affected keys).
+        a_any_null = exp.or_(*[exp.Is(this=col(n, AFFECTED_ALIAS), expression=exp.Null()) for n in names])
+        matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, AFFECTED_ALIAS)) for k, n in zip(keys, names)]
         # Only rows with a NULL in their key can match; an index on a key column finds them.
         key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k in keys])
         nullish = _with_present(_parse(shape.select_sql)).where(
             exp.and_(key_has_null, exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
-                exp.Table(this=ident("affected"), alias=exp.TableAlias(this=ident("a")))
+                exp.Table(this=ident("affected"), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
             ).where(exp.and_(a_any_null, *matches)))),
             copy=False,
         )
@@ -196,7 +201,7 @@ def null_keys_check_sql(shape: ViewShape, since: datetime | None) -> str:
     names = _key_names(len(shape.key_columns))
     any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
     inner = exp.select(exp.Literal.number(1)).from_(
-        exp.Subquery(this=affected_keys_sql(shape, since), alias=exp.TableAlias(this=ident("a")))
+        exp.Subquery(this=affected_keys_sql(shape, since), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
     ).where(any_null)
     return exp.select(exp.Exists(this=inner)).sql(dialect=DIALECT)
 
