@@ -40,7 +40,7 @@ VIEWS = {
 
 
 MERGE_METRICS = ("numTargetFilesRemoved", "numTargetFilesAdded", "numTargetDeletionVectorsAdded",
-                 "numTargetRowsCopied", "executionTimeMs", "scanTimeMs", "rewriteTimeMs")
+                 "numTargetRowsCopied", "executionTimeMs", "scanTimeMs", "rewriteTimeMs", "numTargetRowsUpdated")
 
 
 def merge_metrics(project: Project, view: str) -> dict:
@@ -176,8 +176,8 @@ def main() -> None:
     print("What each warm fast refresh's MERGE did (Delta's operationMetrics; phases as in `refresh --json`)")
     print()
     print("| pattern | view | changed | read (s) | write (s) | files removed | files added | deletion vectors added "
-          "| rows copied | MERGE ms | scan ms | rewrite ms |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| rows copied | MERGE ms | scan ms | rewrite ms | rows updated |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for pattern, kind, fraction, phases, m in merges:
         print(f"| {pattern} | {kind} | {fraction:.2%} | {phases.get('read', 0):.1f} | {phases.get('write', 0):.1f} | "
               + " | ".join(str(m.get(k)) for k in MERGE_METRICS) + " |")

@@ -35,7 +35,7 @@ import psycopg2
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from refresh_vs_complete import VIEWS, load  # noqa: E402
+from refresh_vs_complete import VIEWS, load, merge_metrics  # noqa: E402
 
 from mvlog import engine  # noqa: E402
 from mvlog.config import load_config  # noqa: E402
@@ -111,13 +111,6 @@ def concurrent_runs(project: Project, dsn: str, views: list[str], args, tag: str
             assert all(not x.error for x in results), [x.error for x in results]
             out[concurrency].append(time.perf_counter() - start)
     return out
-
-
-def merge_metrics(project: Project, view: str) -> dict:
-    row = project.warehouse.history(project.config.view_location(view), 1).collect()[0]
-    wanted = ("numTargetFilesAdded", "numTargetFilesRemoved", "numTargetDeletionVectorsAdded", "numTargetRowsUpdated",
-              "executionTimeMs", "scanTimeMs", "rewriteTimeMs")
-    return {"operation": row["operation"], **{k: (row["operationMetrics"] or {}).get(k) for k in wanted}}
 
 
 def cli(config: Path, *args: str, env: dict | None = None) -> float:
