@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import assert_view_matches
-from mvlog.catalog import VIEW_LOCK_NAMESPACE
+from mvlog.locks import VIEW_LOCK_NAMESPACE
 from mvlog.config import load_config
 from mvlog.project import Project
 

@@ -14,7 +14,7 @@ import yaml
 
 from conftest import assert_view_matches, refresh_ok
 from mvlog.errors import ConfigError, WarehouseError
-from mvlog.warehouse import Occupant
+from mvlog.model import Occupant
 
 PART = "part-00000-0b1d5f4e-8a3c-4a58-9a9e-6c1f2d3e4f50-c000.snappy.parquet"
 

@@ -9,43 +9,21 @@ status rows, and the advisory locks that keep two refreshes of one view apart.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Iterator, Sequence
 
-import psycopg2.errors
 from psycopg2 import sql
 
 from mvlog.errors import ConcurrentRefreshError, UsageError
+from mvlog.locks import LOCK_HOLDER, take_view_lock, view_lock_holder
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.source import Cursor, Source, log_identifier, read_sql
 from mvlog.sqlgen import drop_keymap_sql
 from mvlog.shape import keymap_name
 
 SCHEMA_VERSION = 2  # the newest sql/NNN_*.sql catalog version (002 gained mvlog.analyze)
-VIEW_LOCK_NAMESPACE = 0x6D767677  # "mvvw": advisory lock held for the whole refresh of a view
-# The application_name of the session holding view locks: what another process reports as the holder.
-LOCK_HOLDER = f"mvlog pid {os.getpid()} on {socket.gethostname()}"
-
-
-def _advisory_lock(cur: Cursor, name: str, wait: float) -> bool:
-    """Take a view's lock, waiting up to ``wait`` seconds for its holder; False if it stayed held."""
-    if wait <= 0:
-        cur.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (VIEW_LOCK_NAMESPACE, name))
-        return bool(cur.fetchone()[0])
-    cur.execute("SELECT set_config('lock_timeout', %s, false)", (f"{max(int(wait * 1000), 1)}ms",))
-    try:
-        cur.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (VIEW_LOCK_NAMESPACE, name))
-    except psycopg2.errors.LockNotAvailable:
-        return False
-    finally:
-        cur.execute("SELECT set_config('lock_timeout', '0', false)")
-    return True
-
-
 @dataclass(frozen=True)
 class ViewState:
     """What the catalog knows of a registered view between refreshes."""
@@ -277,39 +255,17 @@ class Catalog:
         """Session advisory locks that keep two refreshes of one view from running at once: all of
         ``names`` or none. A view another process holds is waited for, up to ``wait`` seconds in
         all; then :class:`ConcurrentRefreshError` names the holder."""
-        conn = self.source.connect(application_name=LOCK_HOLDER[:63])
+        conn = self.source.connect(application_name=LOCK_HOLDER[:63])  # what another process reports
         conn.autocommit = True
         deadline = time.monotonic() + wait
         try:
             with conn.cursor() as cur:
                 for name in sorted(names):  # one order everywhere: two groups never wait for each other
-                    if not _advisory_lock(cur, name, deadline - time.monotonic()):
-                        raise ConcurrentRefreshError(name, self._lock_holder(cur, name))
+                    if not take_view_lock(cur, name, deadline - time.monotonic()):
+                        raise ConcurrentRefreshError(name, view_lock_holder(cur, name))
             yield
         finally:
             conn.close()  # releases the session locks
-
-    @staticmethod
-    def _lock_holder(cur: Cursor, name: str) -> str:
-        """Who holds a view's lock, as its PostgreSQL session says (mvlog names its lock sessions
-        after the host and process)."""
-        cur.execute(
-            """
-            SELECT a.application_name, host(a.client_addr), l.pid, a.backend_start
-            FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-              AND l.classid::bigint = %s AND l.objid::bigint = hashtext(%s)::bigint & 4294967295
-            """,
-            (VIEW_LOCK_NAMESPACE, name),
-        )
-        row = cur.fetchone()
-        if row is None:
-            return "another process (it has just finished)"
-        application, client, backend, since = row
-        when = f" since {since:%Y-%m-%d %H:%M:%S %Z}" if since else ""
-        if application and application.startswith("mvlog "):
-            return application.removeprefix("mvlog ") + when
-        return f"PostgreSQL backend {backend}{f' from {client}' if client else ''}{when}"
 
     def purge_horizon(self, cur: Cursor, log: LogInfo) -> datetime | None:
         """The stamp up to which every view reading ``log`` has consumed it (None: some view has

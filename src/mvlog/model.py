@@ -1,7 +1,7 @@
 """The catalog facts every layer shares, as plain data: no driver, no Spark.
 
 Tables and their primary keys, materialized view logs, column statistics, the names
-of mvlog's own columns, and the refresh method. The adapters (:mod:`mvlog.source`,
+of mvlog's own columns, the refresh method, and what a view's warehouse location holds. The adapters (:mod:`mvlog.source`,
 :mod:`mvlog.catalog`, :mod:`mvlog.warehouse`) build and consume these; the pure
 layers (:mod:`mvlog.shape`, :mod:`mvlog.sqlgen`, :mod:`mvlog.plan`) only read them.
 """
@@ -95,3 +95,35 @@ def checked_snapshot_id(snapshot: str) -> str:
     if not SNAPSHOT_ID.match(snapshot):
         raise SourceError(f"unexpected snapshot id {snapshot!r}")
     return snapshot
+
+
+# Delta's data file names; a first build that died before its commit leaves only these.
+DELTA_DATA_FILE = re.compile(r"/part-\d{5}-[0-9a-f-]{36}[^/]*\.parquet$")
+FOREIGN_FILES_SHOWN = 3  # files named when a location holds something else
+
+
+@dataclass(frozen=True)
+class Occupant:
+    """What a view's location holds: a Delta table (``view``: the view mvlog's commit metadata
+    says it was written for; None: not written by mvlog), other files (a few of their paths), or
+    nothing (both empty)."""
+
+    delta: bool = False
+    view: str | None = None
+    mvlog: bool = False  # some recent commit carries mvlog's metadata (older versions named no view in some)
+    files: tuple[str, ...] = ()
+
+    def refusal(self, view: str, location: str, registered_here: bool = False, build_started: bool = False) -> str | None:
+        """Why mvlog must not write ``view`` at ``location``, or None: it writes only where nothing,
+        or the view's own Delta table, is. ``registered_here``: the catalog has the view at this
+        location, so a table mvlog wrote without naming the view is its own. ``build_started``:
+        besides, its first build has not finished, so Delta data files without a log are that build's."""
+        if self.delta:
+            if self.view == view or (self.view is None and self.mvlog and registered_here):
+                return None
+            whose = f"view {self.view}'s Delta table" if self.view else "a Delta table that mvlog did not write"
+            return f"{location} holds {whose}, not view {view}'s"
+        if not self.files or (build_started and all(DELTA_DATA_FILE.search(f) for f in self.files)):
+            return None
+        shown = ", ".join(f.rsplit("/", 1)[-1] for f in self.files)
+        return f"{location} is not empty and holds no Delta table ({shown}{', ...' if len(self.files) >= FOREIGN_FILES_SHOWN else ''})"

@@ -27,7 +27,8 @@ from mvlog.refresh import Refresher, RefreshResult
 from mvlog.source import Source, dsn_secrets
 from mvlog.spark import remote_address, remote_secrets, remote_url
 from mvlog.jdbc import JdbcSource
-from mvlog.warehouse import Occupant, Warehouse
+from mvlog.model import Occupant
+from mvlog.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from mvlog.explain import Explanation

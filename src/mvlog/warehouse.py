@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from mvlog.errors import SourceError, WarehouseError, redact
 from mvlog.jdbc import JDBC_CONNECTION_LOST, JdbcSource
-from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, checked_snapshot_id
+from mvlog.model import CHANGED_KEY_PREFIX, FOREIGN_FILES_SHOWN, PRESENT, Occupant, checked_snapshot_id
 from mvlog.spark import is_connect
 from mvlog.sparksql import delta_table, error_class, postgres_message, quote_spark, short_error, spark_literal
 
@@ -31,9 +30,7 @@ BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its s
 INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
 DEFAULT_INDEXED_COLUMNS = 32
 WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
-DELTA_DATA_FILE = re.compile(r"/part-\d{5}-[0-9a-f-]{36}[^/]*\.parquet$")
 OWNER_COMMITS = 100  # newest commits searched for the view mvlog wrote a table for
-FOREIGN_FILES_SHOWN = 3
 # What Spark says when a path holds no Delta table (or nothing at all).
 NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
 
@@ -46,33 +43,6 @@ class WriteCounts:
     rows_inserted: int = 0
     rows_updated: int = 0
     rows_deleted: int = 0
-
-
-@dataclass(frozen=True)
-class Occupant:
-    """What a view's location holds: a Delta table (``view``: the view mvlog's commit metadata
-    says it was written for; None: not written by mvlog), other files (a few of their paths), or
-    nothing (both empty)."""
-
-    delta: bool = False
-    view: str | None = None
-    mvlog: bool = False  # some recent commit carries mvlog's metadata (older versions named no view in some)
-    files: tuple[str, ...] = ()
-
-    def refusal(self, view: str, location: str, registered_here: bool = False, build_started: bool = False) -> str | None:
-        """Why mvlog must not write ``view`` at ``location``, or None: it writes only where nothing,
-        or the view's own Delta table, is. ``registered_here``: the catalog has the view at this
-        location, so a table mvlog wrote without naming the view is its own. ``build_started``:
-        besides, its first build has not finished, so Delta data files without a log are that build's."""
-        if self.delta:
-            if self.view == view or (self.view is None and self.mvlog and registered_here):
-                return None
-            whose = f"view {self.view}'s Delta table" if self.view else "a Delta table that mvlog did not write"
-            return f"{location} holds {whose}, not view {view}'s"
-        if not self.files or (build_started and all(DELTA_DATA_FILE.search(f) for f in self.files)):
-            return None
-        shown = ", ".join(f.rsplit("/", 1)[-1] for f in self.files)
-        return f"{location} is not empty and holds no Delta table ({shown}{', ...' if len(self.files) >= FOREIGN_FILES_SHOWN else ''})"
 
 
 @dataclass(frozen=True)
