@@ -21,6 +21,12 @@ from mvlog.errors import ConfigError
         ("SELECT t.a FROM t, u WHERE u.id = t.uid", ViewClass.JOIN),
         ("SELECT t.a FROM t JOIN u USING (id)", ViewClass.JOIN),
         ("SELECT u.g, max(t.x) FROM t JOIN u ON u.id = t.uid GROUP BY u.g HAVING count(*) > 1", ViewClass.AGGREGATE),
+        ("SELECT * FROM t LEFT JOIN u ON u.id = t.id", ViewClass.JOIN),
+        ("SELECT * FROM t RIGHT OUTER JOIN u ON u.id = t.id LEFT JOIN w USING (id)", ViewClass.JOIN),
+        ("SELECT * FROM t NATURAL LEFT JOIN u", ViewClass.JOIN),
+        ("SELECT u.g, count(t.id) FROM u LEFT JOIN t ON t.uid = u.id GROUP BY u.g", ViewClass.AGGREGATE),
+        ("SELECT DISTINCT a FROM t", ViewClass.AGGREGATE),
+        ("SELECT DISTINCT t.a, u.b FROM t JOIN u ON u.id = t.uid", ViewClass.AGGREGATE),
     ],
 )
 def test_classes(query, view_class):
@@ -31,8 +37,12 @@ def test_classes(query, view_class):
     ("query", "reason"),
     [
         ("SELECT * FROM t LIMIT 10", "LIMIT"),
-        ("SELECT * FROM t LEFT JOIN u ON u.id = t.id", "LEFT OUTER JOIN"),
         ("SELECT * FROM t FULL OUTER JOIN u ON u.id = t.id", "FULL OUTER JOIN"),
+        ("SELECT * FROM t JOIN u ON u.id = t.id RIGHT JOIN w ON w.id = u.id", "RIGHT JOIN after the first join"),
+        ("SELECT * FROM t LEFT JOIN u ON u.id = t.id, w", "comma or CROSS join after an outer join"),
+        ("SELECT DISTINCT ON (a) a, b FROM t", "DISTINCT ON"),
+        ("SELECT DISTINCT * FROM t", "DISTINCT *"),
+        ("SELECT DISTINCT a, count(*) FROM t GROUP BY a", "DISTINCT over GROUP BY"),
         ("SELECT a, row_number() OVER (ORDER BY a) FROM t", "window functions"),
         ("SELECT a, now() FROM t", "non-deterministic"),
         ("SELECT a FROM t WHERE b > random()", "non-deterministic"),
@@ -41,7 +51,6 @@ def test_classes(query, view_class):
         ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", "subqueries"),
         ("SELECT * FROM (SELECT a FROM t) x", "FROM items other than tables"),
         ("WITH x AS (SELECT a FROM t) SELECT a FROM x", "WITH"),
-        ("SELECT DISTINCT a FROM t", "DISTINCT"),
         ("SELECT * FROM generate_series(1, 3)", "FROM items other than tables"),
     ],
 )

@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import psycopg2
 import pytest
 import sqlglot
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from conftest import SPARK_MODES, assert_view_matches, refresh_ok, stats_after, table_stats
+from shop import SCHEMA, SEED, random_dml_then_refresh, sequences
 from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration
-
-SCHEMA = """
-CREATE TABLE nation (id integer PRIMARY KEY, name text NOT NULL, region integer);
-CREATE TABLE customers (id integer PRIMARY KEY, name text, nation_id integer, segment text);
-CREATE TABLE orders (
-    id          integer PRIMARY KEY,
-    customer_id integer,
-    status      text,                -- NULL is a group of its own
-    amount      numeric(10,2),
-    priority    integer
-);
-CREATE INDEX ON orders (customer_id);
-CREATE INDEX ON orders (status);
-"""
 
 VIEWS = [
     {"name": "join2", "refresh": "fast",
@@ -55,14 +40,6 @@ VIEWS = [
               "max(o.priority) - min(o.priority) AS spread FROM orders o JOIN customers c ON c.id = o.customer_id "
               "GROUP BY 1"},
 ]
-SEED = """
-INSERT INTO nation VALUES (1, 'France', 1), (2, 'Japan', 2), (3, 'Peru', 1);
-INSERT INTO customers VALUES (1, 'Ada', 1, 'retail'), (2, 'Bo', 2, NULL), (3, 'Cy', 1, 'corp'), (4, 'Di', 3, 'retail');
-INSERT INTO orders VALUES (1, 1, 'open', 10.00, 1), (2, 1, 'open', 5.50, 2), (3, 2, NULL, 7.25, 3),
-                          (4, 3, 'shipped', NULL, 1), (5, 4, 'cancelled', 3.00, 5);
-"""
-
-
 def check_all(project):
     for view in VIEWS:
         assert_view_matches(project, view["name"])
@@ -181,43 +158,12 @@ def test_complete_refresh_rebuilds_the_key_map(shop, db):
     check_all(shop)
 
 
-# -- random DML across all three tables -------------------------------------------------------
-
-nation_ids = st.integers(1, 4)
-customer_ids = st.integers(1, 8)
-order_ids = st.integers(1, 15)
-statuses = st.sampled_from(["open", "shipped", "cancelled", None])
-amounts = st.none() | st.decimals(min_value=-50, max_value=500, places=2, allow_nan=False, allow_infinity=False)
-ops = st.one_of(
-    st.tuples(st.just("INSERT INTO orders VALUES (%s, %s, %s, %s, %s)"),
-              st.tuples(order_ids, st.none() | customer_ids, statuses, amounts, st.none() | st.integers(0, 9))),
-    st.tuples(st.just("UPDATE orders SET status = %s, amount = %s WHERE id = %s"), st.tuples(statuses, amounts, order_ids)),
-    st.tuples(st.just("UPDATE orders SET customer_id = %s WHERE id = %s"), st.tuples(customer_ids, order_ids)),
-    st.tuples(st.just("UPDATE orders SET id = %s WHERE id = %s"), st.tuples(order_ids, order_ids)),
-    st.tuples(st.just("DELETE FROM orders WHERE id = %s"), st.tuples(order_ids)),
-    st.tuples(st.just("DELETE FROM orders WHERE status IS NOT DISTINCT FROM %s"), st.tuples(statuses)),
-    st.tuples(st.just("INSERT INTO customers VALUES (%s, %s, %s, %s)"),
-              st.tuples(customer_ids, st.sampled_from(["Ann", "Ben", None]), st.none() | nation_ids,
-                        st.sampled_from(["retail", "corp", None]))),
-    st.tuples(st.just("UPDATE customers SET nation_id = %s, segment = %s WHERE id = %s"),
-              st.tuples(st.none() | nation_ids, st.sampled_from(["retail", "corp", None]), customer_ids)),
-    st.tuples(st.just("UPDATE customers SET id = %s WHERE id = %s"), st.tuples(customer_ids, customer_ids)),
-    st.tuples(st.just("DELETE FROM customers WHERE id = %s"), st.tuples(customer_ids)),
-    st.tuples(st.just("INSERT INTO nation VALUES (%s, %s, %s)"),
-              st.tuples(nation_ids, st.sampled_from(["Chile", "Oman"]), st.integers(1, 2))),
-    st.tuples(st.just("UPDATE nation SET region = %s, name = %s WHERE id = %s"),
-              st.tuples(st.integers(1, 2), st.sampled_from(["Chile", "Oman", "Peru"]), nation_ids)),
-    st.tuples(st.just("DELETE FROM nation WHERE id = %s"), st.tuples(nation_ids)),
-)
-sequences = st.lists(st.one_of(ops, st.lists(ops, min_size=2, max_size=4), st.just("refresh")), min_size=3, max_size=12)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("shop", ["local"], indirect=True)
 @settings(max_examples=4)
 @given(sequence=sequences)
 def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(shop, db, sequence):
-    random_dml_then_refresh(shop, db, sequence)
+    random_dml_then_refresh(shop, db, sequence, VIEWS)
 
 
 @pytest.mark.slow
@@ -225,31 +171,7 @@ def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(shop, db, se
 @settings(max_examples=2)  # the same refresh code on another session kind: fewer examples
 @given(sequence=sequences)
 def test_random_dml_on_all_tables_then_fast_refresh_over_connect(shop, db, sequence):
-    random_dml_then_refresh(shop, db, sequence)
-
-
-def random_dml_then_refresh(shop, db, sequence) -> None:
-    db.execute("DELETE FROM orders; DELETE FROM customers; DELETE FROM nation;" + SEED)
-    refresh_ok(shop)
-    conn = db.connect()
-    try:
-        with conn.cursor() as cur:
-            for step in [*sequence, "refresh"]:
-                if step == "refresh":
-                    conn.commit()
-                    assert {r.method for r in refresh_ok(shop).values()} == {"fast"}
-                    check_all(shop)
-                    continue
-                for statement, params in (step if isinstance(step, list) else [step]):  # a list: one transaction
-                    cur.execute("SAVEPOINT op")
-                    try:
-                        cur.execute(statement, params)
-                        cur.execute("RELEASE SAVEPOINT op")
-                    except psycopg2.errors.UniqueViolation:
-                        cur.execute("ROLLBACK TO SAVEPOINT op")
-                conn.commit()
-    finally:
-        conn.close()
+    random_dml_then_refresh(shop, db, sequence, VIEWS)
 
 
 def test_aggregate_refresh_reads_only_affected_groups(db, make_project):

@@ -30,3 +30,35 @@ def test_range_key_is_the_first_key_column_and_the_base_column_it_equals():
         "customer_id", "customer_id", True)
     assert shape("SELECT count(*) AS n FROM orders").range_key is None  # one row: nothing to split
     assert shape("SELECT amount + 1 AS a, count(*) AS n FROM orders GROUP BY amount + 1").range_key is None
+
+
+def outer(query: str):
+    return shape_view("v", analyze(query), {"c": CUSTOMERS, "o": LOG})
+
+
+def test_an_outer_join_is_keyed_from_its_root():
+    left = outer("SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON c.id = o.customer_id")
+    assert left.outer and [t.alias for t in left.tables] == ["o", "c"]
+    assert left.key_columns == ("id", "_mvlog_c_id")
+    right = outer("SELECT o.id, c.name FROM orders o RIGHT JOIN customers c ON c.id = o.customer_id")
+    assert right.outer and [t.alias for t in right.tables] == ["c", "o"]  # the RIGHT JOIN's table is the root
+    assert right.key_columns[0] == "_mvlog_c_id" and right.range_key.log == CUSTOMERS
+    inner = outer("SELECT o.id, c.name FROM orders o JOIN customers c ON c.id = o.customer_id")
+    assert not inner.outer
+
+
+def test_the_lineage_of_an_outer_join_keeps_its_partial_rows():
+    s = outer("SELECT o.id, c.name FROM orders o RIGHT JOIN customers c ON c.id = o.customer_id "
+              "WHERE c.segment = 'retail' AND o.status = 'open' AND (c.id > 1 OR o.id > 1)")
+    # From the root, LEFT; only conditions on the root itself (a NULL-extended row that the WHERE
+    # drops may appear when its partner goes).
+    assert s.core_sql == ("SELECT 1 FROM customers AS c LEFT JOIN orders AS o ON c.id = o.customer_id "
+                          "WHERE c.segment = 'retail'")
+    chain = shape_view("v", analyze("SELECT o.id FROM orders o LEFT JOIN customers c ON c.id = o.customer_id "
+                                    "JOIN customers d ON d.id = c.id"), {"c": CUSTOMERS, "o": LOG, "d": CUSTOMERS})
+    assert "LEFT JOIN customers AS d" in chain.core_sql  # an inner join after an outer one keeps its partial rows
+
+
+def test_distinct_is_grouped_by_its_outputs():
+    s = shape("SELECT DISTINCT status, amount * 2 AS double, status FROM orders")
+    assert s.view_class == "aggregate" and s.key_columns == ("status", "double")

@@ -42,3 +42,15 @@ def test_keyed_fast_sql_joins_on_plain_equality_so_postgresql_can_hash_it():
     assert len(null_safe) == 1
     restricted = null_safe[0].this.this  # the right side: the view restricted to NULL keys
     assert restricted.args["where"].find(sqlglot.exp.Is) is not None
+
+
+def test_an_outer_join_view_is_read_by_its_roots():
+    s = shape_view("v", analyze("SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON c.id = o.customer_id"),
+                   {"c": CUSTOMERS, "o": LOG})
+    read = sqlgen.fast_keyed_sql(s, T0)
+    tree = sqlglot.parse_one(read, read="postgres")
+    assert [cte.alias for cte in tree.find_all(sqlglot.exp.CTE)] == [sqlgen.ROOTS, sqlgen.AFFECTED]
+    # Hashed on the root's key, which is never NULL; null-safe only for the NULL-extended side.
+    assert '"v"."id" = "k"."_mvlog_key_0" AND "v"."_mvlog_c_id" IS NOT DISTINCT FROM "k"."_mvlog_key_1"' in read
+    (update,) = sqlgen.keymap_update_sql(s, T0)  # one statement: the roots are found before the map changes
+    assert update.startswith('WITH "_mvlog_roots" AS (') and "AS (DELETE FROM" in update and "INSERT INTO" in update

@@ -113,6 +113,34 @@ def _base_table_refs(tree: exp.Query) -> list[TableRef]:
     return list(refs.values())
 
 
+def join_side(join: exp.Join) -> str:
+    """INNER, LEFT, RIGHT, FULL or CROSS (a comma join is CROSS: its condition is in WHERE)."""
+    side, kind = (join.side or "").upper(), (join.kind or "").upper()
+    if side:
+        return side
+    if kind == "CROSS" or not (join.args.get("on") or join.args.get("using") or join.args.get("method")):
+        return "CROSS"
+    return "INNER"
+
+
+def _join_reasons(joins: list[exp.Join]) -> list[str]:
+    """Why a join chain cannot be refreshed fast: every row of an outer-join view must hold a
+    row of its first table (its *root*: LEFT joins after it, or one RIGHT join right after it)."""
+    reasons, outer = [], False
+    for i, join in enumerate(joins):
+        side = join_side(join)
+        if side == "FULL":
+            reasons.append("FULL OUTER JOIN is not incrementally maintainable: no table is present in every row")
+        elif side == "RIGHT" and i > 0:
+            reasons.append("a RIGHT JOIN after the first join is not incrementally maintainable: "
+                           "write the chain with LEFT JOINs")
+        elif side == "CROSS" and outer:
+            reasons.append("a comma or CROSS join after an outer join is not incrementally maintainable: "
+                           "write it as JOIN … ON")
+        outer = outer or side in ("LEFT", "RIGHT", "FULL")
+    return reasons
+
+
 def _function_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
@@ -141,12 +169,14 @@ def analyze(query: str) -> Analysis:
     ]
     if any(not isinstance(s, exp.Table) or not isinstance(s.this, exp.Identifier) for s in sources):
         reasons.append("FROM items other than tables (subqueries, functions, VALUES) are not incrementally maintainable")
-    for join in tree.args.get("joins") or []:
-        side, kind = (join.side or "").upper(), (join.kind or "").upper()
-        if side in ("LEFT", "RIGHT", "FULL") or kind == "OUTER":
-            reasons.append(f"{side or kind} OUTER JOIN is not incrementally maintainable")
-    if tree.args.get("distinct"):
-        reasons.append("SELECT DISTINCT is not incrementally maintainable")
+    reasons += _join_reasons(tree.args.get("joins") or [])
+    distinct = tree.args.get("distinct")
+    if distinct is not None and distinct.args.get("on") is not None:
+        reasons.append("SELECT DISTINCT ON is not incrementally maintainable (it keeps an arbitrary row per value)")
+    elif distinct is not None and tree.args.get("group"):
+        reasons.append("SELECT DISTINCT over GROUP BY is not incrementally maintainable")
+    elif distinct is not None and any(isinstance(s, exp.Star) or isinstance(s.this, exp.Star) for s in tree.selects):
+        reasons.append("SELECT DISTINCT * is not incrementally maintainable: name the columns")
     if tree.args.get("limit") or tree.args.get("offset") or tree.args.get("fetch"):
         reasons.append("LIMIT/OFFSET is not incrementally maintainable")
     if any(tree.find_all(exp.Window)):
@@ -159,7 +189,7 @@ def analyze(query: str) -> Analysis:
             reasons.append(f"the non-deterministic function {node.sql(DIALECT)} is not incrementally maintainable")
             break
 
-    aggregate = bool(tree.args.get("group")) or bool(tree.args.get("having")) or any(
+    aggregate = bool(distinct) or bool(tree.args.get("group")) or bool(tree.args.get("having")) or any(
         isinstance(node, exp.AggFunc) for e in tree.selects for node in e.find_all(exp.AggFunc)
     )
     joined = len(sources) > 1

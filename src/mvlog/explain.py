@@ -33,6 +33,23 @@ class Explanation:
         return data
 
 
+def affected_keys_how(shape: ViewShape) -> str:
+    """How a fast refresh of ``shape`` finds the view rows to recompute (explain and plan say it)."""
+    if shape.view_class is ViewClass.SIMPLE:
+        return "changed keys are joined back to the table through its primary key"
+    if shape.global_aggregate:
+        return "a global aggregate is recomputed whenever any of its tables changed"
+    what = "groups" if shape.view_class is ViewClass.AGGREGATE else "view rows"
+    if shape.outer:
+        root = shape.tables[0]
+        return (f"rows of {root.log.qualified_table} (the outer join's root, present in every row) whose joined rows "
+                f"hold a changed row, before or after the change, are found first; their {what}, before and after, "
+                f"are recomputed exactly (a partner that appears or goes replaces a NULL-extended row); " + KEY_MAP_NOTE)
+    if shape.view_class is ViewClass.AGGREGATE:
+        return "the groups of changed rows, before and after the change, are recomputed exactly; " + KEY_MAP_NOTE
+    return "view rows involving a changed row of any table are recomputed; " + KEY_MAP_NOTE
+
+
 def explain(view: str, refresh: str, analysis: Analysis, shape: ViewShape | None, missing_logs: list[str]) -> Explanation:
     """Capabilities of a view. ``shape`` is None when a base table has no log (``missing_logs``)."""
     tables = [t.display for t in analysis.tables]
@@ -49,10 +66,8 @@ def explain(view: str, refresh: str, analysis: Analysis, shape: ViewShape | None
         why, fast = "changed keys are joined back to the table through its primary key", True
     elif shape.global_aggregate:
         why, fast = "a global aggregate is recomputed whenever any of its tables changed", True
-    elif shape.view_class is ViewClass.AGGREGATE:
-        why, fast = "the groups of changed rows, before and after the change, are recomputed exactly; " + KEY_MAP_NOTE, True
     else:
-        why, fast = "view rows involving a changed row of any table are recomputed; " + KEY_MAP_NOTE, True
+        why, fast = affected_keys_how(shape), True
     add("REFRESH_FAST", fast, why)
     add("REFRESH_FAST_AFTER_INSERT", fast, why if not fast else "inserts are handled like any change")
     add("REFRESH_FAST_AFTER_ONETAB_DML", fast, why if not fast else "DML on one table is handled like any change")

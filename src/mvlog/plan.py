@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Sequence
 
 from mvlog.errors import RefreshRefused
+from mvlog.explain import affected_keys_how
 from mvlog.model import ColumnStats, LogInfo, RefreshMethod
 from mvlog.shape import ViewShape
 from mvlog.sqlgen import fast_keyed_sql, fast_simple_sql, range_predicates
@@ -85,6 +86,7 @@ class RefreshPlan:
         ]
         if self.method is RefreshMethod.FAST:
             lines.append(f"  window: snaptime$$ in {window}")
+            lines.append(f"  affected: {affected_keys_how(self.shape)}")
         elif self.partitions and self.shape.range_key:
             lines.append(f"  read: {len(self.partitions)} partitions by ranges of {self.shape.range_key.column}")
         return "\n".join(lines)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvlog.analysis import DIALECT, Analysis, ViewClass, identifier_name, projected_columns
+from mvlog.analysis import DIALECT, Analysis, ViewClass, identifier_name, join_side, projected_columns
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 
 
@@ -63,6 +63,9 @@ class ViewShape:
     keymap: str | None = None  # mvlog.<keymap>: base-row keys -> view key, kept at last_V
     global_aggregate: bool = False
     range_key: RangeKey | None = None
+    # Outer joins: tables[0] is the *root*, present in every row; core_sql is the lineage (see
+    # _lineage), and a change is traced to the roots whose rows it touches, then to view keys.
+    outer: bool = False
 
     @property
     def fast_possible(self) -> bool:
@@ -115,6 +118,9 @@ def _shape_simple(name, analysis, select, logs_by_alias, logs) -> ViewShape:
 
 def _group_expressions(select: exp.Select) -> list[exp.Expression]:
     group = select.args.get("group")
+    if group is None and select.args.get("distinct") is not None:  # DISTINCT: grouped by every output
+        outputs = [(p.this if isinstance(p, exp.Alias) else p).copy() for p in select.selects]
+        return [e for i, e in enumerate(outputs) if e not in outputs[:i]]
     if group is None:
         return []
     if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
@@ -144,8 +150,14 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
         text = analysis.query.strip().rstrip(";").strip()
         return ViewShape(name, ViewClass.OTHER, (str(exc),), logs, (), (), text)
 
+    joins = select.args.get("joins") or []
+    sides = [join_side(j) for j in joins]
+    outer = any(side in ("LEFT", "RIGHT") for side in sides)
+    refs = list(analysis.tables)
+    if sides and sides[0] == "RIGHT":  # a RIGHT JOIN b: b is the root
+        refs[0], refs[1] = refs[1], refs[0]
     tables = []
-    for i, ref in enumerate(analysis.tables):
+    for i, ref in enumerate(refs):
         log = logs_by_alias[ref.alias]
         tables.append(TableKey(ref.alias, log, tuple(f"{HIDDEN_PREFIX}r{i}_{j}" for j in range(len(log.key_columns)))))
 
@@ -177,18 +189,61 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
                     hidden.append(output)
                 key_columns.append(output)
 
-    core = exp.select(exp.Literal.number(1))
-    core.set("from_", select.args["from_"].copy())
-    if select.args.get("joins"):
-        core.set("joins", [j.copy() for j in select.args["joins"]])
-    if select.args.get("where"):
-        core.set("where", select.args["where"].copy())
+    if outer:
+        core = _lineage(select, sides)
+    else:
+        core = exp.select(exp.Literal.number(1))
+        core.set("from_", select.args["from_"].copy())
+        if joins:
+            core.set("joins", [j.copy() for j in joins])
+        if select.args.get("where"):
+            core.set("where", select.args["where"].copy())
     return ViewShape(
         name, analysis.view_class, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
         tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
         core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
-        range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups),
+        range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
     )
+
+
+def _alias(item: exp.Expression) -> str:
+    return identifier_name(item.args["alias"].this) if item.alias else identifier_name(item.this)
+
+
+def _lineage(select: exp.Select, sides: list[str]) -> exp.Select:
+    """``SELECT 1 FROM`` an outer-join view's FROM items as a chain from its root, every join
+    from the first outer one on made LEFT, and only the WHERE conditions on the tables before it.
+
+    Every view row of a root row is a function of that root row's lineage rows, and a base row
+    changes them only if it is in one of them, before or after the change: so the roots of the
+    lineage rows that hold a changed row are all the roots whose view rows may change. (Inner
+    joins after an outer one, or WHERE conditions on its NULL-extended side, would drop rows in
+    which a change shows: a partner that appears removes its NULL-extended row.)"""
+    items = [select.args["from_"].this.copy()]
+    joins = [j.copy() for j in select.args.get("joins") or []]
+    if sides[0] == "RIGHT":  # a RIGHT JOIN b ON c  ->  b LEFT JOIN a ON c
+        items[0], joins[0] = joins[0].this, joins[0].copy()
+        joins[0].set("this", select.args["from_"].this.copy())
+    first_outer = next(i for i, side in enumerate(sides) if side in ("LEFT", "RIGHT"))
+    for join in joins[first_outer:]:
+        join.set("side", "LEFT")
+        join.set("kind", None)
+    prefix = {_alias(items[0])} | {_alias(j.this) for j in joins[:first_outer]}
+    core = exp.select(exp.Literal.number(1)).from_(items[0])
+    core.set("joins", joins)
+    where = select.args.get("where")
+    if where is not None:
+        conjuncts = where.this.flatten() if isinstance(where.this, exp.And) else [where.this]
+        kept = [c.copy() for c in conjuncts if _on_tables(c, prefix)]
+        if kept:
+            core.where(exp.and_(*kept), copy=False)
+    return core
+
+
+def _on_tables(condition: exp.Expression, aliases: set[str]) -> bool:
+    """Whether every column of ``condition`` is qualified by one of ``aliases``."""
+    columns = list(condition.find_all(exp.Column))
+    return bool(columns) and all(c.args.get("table") and identifier_name(c.args["table"]) in aliases for c in columns)
 
 
 def _range_key(key_columns: list[str], tables: list[TableKey], groups: list[exp.Expression]) -> RangeKey | None:

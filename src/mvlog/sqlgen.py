@@ -21,6 +21,9 @@ from mvlog.shape import ViewShape, col, ident
 
 
 AFFECTED_ALIAS = HIDDEN_PREFIX + "affected"
+# CTE names of a fast read: prefixed, so that they cannot shadow a table the view's query reads.
+AFFECTED = HIDDEN_PREFIX + "affected_keys"
+ROOTS = HIDDEN_PREFIX + "roots"
 
 
 def _timestamptz(value: datetime) -> exp.Expression:
@@ -49,7 +52,7 @@ def _in(expressions: list[exp.Expression], query: exp.Query) -> exp.Expression:
     return exp.In(this=this, query=exp.Subquery(this=query))
 
 
-def changed_keys_sql(log: LogInfo, since: datetime | None) -> exp.Select:
+def changed_keys_sql(log: LogInfo, since: datetime | None, names: list[str] | tuple[str, ...] = ()) -> exp.Select:
     """DISTINCT primary keys logged after ``since``: many changes of one key collapse into one.
 
     Run at the refresh's snapshot, ``snaptime$$ > since`` is exactly the window (since, S]: the
@@ -60,7 +63,7 @@ def changed_keys_sql(log: LogInfo, since: datetime | None) -> exp.Select:
     if since is not None:
         condition = exp.and_(condition, exp.GT(this=col("snaptime$$"), expression=_timestamptz(since)))
     return (
-        exp.select(*[exp.alias_(col(k), ident(n)) for k, n in zip(log.key_columns, _key_names(len(log.key_columns)))])
+        exp.select(*[exp.alias_(col(k), ident(n)) for k, n in zip(log.key_columns, names or _key_names(len(log.key_columns)))])
         .distinct()
         .from_(exp.Table(this=ident(log.log_name), db=ident("mvlog")))
         .where(condition)
@@ -74,15 +77,16 @@ def changed_key_count_sql(log: LogInfo, since: datetime | None) -> str:
 
 
 def _left_join_keys(keys: exp.Query, current: exp.Query, key_columns: tuple[str, ...],
-                    null_safe: bool = False) -> exp.Select:
+                    null_safe_from: int | None = None) -> exp.Select:
     """SELECT k.*, v.* FROM keys k LEFT JOIN current v ON v.<key i> = k._mvlog_key_<i>.
 
-    ``null_safe`` compares with IS NOT DISTINCT FROM, which PostgreSQL can only join by a
-    nested loop (every key against every row): use it for few rows only."""
-    compare = exp.NullSafeEQ if null_safe else exp.EQ
+    Key columns from ``null_safe_from`` on compare with IS NOT DISTINCT FROM, which PostgreSQL
+    cannot hash: with none before them it joins by a nested loop (every key against every
+    row), so use it for few rows only; after an equality it only filters the equal pairs."""
     on = exp.and_(*[
-        compare(this=col(name, "v"), expression=col(key, "k"))
-        for name, key in zip(key_columns, _key_names(len(key_columns)))
+        (exp.NullSafeEQ if null_safe_from is not None and i >= null_safe_from else exp.EQ)(
+            this=col(name, "v"), expression=col(key, "k"))
+        for i, (name, key) in enumerate(zip(key_columns, _key_names(len(key_columns))))
     ])
     return (
         exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
@@ -141,9 +145,57 @@ def _union(branches: list[exp.Query]) -> exp.Query:
     return query
 
 
-def affected_keys_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
-    """View keys to recompute: produced by changed rows now, or by them at the last refresh."""
+def _root_exprs(shape: ViewShape) -> list[exp.Expression]:
+    root = shape.tables[0]
+    return [col(pk, root.alias) for pk in root.log.key_columns]
+
+
+def _roots() -> exp.Select:
+    return exp.select(exp.Star()).from_(ROOTS)
+
+
+def roots_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
+    """An outer-join view's roots whose lineage rows hold a changed base row, now (from the
+    base tables) or at the last refresh (from the key map); a changed root row is its own."""
+    root = shape.tables[0]
+    names = list(root.keymap_columns)
+    branches: list[exp.Query] = [changed_keys_sql(root.log, since, names)]
+    for table in shape.tables[1:]:
+        changed = changed_keys_sql(table.log, since)
+        core = _parse(shape.core_sql)
+        core.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(_root_exprs(shape), names)])
+        pks = [col(pk, table.alias) for pk in table.log.key_columns]
+        branches.append(core.where(_in(pks, changed), copy=False))
+        branches.append(exp.select(*[col(n) for n in names]).from_(keymap_table(shape))
+                        .where(_in([col(c) for c in table.keymap_columns], changed.copy())))
+    return _union(branches)
+
+
+def _outer_affected(shape: ViewShape) -> exp.Query:
+    """The view keys of the roots' lineage rows, now and at the last refresh (the CTE ROOTS)."""
     names = _key_names(len(shape.key_columns))
+    now = _parse(shape.core_sql)
+    now.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(_key_exprs(shape), names)])
+    now.where(_in(_root_exprs(shape), _roots()), copy=False)
+    before = (exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
+              .from_(keymap_table(shape))
+              .where(_in([col(c) for c in shape.tables[0].keymap_columns], _roots())))
+    return _union([now, before])
+
+
+def _with_affected(query: exp.Query, shape: ViewShape, since: datetime | None) -> exp.Query:
+    """``query`` with the CTE AFFECTED (and, for an outer-join view, ROOTS before it)."""
+    if shape.outer:
+        query = query.with_(ROOTS, as_=roots_sql(shape, since))
+    return query.with_(AFFECTED, as_=affected_keys_sql(shape, since))
+
+
+def affected_keys_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
+    """View keys to recompute: produced by changed rows now, or by them at the last refresh
+    (an outer-join view's refer to the CTE ROOTS: see :func:`_with_affected`)."""
+    names = _key_names(len(shape.key_columns))
+    if shape.outer:
+        return _outer_affected(shape)
     if shape.global_aggregate:
         changed = [exp.Exists(this=changed_keys_sql(log, since)) for log in shape.logs]
         return exp.select(exp.alias_(exp.true(), ident(names[0]))).where(exp.or_(*changed))
@@ -169,9 +221,16 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
     """
     names = _key_names(len(shape.key_columns))
     keys = _key_exprs(shape)
-    affected = exp.select(*[col(n) for n in names]).from_("affected")
+    affected = exp.select(*[col(n) for n in names]).from_(AFFECTED)
+    if shape.outer and shape.view_class is ViewClass.JOIN:
+        # The roots' rows, matched to their keys by the root's key (never NULL), then null-safely
+        # by the NULL-extended tables' keys among the few rows of one root.
+        current = _with_present(_parse(shape.select_sql)).where(_in(_root_exprs(shape), _roots()), copy=False)
+        query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, shape.key_columns,
+                                null_safe_from=len(shape.tables[0].keymap_columns))
+        return _with_affected(query, shape, since).sql(dialect=DIALECT)
     current = _with_present(_parse(shape.select_sql)).where(_in([k.copy() for k in keys], affected.copy()), copy=False)
-    query: exp.Query = _left_join_keys(exp.select(exp.Star()).from_("affected"), current, shape.key_columns)
+    query: exp.Query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, shape.key_columns)
     if null_keys:
         any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
         # The affected keys' alias must not shadow a table alias of the view's query (``a``
@@ -182,28 +241,26 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
         key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k in keys])
         nullish = _with_present(_parse(shape.select_sql)).where(
             exp.and_(key_has_null, exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
-                exp.Table(this=ident("affected"), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
+                exp.Table(this=ident(AFFECTED), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
             ).where(exp.and_(a_any_null, *matches)))),
             copy=False,
         )
-        with_nulls = exp.select(exp.Star()).from_("affected").where(any_null)
-        without_nulls = exp.select(exp.Star()).from_("affected").where(exp.not_(any_null.copy()))
+        with_nulls = exp.select(exp.Star()).from_(AFFECTED).where(any_null)
+        without_nulls = exp.select(exp.Star()).from_(AFFECTED).where(exp.not_(any_null.copy()))
         query = exp.union(
             _left_join_keys(without_nulls, current, shape.key_columns),
-            _left_join_keys(with_nulls, nullish, shape.key_columns, null_safe=True),
+            _left_join_keys(with_nulls, nullish, shape.key_columns, null_safe_from=0),
             distinct=False,
         )
-    return query.with_("affected", as_=affected_keys_sql(shape, since)).sql(dialect=DIALECT)
+    return _with_affected(query, shape, since).sql(dialect=DIALECT)
 
 
 def null_keys_check_sql(shape: ViewShape, since: datetime | None) -> str:
     """Whether an affected view key holds a NULL (then the null-safe branch is needed)."""
     names = _key_names(len(shape.key_columns))
     any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
-    inner = exp.select(exp.Literal.number(1)).from_(
-        exp.Subquery(this=affected_keys_sql(shape, since), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
-    ).where(any_null)
-    return exp.select(exp.Exists(this=inner)).sql(dialect=DIALECT)
+    inner = exp.select(exp.Literal.number(1)).from_(AFFECTED).where(any_null)
+    return _with_affected(exp.select(exp.Exists(this=inner)), shape, since).sql(dialect=DIALECT)
 
 
 # -- the key map ------------------------------------------------------------------------------
@@ -257,6 +314,19 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
     """Statements that bring the key map from the last refresh to the window's end: forget the
     rows of changed base keys, then add what those keys produce now."""
     table = keymap_table(shape)
+    if shape.outer:
+        # The roots' lineage rows are replaced: a partner that appears replaces the root's
+        # NULL-extended row, which holds no key of the partner. One statement, so the roots are
+        # found in the key map as it was (its sub-statements share one snapshot).
+        root_columns = [col(c) for c in shape.tables[0].keymap_columns]
+        forget = exp.CTE(this=exp.delete(table, where=_in(root_columns, _roots())),
+                         alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "forgotten")))
+        core = _parse(shape.core_sql)
+        core.set("expressions", _keymap_items(shape))
+        insert = exp.insert(core.where(_in(_root_exprs(shape), _roots()), copy=False), table)
+        roots = exp.CTE(this=roots_sql(shape, since), alias=exp.TableAlias(this=ident(ROOTS)))
+        insert.set("with_", exp.With(expressions=[roots, forget]))
+        return [insert.sql(dialect=DIALECT)]
     statements = []
     for t in shape.tables:
         condition = _in([col(c) for c in t.keymap_columns], changed_keys_sql(t.log, since))

@@ -1,0 +1,85 @@
+"""The shop: three tables (nation, customers, orders), their seed rows, and random DML over them
+for the correctness oracles of join-like views."""
+
+from __future__ import annotations
+
+import psycopg2
+from hypothesis import strategies as st
+
+from conftest import assert_view_matches, refresh_ok
+
+SCHEMA = """
+CREATE TABLE nation (id integer PRIMARY KEY, name text NOT NULL, region integer);
+CREATE TABLE customers (id integer PRIMARY KEY, name text, nation_id integer, segment text);
+CREATE TABLE orders (
+    id          integer PRIMARY KEY,
+    customer_id integer,
+    status      text,                -- NULL is a group of its own
+    amount      numeric(10,2),
+    priority    integer
+);
+CREATE INDEX ON orders (customer_id);
+CREATE INDEX ON orders (status);
+"""
+SEED = """
+INSERT INTO nation VALUES (1, 'France', 1), (2, 'Japan', 2), (3, 'Peru', 1);
+INSERT INTO customers VALUES (1, 'Ada', 1, 'retail'), (2, 'Bo', 2, NULL), (3, 'Cy', 1, 'corp'), (4, 'Di', 3, 'retail');
+INSERT INTO orders VALUES (1, 1, 'open', 10.00, 1), (2, 1, 'open', 5.50, 2), (3, 2, NULL, 7.25, 3),
+                          (4, 3, 'shipped', NULL, 1), (5, 4, 'cancelled', 3.00, 5);
+"""
+
+nation_ids = st.integers(1, 4)
+customer_ids = st.integers(1, 8)
+order_ids = st.integers(1, 15)
+statuses = st.sampled_from(["open", "shipped", "cancelled", None])
+amounts = st.none() | st.decimals(min_value=-50, max_value=500, places=2, allow_nan=False, allow_infinity=False)
+ops = st.one_of(
+    st.tuples(st.just("INSERT INTO orders VALUES (%s, %s, %s, %s, %s)"),
+              st.tuples(order_ids, st.none() | customer_ids, statuses, amounts, st.none() | st.integers(0, 9))),
+    st.tuples(st.just("UPDATE orders SET status = %s, amount = %s WHERE id = %s"), st.tuples(statuses, amounts, order_ids)),
+    st.tuples(st.just("UPDATE orders SET customer_id = %s WHERE id = %s"),  # NULLing and un-NULLing too
+              st.tuples(st.none() | customer_ids, order_ids)),
+    st.tuples(st.just("UPDATE orders SET id = %s WHERE id = %s"), st.tuples(order_ids, order_ids)),
+    st.tuples(st.just("DELETE FROM orders WHERE id = %s"), st.tuples(order_ids)),
+    st.tuples(st.just("DELETE FROM orders WHERE status IS NOT DISTINCT FROM %s"), st.tuples(statuses)),
+    st.tuples(st.just("INSERT INTO customers VALUES (%s, %s, %s, %s)"),
+              st.tuples(customer_ids, st.sampled_from(["Ann", "Ben", None]), st.none() | nation_ids,
+                        st.sampled_from(["retail", "corp", None]))),
+    st.tuples(st.just("UPDATE customers SET nation_id = %s, segment = %s WHERE id = %s"),
+              st.tuples(st.none() | nation_ids, st.sampled_from(["retail", "corp", None]), customer_ids)),
+    st.tuples(st.just("UPDATE customers SET id = %s WHERE id = %s"), st.tuples(customer_ids, customer_ids)),
+    st.tuples(st.just("DELETE FROM customers WHERE id = %s"), st.tuples(customer_ids)),
+    st.tuples(st.just("INSERT INTO nation VALUES (%s, %s, %s)"),
+              st.tuples(nation_ids, st.sampled_from(["Chile", "Oman"]), st.integers(1, 2))),
+    st.tuples(st.just("UPDATE nation SET region = %s, name = %s WHERE id = %s"),
+              st.tuples(st.integers(1, 2), st.sampled_from(["Chile", "Oman", "Peru"]), nation_ids)),
+    st.tuples(st.just("DELETE FROM nation WHERE id = %s"), st.tuples(nation_ids)),
+)
+sequences = st.lists(st.one_of(ops, st.lists(ops, min_size=2, max_size=4), st.just("refresh")), min_size=3, max_size=12)
+
+
+def random_dml_then_refresh(project, db, sequence, views: list[dict]) -> None:
+    """Run ``sequence`` (statements, transactions of them, "refresh"), refreshing fast where it
+    says so and at the end; after each refresh every view equals its query in PostgreSQL."""
+    db.execute("DELETE FROM orders; DELETE FROM customers; DELETE FROM nation;" + SEED)
+    refresh_ok(project)
+    conn = db.connect()
+    try:
+        with conn.cursor() as cur:
+            for step in [*sequence, "refresh"]:
+                if step == "refresh":
+                    conn.commit()
+                    assert {r.method for r in refresh_ok(project).values()} == {"fast"}
+                    for view in views:
+                        assert_view_matches(project, view["name"])
+                    continue
+                for statement, params in (step if isinstance(step, list) else [step]):  # a list: one transaction
+                    cur.execute("SAVEPOINT op")
+                    try:
+                        cur.execute(statement, params)
+                        cur.execute("RELEASE SAVEPOINT op")
+                    except psycopg2.errors.UniqueViolation:
+                        cur.execute("ROLLBACK TO SAVEPOINT op")
+                conn.commit()
+    finally:
+        conn.close()
