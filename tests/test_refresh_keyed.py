@@ -55,16 +55,13 @@ def shop(db, make_project, request):
     return project
 
 
-def test_every_view_is_fast_refreshable(shop):
+def test_fixed_scenario_join_and_aggregate(shop, db):
     status = {v["name"]: v for v in shop.status()["views"]}
     assert {v: (s["class"], s["fast_refresh"]) for v, s in status.items()} == {
         "join2": ("join", True), "join3": ("join", True), "selfjoin": ("join", True),
         "agg_status": ("aggregate", True), "agg_having": ("aggregate", True), "agg_global": ("aggregate", True),
         "agg_join": ("aggregate", True), "agg_expr": ("aggregate", True),
     }
-
-
-def test_fixed_scenario_join_and_aggregate(shop, db):
     db.execute("UPDATE nation SET name = 'République' WHERE id = 1")           # a dimension fans out
     db.execute("UPDATE orders SET status = NULL WHERE id = 1")                  # into the NULL group
     db.execute("UPDATE orders SET customer_id = 2 WHERE id = 2")                # moves between groups
@@ -151,6 +148,7 @@ def test_apply_has_postgresql_check_every_statement_of_a_fast_refresh(db, make_p
     assert status["fast_refresh"] is False and "operator does not exist" in status["why_not_fast"]
 
 
+@pytest.mark.parametrize("shop", ["local"], indirect=True)
 def test_complete_refresh_rebuilds_the_key_map(shop, db):
     refresh_ok(shop, complete=True)
     db.execute("UPDATE orders SET status = 'open' WHERE id = 3; DELETE FROM customers WHERE id = 1")

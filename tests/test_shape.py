@@ -62,3 +62,15 @@ def test_the_lineage_of_an_outer_join_keeps_its_partial_rows():
 def test_distinct_is_grouped_by_its_outputs():
     s = shape("SELECT DISTINCT status, amount * 2 AS double, status FROM orders")
     assert s.view_class == "aggregate" and s.key_columns == ("status", "double")
+
+
+def test_union_all_is_keyed_by_branch_and_row_text():
+    s = shape_view("v", analyze("SELECT id, amount FROM orders UNION ALL "
+                                "SELECT c.id, count(*) FROM customers c GROUP BY c.id"),
+                   {"orders": LOG, "customers": CUSTOMERS})
+    assert s.view_class == "union" and s.key_columns == ("_mvlog_branch", "_mvlog_row_key")
+    assert [b.view_class for b in s.branches] == ["simple", "aggregate"]
+    assert s.branches[1].keymap.endswith("_b2")  # each keyed branch has a key map of its own
+    assert 'CAST(ROW(c.id) AS TEXT) AS "_mvlog_row_key"' in s.select_sql
+    other = shape_view("v", analyze("SELECT id FROM orders UNION ALL SELECT id FROM orders LIMIT 1"), {"orders": LOG})
+    assert other.view_class == "other" and "LIMIT" in other.fast_reasons[0]

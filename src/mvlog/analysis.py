@@ -33,6 +33,7 @@ class ViewClass(str, Enum):
     SIMPLE = "simple"
     JOIN = "join"
     AGGREGATE = "aggregate"
+    UNION = "union"  # UNION ALL of branches of the other classes
     OTHER = "other"
 
 
@@ -58,6 +59,7 @@ class Analysis:
     view_class: ViewClass
     tables: list[TableRef]
     reasons: list[str] = field(default_factory=list)
+    branches: list["Analysis"] = field(default_factory=list)  # UNION ALL: each branch's analysis
 
     @property
     def fast_possible(self) -> bool:
@@ -152,11 +154,48 @@ def analyze(query: str) -> Analysis:
     tree = parse(query)
     if not isinstance(tree, exp.Query):
         raise ConfigError("the query must be a SELECT statement")
-    reasons: list[str] = []
     if isinstance(tree, exp.SetOperation):
-        name = type(tree).__name__.upper()
-        return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree),
-                        [f"set operations ({name}) are not incrementally maintainable"])
+        return _analyze_set_operation(query, tree)
+    return _analyze_select(query, tree)
+
+
+def _union_all_branches(tree: exp.Expression) -> list[exp.Expression] | None:
+    """The branches of a chain of UNION ALLs (None if it is another set operation)."""
+    if isinstance(tree, exp.Subquery):
+        return _union_all_branches(tree.this)
+    if not isinstance(tree, exp.SetOperation):
+        return [tree]
+    if not isinstance(tree, exp.Union) or tree.args.get("distinct") or tree.args.get("with_"):
+        return None
+    left, right = _union_all_branches(tree.this), _union_all_branches(tree.expression)
+    return None if left is None or right is None else left + right
+
+
+def _analyze_set_operation(query: str, tree: exp.SetOperation) -> Analysis:
+    """UNION ALL: each branch is a view of its own (a hidden branch number joins the view key)."""
+    tables = _base_table_refs(tree)
+    branches = _union_all_branches(tree)
+    if branches is None:
+        name = "UNION" if isinstance(tree, exp.Union) else type(tree).__name__.upper()
+        return Analysis(query, tree, ViewClass.OTHER, tables,
+                        [f"set operations ({name}) other than UNION ALL are not incrementally maintainable"])
+    reasons = []
+    if tree.args.get("limit") or tree.args.get("offset"):
+        reasons.append("LIMIT/OFFSET is not incrementally maintainable")
+    analyses = []
+    for i, branch in enumerate(branches, 1):
+        if not isinstance(branch, exp.Select):
+            reasons.append(f"UNION ALL branch {i} is not a SELECT")
+            continue
+        analysis = _analyze_select(branch.sql(dialect=DIALECT), branch.copy())
+        reasons += [f"UNION ALL branch {i}: {reason}" for reason in analysis.reasons]
+        analyses.append(analysis)
+    return Analysis(query, tree, ViewClass.OTHER if reasons else ViewClass.UNION, tables, reasons,
+                    [] if reasons else analyses)
+
+
+def _analyze_select(query: str, tree: exp.Select) -> Analysis:
+    reasons: list[str] = []
     assert isinstance(tree, exp.Select)
     tables = _table_refs(tree)
 

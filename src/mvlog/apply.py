@@ -23,7 +23,7 @@ from mvlog.logs import Logs
 from mvlog.model import HIDDEN_PREFIX, LogInfo, RefreshMethod, TableInfo, log_name_for
 from mvlog import plan as planner
 from mvlog.shape import ViewShape, downgrade, shape_view
-from mvlog import sqlgen
+from mvlog import sqlgen, union
 from mvlog.source import Cursor, Source
 
 
@@ -115,11 +115,14 @@ class Registrar:
         if shape.fast_possible:  # check the SQL mvlog generates for it; a view it cannot key is complete-only
             try:
                 written = tuple(d[0] for d in self.source.describe_query(cur, shape.select_sql))
-                if shape.keyed:
-                    self.source.describe_query(cur, sqlgen.keymap_probe_sql(shape))
+                keyed = union.keyed_branches(shape)
+                for keymapped in keyed:
+                    self.source.describe_query(cur, sqlgen.keymap_probe_sql(keymapped))
                 if check_refresh_sql:
-                    stand_in = sqlgen.keymap_stand_in_sql(shape) if shape.keymap and not shape.global_aggregate else []
-                    self.source.check_statements(cur, sqlgen.fast_refresh_statements(shape, CHECK_SINCE), stand_in)
+                    stand_in = [statement for k in keyed for statement in sqlgen.keymap_stand_in_sql(k)]
+                    statements = (union.fast_refresh_statements(shape, CHECK_SINCE) if shape.branches
+                                  else sqlgen.fast_refresh_statements(shape, CHECK_SINCE))
+                    self.source.check_statements(cur, statements, stand_in)
             except ConfigError as exc:
                 shape = downgrade(shape, view.query, f"mvlog cannot key this view for fast refresh: {exc}")
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:

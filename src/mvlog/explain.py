@@ -35,6 +35,9 @@ class Explanation:
 
 def affected_keys_how(shape: ViewShape) -> str:
     """How a fast refresh of ``shape`` finds the view rows to recompute (explain and plan say it)."""
+    if shape.branches:
+        return "; ".join(f"UNION ALL branch {i} ({b.view_class.value}): {affected_keys_how(b)}"
+                         for i, b in enumerate(shape.branches, 1))
     if shape.view_class is ViewClass.SIMPLE:
         return "changed keys are joined back to the table through its primary key"
     if shape.global_aggregate:

@@ -15,11 +15,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
+from sqlglot import exp
+
+from mvlog.analysis import DIALECT
 from mvlog.errors import RefreshRefused
 from mvlog.explain import affected_keys_how
 from mvlog.model import ColumnStats, LogInfo, RefreshMethod
-from mvlog.shape import ViewShape
-from mvlog.sqlgen import fast_keyed_sql, fast_simple_sql, range_predicates
+from mvlog.shape import ViewShape, col
+from mvlog.sqlgen import fast_keyed_sql, fast_simple_sql
+from mvlog.union import fast_union_sql
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
 MAX_PARTITIONS = 64
@@ -54,15 +58,18 @@ class RefreshPlan:
     shape: ViewShape
     partitions: tuple[str, ...] = ()  # complete refresh: one JDBC read per WHERE clause (empty: one read)
 
-    def read_sql(self, null_keys: bool = False) -> str:
+    def read_sql(self, null_keys: tuple[bool, ...] = ()) -> str:
         """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
 
-        ``null_keys``: some affected aggregate key holds a NULL (see sqlgen.fast_keyed_sql).
+        ``null_keys``: per aggregate (the view, or each UNION ALL branch), whether some affected
+        key holds a NULL (see sqlgen.fast_keyed_sql).
         """
         if self.method is RefreshMethod.COMPLETE:
             return self.shape.select_sql
+        if self.shape.branches:
+            return fast_union_sql(self.shape, self.since, null_keys)
         if self.shape.keyed:
-            return fast_keyed_sql(self.shape, self.since, null_keys)
+            return fast_keyed_sql(self.shape, self.since, any(null_keys))
         return fast_simple_sql(self.shape, self.since)
 
     def to_json(self) -> dict:
@@ -198,3 +205,24 @@ def cheaper_complete(windows: list[WindowSize]) -> str | None:
             return (f"{window.changed_keys} changed keys are {min(share, 1):.0%} of {window.table}: "
                     f"a complete refresh is cheaper")
     return None
+
+
+def range_predicates(column: str, splits: list[str]) -> list[str]:
+    """WHERE clauses cutting a view's rows into ``len(splits) + 1`` disjoint ranges of ``column``
+    that together hold every row (NULLs in the first). ``splits`` are ascending values in
+    PostgreSQL's text form; as untyped literals they take the column's type."""
+    if not splits:
+        return []
+    column_ref = col(column)
+
+    def value(text: str) -> exp.Literal:
+        return exp.Literal.string(text)
+
+    predicates: list[exp.Expression] = [
+        exp.or_(exp.LT(this=column_ref.copy(), expression=value(splits[0])), exp.Is(this=column_ref.copy(), expression=exp.Null()))
+    ]
+    for low, high in zip(splits, splits[1:]):
+        predicates.append(exp.and_(exp.GTE(this=column_ref.copy(), expression=value(low)),
+                                   exp.LT(this=column_ref.copy(), expression=value(high))))
+    predicates.append(exp.GTE(this=column_ref.copy(), expression=value(splits[-1])))
+    return [p.sql(dialect=DIALECT) for p in predicates]

@@ -20,7 +20,6 @@ from datetime import datetime
 from typing import Any, Callable, ContextManager, Iterator
 
 from mvlog import plan as planner
-from mvlog.analysis import ViewClass
 from mvlog.apply import Registrar, definition_hash
 from mvlog.catalog import Catalog, ViewState
 from mvlog.config import Config, ViewConfig
@@ -30,7 +29,7 @@ from mvlog.logs import Logs, StampedSnapshot
 from mvlog.model import RefreshMethod
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.progress import Reporter
-from mvlog import sqlgen
+from mvlog import sqlgen, union
 from mvlog.source import Source
 from mvlog.jdbc import JdbcSource
 from mvlog.warehouse import Warehouse, WriteCounts
@@ -296,10 +295,8 @@ class Refresher:
             if not any(stamped.window_has_rows(log, plan.since) for log in plan.logs):
                 return WriteCounts()
             self.progress(f"{plan.view}: fast refresh")
-            shape = plan.shape
-            null_keys = False
-            if shape.keyed and shape.view_class is ViewClass.AGGREGATE and not shape.global_aggregate:
-                null_keys = bool(stamped.query(sqlgen.null_keys_check_sql(shape, plan.since))[0][0])
+            null_keys = tuple(bool(check and stamped.query(check)[0][0])
+                              for check in union.null_keys_checks(plan.shape, plan.since))
             with phases("read"):
                 df = self.warehouse.read(self.jdbc, plan.read_sql(null_keys), stamped.snapshot)
                 staged = self.warehouse.stage(df)
@@ -321,21 +318,23 @@ class Refresher:
         shape = plan.shape
         complete = plan.method is RefreshMethod.COMPLETE
         with self.source.snapshot_transaction(stamped.snapshot) as cur:
-            if shape.keyed and not shape.global_aggregate:
+            keyed = union.keyed_branches(shape)
+            if complete and not keyed:
+                self.catalog.drop_keymap(cur, view.name)
+            for keymapped in keyed:
                 if complete:
                     # Refill the existing key map only if its columns still fit (a changed primary key
                     # changes them): a refresh role may refill a table it does not own.
-                    current = self.source.relation_columns(cur, sqlgen.keymap_table(shape).sql(dialect="postgres"))
-                    if current is not None and current != sqlgen.keymap_all_columns(shape):
-                        self.catalog.drop_keymap(cur, view.name)
+                    table = sqlgen.keymap_table(keymapped).sql(dialect="postgres")
+                    current = self.source.relation_columns(cur, table)
+                    if current is not None and current != sqlgen.keymap_all_columns(keymapped):
+                        cur.execute(sqlgen.drop_keymap_sql(keymapped.keymap or ""))
                         current = None
-                    statements = sqlgen.keymap_rebuild_sql(shape, exists=current is not None)
+                    statements = sqlgen.keymap_rebuild_sql(keymapped, exists=current is not None)
                 else:
-                    statements = sqlgen.keymap_update_sql(shape, plan.since)
+                    statements = sqlgen.keymap_update_sql(keymapped, plan.since)
                 for statement in statements:
                     cur.execute(statement)
-            elif complete:
-                self.catalog.drop_keymap(cur, view.name)
             # A complete refresh wrote the query's columns as they are now: remember them.
             signature = json.dumps(self.source.describe_query(cur, view.query)) if complete else None
             self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature)

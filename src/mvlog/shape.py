@@ -8,6 +8,7 @@ expressions over the FROM items compute the view key of a base-row combination.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 
@@ -66,6 +67,10 @@ class ViewShape:
     # Outer joins: tables[0] is the *root*, present in every row; core_sql is the lineage (see
     # _lineage), and a change is traced to the roots whose rows it touches, then to view keys.
     outer: bool = False
+    # UNION ALL: each branch's shape (its key map named after the branch) and its SELECT with the
+    # view's two hidden key columns (BRANCH_COLUMN, ROW_KEY_COLUMN) instead of its own.
+    branches: tuple["ViewShape", ...] = ()
+    branch_selects: tuple[str, ...] = ()
 
     @property
     def fast_possible(self) -> bool:
@@ -77,9 +82,14 @@ class ViewShape:
         return self.view_class in (ViewClass.JOIN, ViewClass.AGGREGATE) and self.fast_possible
 
 
-def keymap_name(view: str) -> str:
+BRANCH_COLUMN = HIDDEN_PREFIX + "branch"  # a UNION ALL view's branch number, 1-based
+ROW_KEY_COLUMN = HIDDEN_PREFIX + "row_key"  # the branch's view key as row text: never NULL, one column
+
+
+def keymap_name(view: str, branch: int | None = None) -> str:
+    """The key map of a view (of one branch of a UNION ALL view: ``<map>_b<branch>``)."""
     digest = hashlib.sha256(view.encode()).hexdigest()[:8]
-    return f"keys$_{view[:40].lower()}_{digest}"
+    return f"keys$_{view[:40].lower()}_{digest}" + (f"_b{branch}" if branch is not None else "")
 
 
 def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]) -> ViewShape:
@@ -89,6 +99,8 @@ def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo])
     if analysis.view_class is ViewClass.OTHER or reasons:
         text = analysis.query.strip().rstrip(";").strip()
         return ViewShape(name, analysis.view_class, reasons, logs, (), (), text)
+    if analysis.view_class is ViewClass.UNION:
+        return _shape_union(name, analysis, logs_by_alias, logs)
     select = analysis.tree.copy()
     assert isinstance(select, exp.Select)
     if analysis.view_class is ViewClass.SIMPLE:
@@ -113,7 +125,31 @@ def _shape_simple(name, analysis, select, logs_by_alias, logs) -> ViewShape:
             key_columns.append(HIDDEN_PREFIX + pk)
             hidden.append(HIDDEN_PREFIX + pk)
     return ViewShape(name, ViewClass.SIMPLE, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
+                     key_exprs=tuple(col(pk, ref.alias).sql(dialect=DIALECT) for pk in log.key_columns),
                      range_key=RangeKey(key_columns[0], log, log.key_columns[0]))
+
+
+def _shape_union(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
+    """UNION ALL: every branch keyed on its own; the view key is (branch number, the branch's key
+    as row text). ``logs_by_alias`` holds every table by its name as written (``TableRef.display``)."""
+    branches, selects = [], []
+    for i, branch in enumerate(analysis.branches, 1):
+        shape = shape_view(name, branch, {ref.alias: logs_by_alias[ref.display] for ref in branch.tables})
+        if not shape.fast_possible:
+            return downgrade(shape, analysis.query, f"UNION ALL branch {i}: {'; '.join(shape.fast_reasons)}")
+        shape = dataclasses.replace(shape, keymap=keymap_name(name, i) if shape.keymap else None)
+        select = branch.tree.copy()
+        key = exp.Anonymous(this="ROW", expressions=[exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs])
+        _add_hidden(select, exp.Literal.number(i), BRANCH_COLUMN)
+        _add_hidden(select, exp.cast(key, exp.DataType.build("text")), ROW_KEY_COLUMN)
+        branches.append(shape)
+        selects.append(select)
+    union = selects[0]
+    for select in selects[1:]:
+        union = exp.union(union, select, distinct=False)
+    return ViewShape(name, ViewClass.UNION, (), logs, (BRANCH_COLUMN, ROW_KEY_COLUMN), (BRANCH_COLUMN, ROW_KEY_COLUMN),
+                     union.sql(dialect=DIALECT), branches=tuple(branches),
+                     branch_selects=tuple(s.sql(dialect=DIALECT) for s in selects))
 
 
 def _group_expressions(select: exp.Select) -> list[exp.Expression]:

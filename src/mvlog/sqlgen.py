@@ -190,6 +190,42 @@ def _with_affected(query: exp.Query, shape: ViewShape, since: datetime | None) -
     return query.with_(AFFECTED, as_=affected_keys_sql(shape, since))
 
 
+def with_affected(query: exp.Query, shape: ViewShape, since: datetime | None) -> exp.Query:
+    """``query`` with the CTE AFFECTED (``_mvlog_key_<i>``: the view keys to recompute), and ROOTS
+    before it for an outer-join view; a simple view's affected keys are its changed keys."""
+    if shape.view_class is ViewClass.SIMPLE:
+        return query.with_(AFFECTED, as_=changed_keys_sql(shape.logs[0], since))
+    return _with_affected(query, shape, since)
+
+
+def restricted_rows(shape: ViewShape, select_sql: str, null_keys: bool) -> list[exp.Select]:
+    """``select_sql`` (the view's query with hidden columns) restricted to the rows of the keys in
+    AFFECTED, with PRESENT: one query that PostgreSQL drives through indexes, and with
+    ``null_keys`` (an affected key holds a NULL) a second that matches those keys null-safely."""
+    names = _key_names(len(shape.key_columns))
+    keys = _key_exprs(shape)
+    current = _with_present(_parse(select_sql))
+    if shape.outer and shape.view_class is ViewClass.JOIN:
+        return [current.where(_in(_root_exprs(shape), _roots()), copy=False)]
+    affected = exp.select(*[col(n) for n in names]).from_(AFFECTED)
+    parts = [current.where(_in([k.copy() for k in keys], affected), copy=False)]
+    if null_keys and shape.view_class is ViewClass.AGGREGATE and not shape.global_aggregate:
+        parts.append(_with_present(_parse(select_sql)).where(_null_safe_match(keys, names), copy=False))
+    return parts
+
+
+def _null_safe_match(keys: list[exp.Expression], names: list[str]) -> exp.Expression:
+    """A row whose key holds a NULL and equals an affected key null-safely. Only such rows can
+    match (an index on a key column finds them); the affected keys' alias must not shadow a
+    table alias of the view's query (``a`` once did: ``a.branch`` then named the affected keys)."""
+    a_any_null = exp.or_(*[exp.Is(this=col(n, AFFECTED_ALIAS), expression=exp.Null()) for n in names])
+    matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, AFFECTED_ALIAS)) for k, n in zip(keys, names)]
+    key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k in keys])
+    return exp.and_(key_has_null, exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
+        exp.Table(this=ident(AFFECTED), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
+    ).where(exp.and_(a_any_null, *matches))))
+
+
 def affected_keys_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
     """View keys to recompute: produced by changed rows now, or by them at the last refresh
     (an outer-join view's refer to the CTE ROOTS: see :func:`_with_affected`)."""
@@ -233,18 +269,7 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
     query: exp.Query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, shape.key_columns)
     if null_keys:
         any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
-        # The affected keys' alias must not shadow a table alias of the view's query (``a``
-        # once did: ``a.branch`` then named the affected keys).
-        a_any_null = exp.or_(*[exp.Is(this=col(n, AFFECTED_ALIAS), expression=exp.Null()) for n in names])
-        matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, AFFECTED_ALIAS)) for k, n in zip(keys, names)]
-        # Only rows with a NULL in their key can match; an index on a key column finds them.
-        key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k in keys])
-        nullish = _with_present(_parse(shape.select_sql)).where(
-            exp.and_(key_has_null, exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
-                exp.Table(this=ident(AFFECTED), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
-            ).where(exp.and_(a_any_null, *matches)))),
-            copy=False,
-        )
+        nullish = _with_present(_parse(shape.select_sql)).where(_null_safe_match(keys, names), copy=False)
         with_nulls = exp.select(exp.Star()).from_(AFFECTED).where(any_null)
         without_nulls = exp.select(exp.Star()).from_(AFFECTED).where(exp.not_(any_null.copy()))
         query = exp.union(
@@ -362,24 +387,3 @@ def keymap_stand_in_sql(shape: ViewShape) -> list[str]:
 
 def drop_keymap_sql(name: str) -> str:
     return f"DROP TABLE IF EXISTS {exp.Table(this=ident(name), db=ident('mvlog')).sql(dialect=DIALECT)}"
-
-
-def range_predicates(column: str, splits: list[str]) -> list[str]:
-    """WHERE clauses cutting a view's rows into ``len(splits) + 1`` disjoint ranges of ``column``
-    that together hold every row (NULLs in the first). ``splits`` are ascending values in
-    PostgreSQL's text form; as untyped literals they take the column's type."""
-    if not splits:
-        return []
-    column_ref = col(column)
-
-    def value(text: str) -> exp.Literal:
-        return exp.Literal.string(text)
-
-    predicates: list[exp.Expression] = [
-        exp.or_(exp.LT(this=column_ref.copy(), expression=value(splits[0])), exp.Is(this=column_ref.copy(), expression=exp.Null()))
-    ]
-    for low, high in zip(splits, splits[1:]):
-        predicates.append(exp.and_(exp.GTE(this=column_ref.copy(), expression=value(low)),
-                                   exp.LT(this=column_ref.copy(), expression=value(high))))
-    predicates.append(exp.GTE(this=column_ref.copy(), expression=value(splits[-1])))
-    return [p.sql(dialect=DIALECT) for p in predicates]

@@ -1,0 +1,68 @@
+"""SQL of UNION ALL views: every branch is refreshed as a view of its own.
+
+A UNION ALL view's key is (branch number, the branch's view key as row text): one text
+column that is never NULL, so its rows and keys join on plain, hashable equality whatever
+the branch's key is (a primary key, join keys with NULL-extended sides, NULL groups).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlglot import exp
+
+from mvlog.analysis import DIALECT, ViewClass
+from mvlog.model import CHANGED_KEY_PREFIX
+from mvlog.shape import ROW_KEY_COLUMN, ViewShape, col, ident
+from mvlog import sqlgen
+
+
+def _aggregate(branch: ViewShape) -> bool:
+    return branch.view_class is ViewClass.AGGREGATE and not branch.global_aggregate
+
+
+def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
+    """Per branch: its affected keys as (branch, row text) LEFT JOIN its restricted rows; the
+    branches' reads, each with its own CTEs, under UNION ALL. ``null_keys[i]``: an affected key
+    of branch i+1 holds a NULL (see :func:`null_keys_checks`)."""
+    parts = []
+    for i, (branch, select) in enumerate(zip(shape.branches, shape.branch_selects), 1):
+        names = [f"{CHANGED_KEY_PREFIX}{j}" for j in range(len(branch.key_columns))]
+        row_key = exp.cast(exp.Anonymous(this="ROW", expressions=[col(n) for n in names]), exp.DataType.build("text"))
+        keys = exp.select(exp.alias_(exp.Literal.number(i), ident(f"{CHANGED_KEY_PREFIX}0")),
+                          exp.alias_(row_key, ident(f"{CHANGED_KEY_PREFIX}1"))).from_(sqlgen.AFFECTED)
+        rows = sqlgen.restricted_rows(branch, select, len(null_keys) >= i and null_keys[i - 1])
+        current: exp.Query = rows[0]
+        for more in rows[1:]:
+            current = exp.union(current, more, distinct=False)
+        on = exp.EQ(this=col(ROW_KEY_COLUMN, "v"), expression=col(f"{CHANGED_KEY_PREFIX}1", "k"))
+        read = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
+                .from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident("k"))))
+                .join(exp.Subquery(this=current, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left"))
+        read = sqlgen.with_affected(read, branch, since)
+        parts.append(exp.select(exp.Star()).from_(exp.Subquery(this=read, alias=exp.TableAlias(this=ident(f"b{i}")))))
+    query = parts[0]
+    for part in parts[1:]:
+        query = exp.union(query, part, distinct=False)
+    return query.sql(dialect=DIALECT)
+
+
+def null_keys_checks(shape: ViewShape, since: datetime | None) -> list[str | None]:
+    """Per aggregate (the view itself, or each UNION ALL branch), the query telling whether an
+    affected key holds a NULL (None: its keys cannot)."""
+    return [sqlgen.null_keys_check_sql(b, since) if _aggregate(b) and b.keyed else None
+            for b in shape.branches or (shape,)]
+
+
+def keyed_branches(shape: ViewShape) -> list[ViewShape]:
+    """The shapes whose key map a refresh keeps: the view's own, or its branches'."""
+    shapes = shape.branches or (shape,)
+    return [s for s in shapes if s.keyed and s.keymap is not None and not s.global_aggregate]
+
+
+def fast_refresh_statements(shape: ViewShape, since: datetime) -> list[str]:
+    """Every statement a fast refresh of a UNION ALL view sends (see sqlgen.fast_refresh_statements)."""
+    statements = [fast_union_sql(shape, since, tuple(True for _ in shape.branches))]
+    for branch in keyed_branches(shape):
+        statements += sqlgen.keymap_update_sql(branch, since)
+    return statements + [check for check in null_keys_checks(shape, since) if check]
