@@ -183,19 +183,14 @@ def _outer_affected(shape: ViewShape) -> exp.Query:
     return _union([now, before])
 
 
-def _with_affected(query: exp.Query, shape: ViewShape, since: datetime | None) -> exp.Query:
-    """``query`` with the CTE AFFECTED (and, for an outer-join view, ROOTS before it)."""
-    if shape.outer:
-        query = query.with_(ROOTS, as_=roots_sql(shape, since))
-    return query.with_(AFFECTED, as_=affected_keys_sql(shape, since))
-
-
 def with_affected(query: exp.Query, shape: ViewShape, since: datetime | None) -> exp.Query:
     """``query`` with the CTE AFFECTED (``_mvlog_key_<i>``: the view keys to recompute), and ROOTS
     before it for an outer-join view; a simple view's affected keys are its changed keys."""
     if shape.view_class is ViewClass.SIMPLE:
         return query.with_(AFFECTED, as_=changed_keys_sql(shape.logs[0], since))
-    return _with_affected(query, shape, since)
+    if shape.outer:
+        query = query.with_(ROOTS, as_=roots_sql(shape, since))
+    return query.with_(AFFECTED, as_=affected_keys_sql(shape, since))
 
 
 def restricted_rows(shape: ViewShape, select_sql: str, null_keys: bool) -> list[exp.Select]:
@@ -228,7 +223,7 @@ def _null_safe_match(keys: list[exp.Expression], names: list[str]) -> exp.Expres
 
 def affected_keys_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
     """View keys to recompute: produced by changed rows now, or by them at the last refresh
-    (an outer-join view's refer to the CTE ROOTS: see :func:`_with_affected`)."""
+    (an outer-join view's refer to the CTE ROOTS: see :func:`with_affected`)."""
     names = _key_names(len(shape.key_columns))
     if shape.outer:
         return _outer_affected(shape)
@@ -256,28 +251,24 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
     over the few keys and rows with a NULL in the key only).
     """
     names = _key_names(len(shape.key_columns))
-    keys = _key_exprs(shape)
-    affected = exp.select(*[col(n) for n in names]).from_(AFFECTED)
+    current, *nullish = restricted_rows(shape, shape.select_sql, null_keys)
     if shape.outer and shape.view_class is ViewClass.JOIN:
         # The roots' rows, matched to their keys by the root's key (never NULL), then null-safely
         # by the NULL-extended tables' keys among the few rows of one root.
-        current = _with_present(_parse(shape.select_sql)).where(_in(_root_exprs(shape), _roots()), copy=False)
         query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, shape.key_columns,
                                 null_safe_from=len(shape.tables[0].keymap_columns))
-        return _with_affected(query, shape, since).sql(dialect=DIALECT)
-    current = _with_present(_parse(shape.select_sql)).where(_in([k.copy() for k in keys], affected.copy()), copy=False)
+        return with_affected(query, shape, since).sql(dialect=DIALECT)
     query: exp.Query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, shape.key_columns)
-    if null_keys:
+    if nullish:
         any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
-        nullish = _with_present(_parse(shape.select_sql)).where(_null_safe_match(keys, names), copy=False)
         with_nulls = exp.select(exp.Star()).from_(AFFECTED).where(any_null)
         without_nulls = exp.select(exp.Star()).from_(AFFECTED).where(exp.not_(any_null.copy()))
         query = exp.union(
             _left_join_keys(without_nulls, current, shape.key_columns),
-            _left_join_keys(with_nulls, nullish, shape.key_columns, null_safe_from=0),
+            _left_join_keys(with_nulls, nullish[0], shape.key_columns, null_safe_from=0),
             distinct=False,
         )
-    return _with_affected(query, shape, since).sql(dialect=DIALECT)
+    return with_affected(query, shape, since).sql(dialect=DIALECT)
 
 
 def null_keys_check_sql(shape: ViewShape, since: datetime | None) -> str:
@@ -285,7 +276,7 @@ def null_keys_check_sql(shape: ViewShape, since: datetime | None) -> str:
     names = _key_names(len(shape.key_columns))
     any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
     inner = exp.select(exp.Literal.number(1)).from_(AFFECTED).where(any_null)
-    return _with_affected(exp.select(exp.Exists(this=inner)), shape, since).sql(dialect=DIALECT)
+    return with_affected(exp.select(exp.Exists(this=inner)), shape, since).sql(dialect=DIALECT)
 
 
 # -- the key map ------------------------------------------------------------------------------
