@@ -58,6 +58,22 @@ ops = st.one_of(
 sequences = st.lists(st.one_of(ops, st.lists(ops, min_size=2, max_size=4), st.just("refresh")), min_size=3, max_size=12)
 
 
+def build_shop(db, make_project, views: list[dict], spark_mode: str):
+    """The shop's tables and seed rows, and a project whose ``views`` are applied (built) over them."""
+    db.execute(SCHEMA)
+    db.execute(SEED)
+    project = make_project(["nation", "customers", "orders"], views, spark_mode=spark_mode)
+    builds = project.apply().builds
+    assert [r.error for r in builds] == [None] * len(views)
+    return project
+
+
+def check_views(project, views: list[dict]) -> None:
+    """The oracle for every one of ``views``."""
+    for view in views:
+        assert_view_matches(project, view["name"])
+
+
 def random_dml_then_refresh(project, db, sequence, views: list[dict]) -> None:
     """Run ``sequence`` (statements, transactions of them, "refresh"), refreshing fast where it
     says so and at the end; after each refresh every view equals its query in PostgreSQL."""
@@ -70,8 +86,7 @@ def random_dml_then_refresh(project, db, sequence, views: list[dict]) -> None:
                 if step == "refresh":
                     conn.commit()
                     assert {r.method for r in refresh_ok(project).values()} == {"fast"}
-                    for view in views:
-                        assert_view_matches(project, view["name"])
+                    check_views(project, views)
                     continue
                 for statement, params in (step if isinstance(step, list) else [step]):  # a list: one transaction
                     cur.execute("SAVEPOINT op")

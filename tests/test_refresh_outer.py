@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 
 from conftest import SPARK_MODES, assert_view_matches, refresh_ok, stats_after, table_stats
-from shop import SCHEMA, SEED, random_dml_then_refresh, sequences
+from shop import SCHEMA, build_shop, check_views, random_dml_then_refresh, sequences
 
 pytestmark = pytest.mark.integration
 
@@ -52,25 +52,15 @@ VIEWS = [
 ]
 
 
-def check_all(project):
-    for view in VIEWS:
-        assert_view_matches(project, view["name"])
-
-
 @pytest.fixture(params=SPARK_MODES)
 def shop(db, make_project, request):
-    db.execute(SCHEMA)
-    db.execute(SEED)
-    project = make_project(["nation", "customers", "orders"], VIEWS, spark_mode=request.param)
-    builds = project.apply().builds
-    assert [r.error for r in builds] == [None] * len(VIEWS)
-    return project
+    return build_shop(db, make_project, VIEWS, request.param)
 
 
 def test_fixed_scenario(shop, db):
     status = {v["name"]: v for v in shop.status()["views"]}
     assert {v: s["fast_refresh"] for v, s in status.items()} == {v["name"]: True for v in VIEWS}, status
-    check_all(shop)
+    check_views(shop, VIEWS)
     db.execute("INSERT INTO customers VALUES (9, 'New', NULL, 'corp')")          # a root without partners
     db.execute("UPDATE orders SET customer_id = NULL WHERE id = 3")              # an order loses its customer
     db.execute("INSERT INTO orders VALUES (6, 9, 'open', 1.00, 1)")              # ... and Nine gets one
@@ -79,12 +69,12 @@ def test_fixed_scenario(shop, db):
     db.execute("UPDATE nation SET region = 2 WHERE id = 3")                      # filtered on the NULL side
     results = refresh_ok(shop)
     assert {r.method for r in results.values()} == {"fast"}
-    check_all(shop)
+    check_views(shop, VIEWS)
     db.execute("DELETE FROM nation WHERE id = 1; UPDATE customers SET nation_id = 1 WHERE id = 2")
     db.execute("UPDATE orders SET customer_id = 40 WHERE id = 3")
     results = refresh_ok(shop)
     assert {r.method for r in results.values()} == {"fast"}
-    check_all(shop)
+    check_views(shop, VIEWS)
 
 
 @pytest.mark.slow
