@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvlog.analysis import ViewClass, analyze, projected_columns
+from mvlog.analysis import ViewClass, analyze
 from mvlog.errors import ConfigError
 
 
@@ -72,11 +72,3 @@ def test_tables_and_identifier_case():
 def test_unparsable_or_not_a_query(query):
     with pytest.raises(ConfigError):
         analyze(query)
-
-
-def test_projected_columns():
-    select = analyze('SELECT o.id AS order_id, "K2", amount FROM orders o').tree
-    assert projected_columns(select, "o", ["id", "K2", "other"]) == {"id": "order_id", "K2": "K2"}
-    assert projected_columns(analyze("SELECT * FROM orders").tree, "orders", ["id"]) == {"id": "id"}
-    assert projected_columns(analyze("SELECT id + 0 AS id FROM orders").tree, "orders", ["id"]) == {}
-    assert projected_columns(analyze("SELECT ID FROM orders").tree, "orders", ["id"]) == {"id": "id"}

@@ -161,7 +161,12 @@ def test_explain_each_class_and_unsupported_shapes(db, tmp_path):
         "simple": ("SELECT id, x * 2 AS x2 FROM t WHERE g > 0", True, "primary key"),
         "joined": ("SELECT t.id, u.y FROM t JOIN u ON u.t_id = t.id", True, "key map"),
         "agg": ("SELECT g, min(x), max(x) FROM t GROUP BY g HAVING count(*) > 1", True, "MIN and MAX stay exact"),
-        "outer": ("SELECT t.id, u.y FROM t LEFT JOIN u ON u.t_id = t.id", True, "the outer join's root"),
+        "outer": ("SELECT t.id, u.y FROM t LEFT JOIN u ON u.t_id = t.id", True, "(the root, present in every row)"),
+        "semi": ("SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.t_id = t.id)", True,
+                 "rows of public.u count for the rows their subquery's condition ties them to"),
+        "cte": ("WITH s AS (SELECT g, sum(x) AS sx FROM t GROUP BY g) SELECT g, sx FROM s", True, "groups"),
+        "recursive": ("WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
+                      "SELECT t.id FROM t JOIN r ON r.n = t.g", False, "recursive CTEs"),
         "full": ("SELECT t.id, u.y FROM t FULL JOIN u ON u.t_id = t.id", False, "FULL OUTER JOIN is not incrementally maintainable"),
         "windowed": ("SELECT id, rank() OVER (ORDER BY x) AS r FROM t", False, "window functions are not incrementally maintainable"),
         "limited": ("SELECT id FROM t ORDER BY x LIMIT 10", False, "LIMIT/OFFSET is not incrementally maintainable"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from facts import CUSTOMERS, LOG, shape
 from mvlog.analysis import analyze
-from mvlog.shape import shape_view
+from mvlog.shape import projected_columns, shape_view
 
 
 def test_simple_view_key_is_the_projected_primary_key():
@@ -74,3 +74,11 @@ def test_union_all_is_keyed_by_branch_and_row_text():
     assert 'CAST(ROW(c.id) AS TEXT) AS "_mvlog_row_key"' in s.select_sql
     other = shape_view("v", analyze("SELECT id FROM orders UNION ALL SELECT id FROM orders LIMIT 1"), {"orders": LOG})
     assert other.view_class == "other" and "LIMIT" in other.fast_reasons[0]
+
+
+def test_projected_columns():
+    select = analyze('SELECT o.id AS order_id, "K2", amount FROM orders o').tree
+    assert projected_columns(select, "o", ["id", "K2", "other"]) == {"id": "order_id", "K2": "K2"}
+    assert projected_columns(analyze("SELECT * FROM orders").tree, "orders", ["id"]) == {"id": "id"}
+    assert projected_columns(analyze("SELECT id + 0 AS id FROM orders").tree, "orders", ["id"]) == {}
+    assert projected_columns(analyze("SELECT ID FROM orders").tree, "orders", ["id"]) == {"id": "id"}

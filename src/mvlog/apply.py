@@ -23,7 +23,7 @@ from mvlog.logs import Logs
 from mvlog.model import HIDDEN_PREFIX, LogInfo, RefreshMethod, TableInfo, log_name_for
 from mvlog import plan as planner
 from mvlog.shape import ViewShape, downgrade, shape_view
-from mvlog import sqlgen, union
+from mvlog import rewrite, sqlgen, union
 from mvlog.source import Cursor, Source
 
 
@@ -84,7 +84,7 @@ class Registrar:
             analysis = analyze(view.query)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-        by_alias: dict[str, LogInfo] = {}
+        catalog: dict[tuple[str | None, str], TableInfo] = {}
         key_changed: list[str] = []
         for ref in analysis.tables:
             table = self.source.resolve_table(cur, ref.schema, ref.name)
@@ -94,7 +94,7 @@ class Registrar:
                 raise ConfigError(
                     f"{where}: table {table.qualified} has no materialized view log; add it under logs:"
                 )
-            by_alias[ref.alias] = logs[table.oid]
+            catalog[(ref.schema, ref.name)] = table
             if tuple(c.name for c in table.key) != logs[table.oid].key_columns:
                 key_changed.append(table.qualified)
         try:
@@ -102,6 +102,11 @@ class Registrar:
             columns = [d[0] for d in described]
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        if rewrite.needs_rewrite(analysis.tree):  # CTEs and subqueries: analysed as what they merge into
+            analysis = analyze(view.query, catalog, columns)
+        resolved = {(t.schema, t.name): t for t in catalog.values()}
+        by_alias = {ref.alias: logs[(catalog.get((ref.schema, ref.name)) or resolved[(ref.schema, ref.name)]).oid]
+                    for ref in analysis.tables}
         duplicates = sorted({c for c in columns if columns.count(c) > 1})
         if duplicates:
             raise ConfigError(f"{where}: the query outputs column {duplicates[0]!r} more than once; "

@@ -45,9 +45,13 @@ def affected_keys_how(shape: ViewShape) -> str:
     what = "groups" if shape.view_class is ViewClass.AGGREGATE else "view rows"
     if shape.outer:
         root = shape.tables[0]
-        return (f"rows of {root.log.qualified_table} (the outer join's root, present in every row) whose joined rows "
-                f"hold a changed row, before or after the change, are found first; their {what}, before and after, "
-                f"are recomputed exactly (a partner that appears or goes replaces a NULL-extended row); " + KEY_MAP_NOTE)
+        semi = [t.log.qualified_table for t in shape.tables if t.semi]
+        tied = (f"; rows of {', '.join(dict.fromkeys(semi))} count for the rows their subquery's condition ties them "
+                f"to" if semi else "")
+        return (f"rows of {root.log.qualified_table} (the root, present in every row) whose joined rows "
+                f"hold a changed row, before or after the change, are found first{tied}; their {what}, before and "
+                f"after, are recomputed exactly (a partner that appears or goes replaces a NULL-extended row); "
+                + KEY_MAP_NOTE)
     if shape.view_class is ViewClass.AGGREGATE:
         return "the groups of changed rows, before and after the change, are recomputed exactly; " + KEY_MAP_NOTE
     return "view rows involving a changed row of any table are recomputed; " + KEY_MAP_NOTE

@@ -35,6 +35,7 @@ class RefreshMethod(StrEnum):
 class Column:
     name: str
     type: str  # format_type(), e.g. "numeric(12,2)"
+    not_null: bool = False
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvlog.analysis import DIALECT, Analysis, ViewClass, identifier_name, join_side, projected_columns
+from mvlog.analysis import DIALECT, Analysis, SemiJoin, ViewClass, identifier_name, join_side, table_refs
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 
 
@@ -33,6 +33,7 @@ class TableKey:
     alias: str
     log: LogInfo
     keymap_columns: tuple[str, ...]
+    semi: bool = False  # read by a subquery expression only: in the lineage, not in the view key
 
 
 @dataclass(frozen=True)
@@ -188,14 +189,16 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
 
     joins = select.args.get("joins") or []
     sides = [join_side(j) for j in joins]
-    outer = any(side in ("LEFT", "RIGHT") for side in sides)
+    outer = any(side in ("LEFT", "RIGHT") for side in sides) or bool(analysis.semi_joins)
     refs = list(analysis.tables)
     if sides and sides[0] == "RIGHT":  # a RIGHT JOIN b: b is the root
         refs[0], refs[1] = refs[1], refs[0]
+    from_items = len(refs) - len(analysis.semi_joins)
     tables = []
     for i, ref in enumerate(refs):
         log = logs_by_alias[ref.alias]
-        tables.append(TableKey(ref.alias, log, tuple(f"{HIDDEN_PREFIX}r{i}_{j}" for j in range(len(log.key_columns)))))
+        tables.append(TableKey(ref.alias, log, tuple(f"{HIDDEN_PREFIX}r{i}_{j}" for j in range(len(log.key_columns))),
+                               semi=i >= from_items))
 
     key_columns, hidden, key_exprs = [], [], []
     if aggregate and not groups:  # a global aggregate: one row, keyed by a constant
@@ -213,7 +216,7 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
                 hidden.append(output)
             key_columns.append(output)
     else:
-        for table in tables:
+        for table in tables[:from_items]:
             projected = projected_columns(select, table.alias, list(table.log.key_columns))
             for pk in table.log.key_columns:
                 expression = col(pk, table.alias)
@@ -226,7 +229,7 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
                 key_columns.append(output)
 
     if outer:
-        core = _lineage(select, sides)
+        core = _lineage(select, sides, analysis.semi_joins)
     else:
         core = exp.select(exp.Literal.number(1))
         core.set("from_", select.args["from_"].copy())
@@ -246,9 +249,10 @@ def _alias(item: exp.Expression) -> str:
     return identifier_name(item.args["alias"].this) if item.alias else identifier_name(item.this)
 
 
-def _lineage(select: exp.Select, sides: list[str]) -> exp.Select:
+def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -> exp.Select:
     """``SELECT 1 FROM`` an outer-join view's FROM items as a chain from its root, every join
-    from the first outer one on made LEFT, and only the WHERE conditions on the tables before it.
+    from the first outer one on made LEFT, and only the WHERE conditions on the tables before it;
+    then each table a subquery reads, LEFT JOINed on the condition that ties its rows to the view's.
 
     Every view row of a root row is a function of that root row's lineage rows, and a base row
     changes them only if it is in one of them, before or after the change: so the roots of the
@@ -257,14 +261,19 @@ def _lineage(select: exp.Select, sides: list[str]) -> exp.Select:
     which a change shows: a partner that appears removes its NULL-extended row.)"""
     items = [select.args["from_"].this.copy()]
     joins = [j.copy() for j in select.args.get("joins") or []]
-    if sides[0] == "RIGHT":  # a RIGHT JOIN b ON c  ->  b LEFT JOIN a ON c
+    if sides and sides[0] == "RIGHT":  # a RIGHT JOIN b ON c  ->  b LEFT JOIN a ON c
         items[0], joins[0] = joins[0].this, joins[0].copy()
         joins[0].set("this", select.args["from_"].this.copy())
-    first_outer = next(i for i, side in enumerate(sides) if side in ("LEFT", "RIGHT"))
+    first_outer = next((i for i, side in enumerate(sides) if side in ("LEFT", "RIGHT")), len(sides))
     for join in joins[first_outer:]:
         join.set("side", "LEFT")
         join.set("kind", None)
     prefix = {_alias(items[0])} | {_alias(j.this) for j in joins[:first_outer]}
+    for semi in semi_joins:
+        ref = semi.table
+        table = exp.Table(this=ident(ref.name), db=ident(ref.schema) if ref.schema else None,
+                          alias=exp.TableAlias(this=ident(ref.alias)))
+        joins.append(exp.Join(this=table, on=semi.condition.copy(), side="LEFT"))
     core = exp.select(exp.Literal.number(1)).from_(items[0])
     core.set("joins", joins)
     where = select.args.get("where")
@@ -277,9 +286,9 @@ def _lineage(select: exp.Select, sides: list[str]) -> exp.Select:
 
 
 def _on_tables(condition: exp.Expression, aliases: set[str]) -> bool:
-    """Whether every column of ``condition`` is qualified by one of ``aliases``."""
+    """Whether every column of ``condition`` is qualified by one of ``aliases`` (and it has no subquery)."""
     columns = list(condition.find_all(exp.Column))
-    return bool(columns) and all(c.args.get("table") and identifier_name(c.args["table"]) in aliases for c in columns)
+    return bool(columns) and not condition.find(exp.Select) and all(c.args.get("table") and identifier_name(c.args["table"]) in aliases for c in columns)
 
 
 def _range_key(key_columns: list[str], tables: list[TableKey], groups: list[exp.Expression]) -> RangeKey | None:
@@ -323,3 +332,30 @@ def downgrade(shape: ViewShape, query: str, reason: str) -> ViewShape:
     """The same view as complete-only ("other"), with the reason."""
     text = query.strip().rstrip(";").strip()
     return ViewShape(shape.name, ViewClass.OTHER, (reason,), shape.logs, (), (), text)
+
+
+def projected_columns(select: exp.Select, table_alias: str, columns: list[str]) -> dict[str, str]:
+    """For each of ``columns`` of the table ``table_alias`` that the query outputs unchanged, its output name.
+
+    ``SELECT *`` and ``SELECT alias.*`` output every column under its own name.
+    """
+    found: dict[str, str] = {}
+    single_table = len(table_refs(select)) == 1
+    for projection in select.selects:
+        target = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
+            qualifier = target.table if isinstance(target, exp.Column) else ""
+            if not qualifier and single_table or (qualifier and identifier_name(target.args["table"]) == table_alias):
+                for column in columns:
+                    found.setdefault(column, column)
+            continue
+        if not isinstance(target, exp.Column) or not isinstance(target.this, exp.Identifier):
+            continue
+        qualifier = identifier_name(target.args["table"]) if target.args.get("table") else None
+        if qualifier not in (None, table_alias) or (qualifier is None and not single_table):
+            continue
+        name = identifier_name(target.this)
+        if name in columns:
+            output = identifier_name(projection.args["alias"]) if isinstance(projection, exp.Alias) else name
+            found.setdefault(name, output)
+    return found

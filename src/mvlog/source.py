@@ -180,7 +180,7 @@ class Source:
         cur.execute(
             """
             SELECT a.attname, format_type(a.atttypid, a.atttypmod),
-                   array_position(i.indkey::int2[], a.attnum)
+                   array_position(i.indkey::int2[], a.attnum), a.attnotnull
             FROM pg_attribute a
             LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
             WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
@@ -189,7 +189,7 @@ class Source:
             (oid,),
         )
         rows = cur.fetchall()
-        columns = tuple(Column(r[0], r[1]) for r in rows)
+        columns = tuple(Column(r[0], r[1], r[3]) for r in rows)
         key = tuple(Column(r[0], r[1]) for r in sorted((r for r in rows if r[2] is not None), key=lambda r: r[2]))
         return TableInfo(nspname, relname, oid, columns, key)
 

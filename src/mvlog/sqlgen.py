@@ -119,7 +119,7 @@ def keymap_table(shape: ViewShape) -> exp.Table:
 def keymap_key_columns(shape: ViewShape) -> list[str]:
     """Key-map columns holding the view key (join views: the base keys themselves)."""
     if shape.view_class is ViewClass.JOIN:
-        return [c for table in shape.tables for c in table.keymap_columns]
+        return [c for table in shape.tables if not table.semi for c in table.keymap_columns]
     return [f"{HIDDEN_PREFIX}k{i}" for i in range(len(shape.key_exprs))]
 
 

@@ -1,0 +1,103 @@
+"""CTEs, derived tables and subquery expressions: what they merge into, and why not (pure, no database)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvlog.analysis import ViewClass, analyze
+from mvlog.model import Column, TableInfo
+
+
+def _table(name: str, oid: int, columns: str, key: str = "id") -> TableInfo:
+    cols = tuple(Column(c.strip("!"), "integer", c.endswith("!") or c == key) for c in columns.split())
+    return TableInfo("public", name, oid, cols, tuple(c for c in cols if c.name == key))
+
+
+CATALOG = {
+    (None, "orders"): _table("orders", 1, "id customer_id status amount"),
+    (None, "customers"): _table("customers", 2, "id name nation_id! segment"),
+}
+
+
+def _analyze(query: str):
+    return analyze(query, CATALOG)
+
+
+@pytest.mark.parametrize(
+    ("query", "view_class", "sql"),
+    [
+        # a CTE over an aggregate with an outer filter: the filter becomes HAVING
+        ("WITH s AS (SELECT customer_id, sum(amount) AS total FROM orders GROUP BY customer_id) "
+         "SELECT customer_id, total FROM s WHERE total > 5",
+         ViewClass.AGGREGATE, 'HAVING (SUM("orders"."amount")) > 5'),
+        # a derived join under an aggregate: one query over the base tables
+        ("SELECT s.segment, count(*) FROM (SELECT c.segment FROM orders o JOIN customers c ON c.id = o.customer_id) s "
+         "GROUP BY s.segment",
+         ViewClass.AGGREGATE, 'FROM "public"."orders" AS "o" JOIN "public"."customers" AS "c"'),
+        # a filtered CTE on the NULL-extended side: its filter joins the ON condition
+        ("WITH oo AS (SELECT id, customer_id FROM orders WHERE status = 'open') "
+         "SELECT c.id, oo.id AS order_id FROM customers c LEFT JOIN oo ON oo.customer_id = c.id",
+         ViewClass.JOIN, 'ON "orders"."customer_id" = "c"."id" AND "orders"."status" = \'open\''),
+        # the same CTE twice: the second copy's alias is renamed
+        ("WITH o AS (SELECT * FROM orders) SELECT a.id, b.id AS other FROM o a JOIN o b ON b.customer_id = a.id",
+         ViewClass.JOIN, '"public"."orders" AS "orders_2"'),
+        # a semi-join: the FROM table keys the view
+        ("SELECT id FROM customers WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = customers.id)",
+         ViewClass.JOIN, "EXISTS("),
+        ("SELECT c.id, (SELECT count(*) FROM orders o WHERE o.customer_id = c.id) AS n FROM customers c",
+         ViewClass.JOIN, "(SELECT COUNT(*)"),
+    ],
+)
+def test_merged_shapes(query, view_class, sql):
+    analysis = _analyze(query)
+    assert analysis.reasons == []
+    assert analysis.view_class is view_class
+    assert sql in analysis.tree.sql(dialect="postgres")
+
+
+def test_output_names_are_postgres_names():
+    analysis = analyze("SELECT s.segment, count(*) FROM (SELECT segment FROM customers) s GROUP BY 1", CATALOG,
+                       ["segment", "count"])
+    assert [p.alias for p in analysis.tree.selects] == ["segment", "count"]
+
+
+def test_semi_join_lineage_conditions():
+    positive = _analyze("SELECT id FROM orders WHERE customer_id IN (SELECT id FROM customers WHERE segment = 'x')")
+    (semi,) = positive.semi_joins
+    assert semi.table.name == "customers"
+    assert semi.condition.sql(dialect="postgres") == (
+        '"customers"."id" = "orders"."customer_id" AND "customers"."segment" = \'x\'')
+    # NOT IN over NOT NULL columns is NOT EXISTS with the equality
+    not_in = _analyze("SELECT c.id FROM customers c WHERE c.nation_id NOT IN (SELECT o.id FROM orders o)")
+    assert not_in.reasons == [] and '"o"."id" = "c"."nation_id"' in not_in.semi_joins[0].condition.sql()
+    # inside a subquery its own alias shadows the outer one: this one is uncorrelated
+    shadowed = _analyze("SELECT o.id FROM orders o WHERE EXISTS (SELECT 1 FROM orders o WHERE o.id = 1)")
+    assert any("uncorrelated" in r for r in shadowed.reasons)
+    # two subqueries under one alias: the second is renamed, in the lineage and in the query
+    twice = _analyze("SELECT c.id FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)"
+                     " AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.status = 'x')")
+    assert twice.reasons == [] and [s.table.alias for s in twice.semi_joins] == ["o", "o_2"]
+    assert '"o_2"."status"' in twice.tree.sql(dialect="postgres")
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("WITH RECURSIVE r AS (SELECT id FROM orders UNION ALL SELECT id + 1 FROM r WHERE id < 3) SELECT * FROM r",
+         "recursive CTEs"),
+        ("SELECT id FROM orders WHERE amount > (SELECT avg(amount) FROM orders)", "uncorrelated"),
+        ("SELECT id FROM orders WHERE customer_id NOT IN (SELECT nation_id FROM customers WHERE segment = 'x')",
+         "depends on NULLs"),
+        ("SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c JOIN orders p ON p.id = c.id "
+         "WHERE c.id = o.customer_id)", "more than one table"),
+        ("SELECT * FROM (SELECT customer_id, count(*) AS n FROM orders GROUP BY 1) s JOIN customers c ON c.id = s.customer_id",
+         "FROM items other than tables"),
+        ("SELECT * FROM (SELECT o.*, row_number() OVER (PARTITION BY customer_id) AS rn FROM orders o) s WHERE rn = 1",
+         "FROM items other than tables"),
+    ],
+)
+def test_unmergeable_say_why(query, reason):
+    analysis = _analyze(query)
+    assert analysis.view_class is ViewClass.OTHER
+    assert any(reason in r for r in analysis.reasons), analysis.reasons
+    assert {t.name for t in analysis.tables} <= {"orders", "customers"}
