@@ -168,7 +168,10 @@ def test_explain_each_class_and_unsupported_shapes(db, tmp_path):
         "recursive": ("WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
                       "SELECT t.id FROM t JOIN r ON r.n = t.g", False, "recursive CTEs"),
         "full": ("SELECT t.id, u.y FROM t FULL JOIN u ON u.t_id = t.id", False, "FULL OUTER JOIN is not incrementally maintainable"),
-        "windowed": ("SELECT id, rank() OVER (ORDER BY x) AS r FROM t", False, "window functions are not incrementally maintainable"),
+        "windowed": ("SELECT id, rank() OVER (ORDER BY x) AS r FROM t", False,
+                     "window functions without a PARTITION BY that they all share"),
+        "partitioned": ("SELECT id, rank() OVER (PARTITION BY g ORDER BY x, id) AS r FROM t", True,
+                        "of changed rows, before and after the change, are recomputed whole"),
         "limited": ("SELECT id FROM t ORDER BY x LIMIT 10", False, "LIMIT/OFFSET is not incrementally maintainable"),
         "clock": ("SELECT id FROM t WHERE d > now()", False, "non-deterministic function"),
         "unlogged": ("SELECT t.id FROM t JOIN nolog n ON n.id = t.id", False, "table public.nolog has no materialized view log"),

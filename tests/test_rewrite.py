@@ -46,6 +46,11 @@ def _analyze(query: str):
          ViewClass.JOIN, "EXISTS("),
         ("SELECT c.id, (SELECT count(*) FROM orders o WHERE o.customer_id = c.id) AS n FROM customers c",
          ViewClass.JOIN, "(SELECT COUNT(*)"),
+        # the latest row per key: a filter over a window query
+        ("SELECT * FROM (SELECT o.*, row_number() OVER (PARTITION BY customer_id ORDER BY id DESC) AS rn "
+         "FROM orders o) s WHERE rn = 1", ViewClass.WINDOW, 'WHERE "s"."rn" = 1'),
+        ("WITH r AS (SELECT c.id, count(*) OVER (PARTITION BY c.segment) AS n FROM customers c) SELECT id FROM r",
+         ViewClass.WINDOW, 'PARTITION BY "c"."segment"'),
     ],
 )
 def test_merged_shapes(query, view_class, sql):
@@ -92,8 +97,14 @@ def test_semi_join_lineage_conditions():
          "WHERE c.id = o.customer_id)", "more than one table"),
         ("SELECT * FROM (SELECT customer_id, count(*) AS n FROM orders GROUP BY 1) s JOIN customers c ON c.id = s.customer_id",
          "FROM items other than tables"),
-        ("SELECT * FROM (SELECT o.*, row_number() OVER (PARTITION BY customer_id) AS rn FROM orders o) s WHERE rn = 1",
-         "FROM items other than tables"),
+        ("SELECT * FROM (SELECT o.*, row_number() OVER (PARTITION BY customer_id ORDER BY id) AS rn FROM orders o) s "
+         "JOIN customers c ON c.id = s.customer_id", "FROM items other than tables"),
+        ("SELECT * FROM (SELECT o.*, sum(amount) OVER (PARTITION BY customer_id) AS s FROM orders o) s "
+         "WHERE s.s > (SELECT 1 FROM customers c WHERE c.id = s.customer_id)", "only filters and projections"),
+        ("SELECT o.id, rank() OVER (PARTITION BY c.segment ORDER BY o.id) FROM orders o "
+         "LEFT JOIN customers c ON c.id = o.customer_id", "window functions over outer joins"),
+        ("SELECT id, rank() OVER (PARTITION BY status ORDER BY id), rank() OVER (PARTITION BY customer_id ORDER BY id) "
+         "FROM orders", "without a PARTITION BY that they all share"),
     ],
 )
 def test_unmergeable_say_why(query, reason):

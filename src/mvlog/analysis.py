@@ -18,8 +18,12 @@ from sqlglot.errors import ParseError
 from mvlog import rewrite
 from mvlog.errors import ConfigError
 from mvlog.model import TableInfo
+from mvlog.sqltree import DIALECT, TableRef, identifier_name, join_side, table_refs
+from mvlog.subqueries import SemiJoin, subquery_lineage
 
-DIALECT = "postgres"
+__all__ = ["DIALECT", "Analysis", "SemiJoin", "TableRef", "ViewClass", "analyze", "identifier_name", "join_side",
+           "partition_by", "table_refs", "window_parts"]
+
 
 # Functions whose value changes between evaluations or over time: a view using them
 # cannot be maintained from changed keys alone.
@@ -36,20 +40,8 @@ class ViewClass(str, Enum):
     JOIN = "join"
     AGGREGATE = "aggregate"
     UNION = "union"  # UNION ALL of branches of the other classes
+    WINDOW = "window"  # window functions with PARTITION BY over a simple or join query
     OTHER = "other"
-
-
-@dataclass(frozen=True)
-class TableRef:
-    """A base table as the query names it."""
-
-    schema: str | None
-    name: str
-    alias: str
-
-    @property
-    def display(self) -> str:
-        return f"{self.schema}.{self.name}" if self.schema else self.name
 
 
 @dataclass
@@ -71,23 +63,6 @@ class Analysis:
         return not self.reasons
 
 
-@dataclass(frozen=True)
-class SemiJoin:
-    """A table a subquery expression reads, joined to the view's FROM items in its lineage by
-    ``condition``: a row of it can change the subquery's value for a view row only if the two
-    satisfy the condition, before or after the change."""
-
-    table: TableRef
-    condition: exp.Expression
-
-
-def identifier_name(node: exp.Identifier | str) -> str:
-    """The name PostgreSQL gives an identifier: quoted as written, unquoted folded to lower case."""
-    if isinstance(node, str):
-        return node
-    return node.this if node.quoted else node.this.lower()
-
-
 def parse(query: str) -> exp.Expression:
     """Parse one SQL statement in PostgreSQL's dialect, or raise ConfigError."""
     try:
@@ -100,20 +75,7 @@ def parse(query: str) -> exp.Expression:
     return statements[0]
 
 
-def table_refs(select: exp.Select) -> list[TableRef]:
-    refs = []
-    sources = [select.args.get("from_").this] if select.args.get("from_") else []
-    sources += [join.this for join in select.args.get("joins") or []]
-    for source in sources:
-        if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
-            schema = identifier_name(source.args["db"]) if source.args.get("db") else None
-            name = identifier_name(source.this)
-            alias = identifier_name(source.args["alias"].this) if source.alias else name
-            refs.append(TableRef(schema, name, alias))
-    return refs
-
-
-def _basetable_refs(tree: exp.Query) -> list[TableRef]:
+def _base_table_refs(tree: exp.Query) -> list[TableRef]:
     """Every table the query reads, at any depth (subqueries, CTE bodies, set operations), each
     once, in the order written; names of the query's own CTEs are not tables. Aliases are the
     names as written (``schema.table``): unique per table, whatever aliases the query reuses."""
@@ -128,16 +90,6 @@ def _basetable_refs(tree: exp.Query) -> list[TableRef]:
             continue
         refs.setdefault((schema, name), TableRef(schema, name, f"{schema}.{name}" if schema else name))
     return list(refs.values())
-
-
-def join_side(join: exp.Join) -> str:
-    """INNER, LEFT, RIGHT, FULL or CROSS (a comma join is CROSS: its condition is in WHERE)."""
-    side, kind = (join.side or "").upper(), (join.kind or "").upper()
-    if side:
-        return side
-    if kind == "CROSS" or not (join.args.get("on") or join.args.get("using") or join.args.get("method")):
-        return "CROSS"
-    return "INNER"
 
 
 def _join_reasons(joins: list[exp.Join]) -> list[str]:
@@ -179,7 +131,7 @@ def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: li
         try:
             tree = rewrite.rewrite(tree, catalog, output_names)
         except rewrite.NotMergeable as exc:
-            return Analysis(query, tree, ViewClass.OTHER, _basetable_refs(tree), [str(exc)])
+            return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree), [str(exc)])
         not_null = _not_null_columns(tree, catalog)
     if isinstance(tree, exp.SetOperation):
         return _analyze_set_operation(query, tree, not_null)
@@ -213,7 +165,7 @@ def _union_all_branches(tree: exp.Expression) -> list[exp.Expression] | None:
 
 def _analyze_set_operation(query: str, tree: exp.SetOperation, not_null: set[tuple[str, str]] | None) -> Analysis:
     """UNION ALL: each branch is a view of its own (a hidden branch number joins the view key)."""
-    tables = _basetable_refs(tree)
+    tables = _base_table_refs(tree)
     branches = _union_all_branches(tree)
     if branches is None:
         name = "UNION" if isinstance(tree, exp.Union) else type(tree).__name__.upper()
@@ -234,9 +186,61 @@ def _analyze_set_operation(query: str, tree: exp.SetOperation, not_null: set[tup
                     [] if reasons else analyses)
 
 
+def own_windows(select: exp.Select) -> list[exp.Window]:
+    """The window functions ``select`` computes itself (not those of its subqueries)."""
+    return [w for w in select.find_all(exp.Window) if w.find_ancestor(exp.Select) is select]
+
+
+def window_parts(tree: exp.Select) -> tuple[exp.Select | None, exp.Select]:
+    """A window view's (outer query, window query): the query computing window functions, and
+    the query that filters and projects it (``SELECT … FROM (<window query>) s WHERE rn = 1``) or None."""
+    source = tree.args["from_"].this if tree.args.get("from_") else None
+    if (not own_windows(tree) and not tree.args.get("joins") and isinstance(source, exp.Subquery)
+            and isinstance(source.this, exp.Select) and own_windows(source.this)):
+        return tree, source.this
+    return None, tree
+
+
+def partition_by(select: exp.Select) -> list[exp.Expression]:
+    """The PARTITION BY expressions every window function of ``select`` shares."""
+    windows = own_windows(select)
+    first = list(windows[0].args.get("partition_by") or []) if windows else []
+    return [e for e in first if all(e in (w.args.get("partition_by") or []) for w in windows[1:])]
+
+
+def _analyze_window(query: str, tree: exp.Select, not_null: set[tuple[str, str]] | None) -> Analysis:
+    """Window functions sharing a PARTITION BY over a simple or inner-join query, optionally
+    filtered and projected by an outer query: a partition is recomputed whole."""
+    outer, inner = window_parts(tree)
+    reasons = []
+    if outer is not None and (
+            any(outer.args.get(k) for k in ("group", "having", "distinct", "limit", "offset", "fetch", "with_"))
+            or any(n.find_ancestor(exp.Select) is outer for n in outer.find_all(exp.AggFunc))
+            or any(s.find_ancestor(exp.Select) is outer and s is not inner for s in outer.find_all(exp.Select))):
+        reasons.append("only filters and projections over a query with window functions are incrementally maintainable")
+    if not partition_by(inner):
+        reasons.append("window functions without a PARTITION BY that they all share are not incrementally "
+                       "maintainable: every row would depend on every row")
+    base = inner.copy()
+    for window in own_windows(base):
+        window.replace(exp.Null())
+    analysis = _analyze_select(base.sql(dialect=DIALECT), base, not_null)
+    reasons += analysis.reasons
+    if analysis.view_class not in (ViewClass.SIMPLE, ViewClass.JOIN) and not analysis.reasons:
+        reasons.append("window functions over an aggregate are not incrementally maintainable")
+    if analysis.semi_joins or any(join_side(j) != "INNER" for j in inner.args.get("joins") or []):
+        reasons.append("window functions over outer joins, comma joins or subqueries are not incrementally "
+                       "maintainable")
+    if reasons:
+        return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree), reasons)
+    return Analysis(query, tree, ViewClass.WINDOW, analysis.tables)
+
+
 def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]] | None = None) -> Analysis:
     reasons: list[str] = []
     assert isinstance(tree, exp.Select)
+    if own_windows(window_parts(tree)[1]):
+        return _analyze_window(query, tree, not_null)
     tables = table_refs(tree)
     semi_joins: list[SemiJoin] = []
 
@@ -259,8 +263,6 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
         reasons.append("SELECT DISTINCT * is not incrementally maintainable: name the columns")
     if tree.args.get("limit") or tree.args.get("offset") or tree.args.get("fetch"):
         reasons.append("LIMIT/OFFSET is not incrementally maintainable")
-    if any(tree.find_all(exp.Window)):
-        reasons.append("window functions are not incrementally maintainable")
     if any(s is not tree for s in tree.find_all(exp.Select)):
         if not_null is None:  # not qualified: which table a column belongs to is unknown
             reasons.append("subqueries are not incrementally maintainable without the catalog's columns")
@@ -278,7 +280,7 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     joined = len(sources) > 1 or bool(semi_joins)
     if reasons:  # complete refresh only: it depends on every table it reads, wherever
         view_class = ViewClass.OTHER
-        tables = _basetable_refs(tree)
+        tables = _base_table_refs(tree)
     elif aggregate:
         view_class = ViewClass.AGGREGATE
     elif joined:
@@ -288,86 +290,3 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     if reasons:
         semi_joins = []
     return Analysis(query, tree, view_class, tables + [s.table for s in semi_joins], reasons, semi_joins=semi_joins)
-
-
-def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[tuple[str, str]]
-                     ) -> tuple[list[SemiJoin], list[str]]:
-    """The table each subquery expression of ``select`` reads, and the condition that ties its
-    rows to the FROM items' rows (or why a subquery cannot be keyed). Renames a subquery's alias
-    that another table of the view already uses."""
-    taken = {t.alias for t in tables}
-    semi_joins, reasons = [], []
-    for inner in [s for s in select.find_all(exp.Select) if s is not select]:
-        if inner.find_ancestor(exp.Select) is not select:
-            continue  # nested deeper: the enclosing subquery is refused below
-        holder = inner.parent.parent if isinstance(inner.parent, exp.Subquery) else inner.parent
-        if isinstance(inner.parent, exp.Subquery) and isinstance(holder, (exp.From, exp.Join)):
-            continue  # a derived table: the FROM check gives its reason
-        refs = table_refs(inner)
-        if (len(refs) != 1 or inner.args.get("joins") or any(s is not inner for s in inner.find_all(exp.Select))
-                or not isinstance(inner.args["from_"].this, exp.Table)):
-            reasons.append("a subquery over more than one table, or over a subquery, is not incrementally maintainable")
-            continue
-        ref = refs[0]
-        if ref.alias in taken:
-            ref = _rename_subquery_alias(inner, ref, taken)
-        taken.add(ref.alias)
-        where = inner.args.get("where")
-        conditions = [where.this.copy()] if where is not None else []
-        null_sensitive = False
-        if isinstance(holder, exp.In) and holder.args.get("query") is inner.parent:
-            outer = holder.this.expressions if isinstance(holder.this, exp.Tuple) else [holder.this]
-            values = [p.this if isinstance(p, exp.Alias) else p for p in inner.selects]
-            if len(outer) != len(values):
-                reasons.append("an IN subquery must return as many columns as it is compared with")
-                continue
-            if _positive(holder, select) or all(_not_null(e, not_null) for e in outer + values):
-                conditions.insert(0, exp.and_(*[exp.EQ(this=v.copy(), expression=o.copy())
-                                                for v, o in zip(values, outer)]))
-            else:  # a NULL anywhere in the subquery's rows makes NOT IN NULL: all of them matter
-                null_sensitive = True
-        elif not isinstance(holder, exp.Exists) and not isinstance(inner.parent, exp.Subquery):
-            reasons.append("subqueries other than EXISTS, IN and scalar subqueries are not incrementally maintainable")
-            continue
-        condition = exp.and_(*conditions) if conditions else None
-        columns = list(condition.find_all(exp.Column)) if condition is not None else []
-        outer_refs = [c for c in columns if identifier_name(c.args.get("table") or "") != ref.alias]
-        if len(outer_refs) in (0, len(columns)):
-            if null_sensitive:
-                reasons.append(f"{holder.sql(DIALECT)[:80]} is not incrementally maintainable: under NOT or outside "
-                               f"WHERE, IN depends on NULLs in all its subquery's rows; declare the compared columns "
-                               f"NOT NULL or write (NOT) EXISTS")
-            else:
-                reasons.append("a subquery that does not relate its rows to the outer query's rows (an uncorrelated "
-                               "subquery) is not incrementally maintainable: every view row would depend on every "
-                               "row it reads")
-            continue
-        semi_joins.append(SemiJoin(ref, condition))
-    return semi_joins, reasons
-
-
-def _rename_subquery_alias(inner: exp.Select, ref: TableRef, taken: set[str]) -> TableRef:
-    """Inside a subquery its own alias shadows the outer query's; in the lineage both are joined."""
-    new = next(f"{ref.alias}_{i}" for i in range(2, 1000) if f"{ref.alias}_{i}" not in taken)
-    table = inner.args["from_"].this
-    table.set("alias", exp.TableAlias(this=exp.to_identifier(new, quoted=True)))
-    for column in inner.find_all(exp.Column):
-        if column.args.get("table") is not None and identifier_name(column.args["table"]) == ref.alias:
-            column.set("table", exp.to_identifier(new, quoted=True))
-    return TableRef(ref.schema, ref.name, new)
-
-
-def _positive(node: exp.Expression, select: exp.Select) -> bool:
-    """Whether ``node`` is reached from ``select``'s WHERE through AND, OR and parentheses only:
-    there a NULL and a FALSE drop the row alike."""
-    parent = node.parent
-    while isinstance(parent, (exp.And, exp.Or, exp.Paren)):
-        parent = parent.parent
-    return isinstance(parent, exp.Where) and parent.parent is select
-
-
-def _not_null(expression: exp.Expression, not_null: set[tuple[str, str]]) -> bool:
-    if isinstance(expression, exp.Literal):
-        return True
-    return (isinstance(expression, exp.Column) and expression.args.get("table") is not None
-            and (identifier_name(expression.args["table"]), identifier_name(expression.this)) in not_null)

@@ -42,6 +42,9 @@ def affected_keys_how(shape: ViewShape) -> str:
         return "changed keys are joined back to the table through its primary key"
     if shape.global_aggregate:
         return "a global aggregate is recomputed whenever any of its tables changed"
+    if shape.partition_exprs:
+        return ("the partitions (PARTITION BY " + ", ".join(shape.partition_exprs) + ") of changed rows, before "
+                "and after the change, are recomputed whole, their window functions included; " + KEY_MAP_NOTE)
     what = "groups" if shape.view_class is ViewClass.AGGREGATE else "view rows"
     if shape.outer:
         root = shape.tables[0]

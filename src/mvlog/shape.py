@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvlog.analysis import DIALECT, Analysis, SemiJoin, ViewClass, identifier_name, join_side, table_refs
+from mvlog.analysis import (DIALECT, Analysis, SemiJoin, ViewClass, identifier_name, join_side, partition_by,
+                            table_refs, window_parts)
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 
 
@@ -72,6 +73,9 @@ class ViewShape:
     # view's two hidden key columns (BRANCH_COLUMN, ROW_KEY_COLUMN) instead of its own.
     branches: tuple["ViewShape", ...] = ()
     branch_selects: tuple[str, ...] = ()
+    # Window views: the PARTITION BY its window functions share (over the base rows, like
+    # key_exprs); the key map maps base rows to it, and a refresh recomputes whole partitions.
+    partition_exprs: tuple[str, ...] = ()
 
     @property
     def fast_possible(self) -> bool:
@@ -80,7 +84,7 @@ class ViewShape:
     @property
     def keyed(self) -> bool:
         """Join and aggregate views: affected keys come from the key map as well as the base."""
-        return self.view_class in (ViewClass.JOIN, ViewClass.AGGREGATE) and self.fast_possible
+        return self.view_class in (ViewClass.JOIN, ViewClass.AGGREGATE, ViewClass.WINDOW) and self.fast_possible
 
 
 BRANCH_COLUMN = HIDDEN_PREFIX + "branch"  # a UNION ALL view's branch number, 1-based
@@ -106,6 +110,8 @@ def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo])
     assert isinstance(select, exp.Select)
     if analysis.view_class is ViewClass.SIMPLE:
         return _shape_simple(name, analysis, select, logs_by_alias, logs)
+    if analysis.view_class is ViewClass.WINDOW:
+        return _shape_window(name, analysis, select, logs_by_alias, logs)
     return _shape_keyed(name, analysis, select, logs_by_alias, logs)
 
 
@@ -216,17 +222,7 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
                 hidden.append(output)
             key_columns.append(output)
     else:
-        for table in tables[:from_items]:
-            projected = projected_columns(select, table.alias, list(table.log.key_columns))
-            for pk in table.log.key_columns:
-                expression = col(pk, table.alias)
-                key_exprs.append(expression)
-                output = projected.get(pk) if _unambiguous(select, table.alias, pk) else None
-                if output is None or output in key_columns:
-                    output = f"{HIDDEN_PREFIX}{table.alias}_{pk}"
-                    _add_hidden(select, expression.copy(), output)
-                    hidden.append(output)
-                key_columns.append(output)
+        key_columns, hidden, key_exprs = _row_keys(select, tables[:from_items])
 
     if outer:
         core = _lineage(select, sides, analysis.semi_joins)
@@ -242,6 +238,49 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
         tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
         core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
         range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
+    )
+
+
+def _row_keys(select: exp.Select, tables: list[TableKey], through: exp.Select | None = None):
+    """A view keyed by its tables' primary keys: (key columns, hidden columns, key expressions).
+    A key column ``select`` outputs unchanged is used as it is; the others are added hidden (to
+    ``select`` and passed on by ``through``, the outer query of a window view)."""
+    key_columns, hidden, key_exprs = [], [], []
+    for table in tables:
+        projected = projected_columns(select, table.alias, list(table.log.key_columns)) if through is None else {}
+        for pk in table.log.key_columns:
+            expression = col(pk, table.alias)
+            key_exprs.append(expression)
+            output = projected.get(pk) if _unambiguous(select, table.alias, pk) else None
+            if output is None or output in key_columns:
+                output = f"{HIDDEN_PREFIX}{table.alias}_{pk}"
+                _add_hidden(select, expression.copy(), output)
+                if through is not None:
+                    source = through.args["from_"].this
+                    _add_hidden(through, col(output, identifier_name(source.args["alias"].this)), output)
+                hidden.append(output)
+            key_columns.append(output)
+    return key_columns, hidden, key_exprs
+
+
+def _shape_window(name, analysis, select, logs_by_alias, logs) -> ViewShape:
+    """Window functions over a simple or inner-join query: keyed by its tables' primary keys;
+    the key map maps base rows to their partition, and an affected partition is recomputed whole."""
+    outer, inner = window_parts(select)
+    tables = [TableKey(ref.alias, logs_by_alias[ref.alias],
+                       tuple(f"{HIDDEN_PREFIX}r{i}_{j}" for j in range(len(logs_by_alias[ref.alias].key_columns))))
+              for i, ref in enumerate(analysis.tables)]
+    key_columns, hidden, key_exprs = _row_keys(inner, tables, through=outer)
+    core = exp.select(exp.Literal.number(1))
+    for arg in ("from_", "joins", "where"):
+        if inner.args.get(arg):
+            core.set(arg, inner.args[arg].copy() if arg != "joins" else [j.copy() for j in inner.args[arg]])
+    return ViewShape(
+        name, ViewClass.WINDOW, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
+        tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
+        core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name),
+        range_key=RangeKey(key_columns[0], tables[0].log, tables[0].log.key_columns[0]),
+        partition_exprs=tuple(e.sql(dialect=DIALECT) for e in partition_by(inner)),
     )
 
 

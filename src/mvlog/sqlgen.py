@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from mvlog.analysis import DIALECT, ViewClass
 from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, PRESENT, LogInfo
+from mvlog.analysis import window_parts
 from mvlog.shape import ViewShape, col, ident
 
 
@@ -117,14 +118,20 @@ def keymap_table(shape: ViewShape) -> exp.Table:
 
 
 def keymap_key_columns(shape: ViewShape) -> list[str]:
-    """Key-map columns holding the view key (join views: the base keys themselves)."""
+    """Key-map columns holding the view key (join views: the base keys themselves), or a window
+    view's partition."""
     if shape.view_class is ViewClass.JOIN:
         return [c for table in shape.tables if not table.semi for c in table.keymap_columns]
-    return [f"{HIDDEN_PREFIX}k{i}" for i in range(len(shape.key_exprs))]
+    return [f"{HIDDEN_PREFIX}k{i}" for i in range(len(_unit_exprs(shape)))]
 
 
 def _key_exprs(shape: ViewShape) -> list[exp.Expression]:
     return [exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs]
+
+
+def _unit_exprs(shape: ViewShape) -> list[exp.Expression]:
+    """What the key map maps base rows to: the view key, or a window view's partition."""
+    return [exp.maybe_parse(e, dialect=DIALECT) for e in shape.partition_exprs or shape.key_exprs]
 
 
 def _touched(shape: ViewShape, items: list[exp.Expression], since: datetime | None) -> exp.Query:
@@ -183,11 +190,15 @@ def _outer_affected(shape: ViewShape) -> exp.Query:
     return _union([now, before])
 
 
-def with_affected(query: exp.Query, shape: ViewShape, since: datetime | None) -> exp.Query:
+def with_affected(query: exp.Query, shape: ViewShape, since: datetime | None, null_keys: bool = False) -> exp.Query:
     """``query`` with the CTE AFFECTED (``_mvlog_key_<i>``: the view keys to recompute), and ROOTS
-    before it for an outer-join view; a simple view's affected keys are its changed keys."""
+    before it for an outer-join view (the affected roots) or a window view (the affected
+    partitions; ``null_keys``: one holds a NULL); a simple view's affected keys are its changed keys."""
     if shape.view_class is ViewClass.SIMPLE:
         return query.with_(AFFECTED, as_=changed_keys_sql(shape.logs[0], since))
+    if shape.partition_exprs:
+        query = query.with_(ROOTS, as_=affected_keys_sql(shape, since))
+        return query.with_(AFFECTED, as_=_window_affected(shape, null_keys))
     if shape.outer:
         query = query.with_(ROOTS, as_=roots_sql(shape, since))
     return query.with_(AFFECTED, as_=affected_keys_sql(shape, since))
@@ -196,10 +207,18 @@ def with_affected(query: exp.Query, shape: ViewShape, since: datetime | None) ->
 def restricted_rows(shape: ViewShape, select_sql: str, null_keys: bool) -> list[exp.Select]:
     """``select_sql`` (the view's query with hidden columns) restricted to the rows of the keys in
     AFFECTED, with PRESENT: one query that PostgreSQL drives through indexes, and with
-    ``null_keys`` (an affected key holds a NULL) a second that matches those keys null-safely."""
+    ``null_keys`` (an affected key holds a NULL) a second that matches those keys null-safely.
+    A window view is restricted to its affected partitions where its windows are computed."""
     names = _key_names(len(shape.key_columns))
     keys = _key_exprs(shape)
     current = _with_present(_parse(select_sql))
+    if shape.partition_exprs:
+        parts = []
+        for condition in _unit_matches(shape, null_keys):
+            restricted = current.copy()
+            window_parts(restricted)[1].where(condition, copy=False)
+            parts.append(restricted)
+        return parts
     if shape.outer and shape.view_class is ViewClass.JOIN:
         return [current.where(_in(_root_exprs(shape), _roots()), copy=False)]
     affected = exp.select(*[col(n) for n in names]).from_(AFFECTED)
@@ -209,7 +228,35 @@ def restricted_rows(shape: ViewShape, select_sql: str, null_keys: bool) -> list[
     return parts
 
 
-def _null_safe_match(keys: list[exp.Expression], names: list[str]) -> exp.Expression:
+def _unit_matches(shape: ViewShape, null_keys: bool) -> list[exp.Expression]:
+    """Conditions on a window view's base rows: its partition is in ROOTS, and with ``null_keys``
+    (a NULL in an affected partition) a second, disjoint one that matches those null-safely."""
+    units = _unit_exprs(shape)
+    names = _key_names(len(units))
+    conditions = [_in([u.copy() for u in units], _roots())]
+    if null_keys:
+        conditions.append(_null_safe_match(units, names, ROOTS))
+    return conditions
+
+
+def _window_affected(shape: ViewShape, null_keys: bool) -> exp.Query:
+    """A window view's keys: of the rows in the affected partitions (ROOTS), now and at the last refresh."""
+    names = _key_names(len(shape.key_columns))
+    branches: list[exp.Query] = []
+    keymap_units = [col(c) for c in keymap_key_columns(shape)]
+    pk_columns = [c for table in shape.tables for c in table.keymap_columns]
+    for condition in _unit_matches(shape, null_keys):
+        now = _parse(shape.core_sql)
+        now.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(_key_exprs(shape), names)])
+        branches.append(now.where(condition, copy=False))
+    before = exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(pk_columns, names)]).from_(keymap_table(shape))
+    branches.append(before.copy().where(_in(keymap_units, _roots())))
+    if null_keys:
+        branches.append(before.where(_null_safe_match(keymap_units, _key_names(len(keymap_units)), ROOTS)))
+    return _union(branches)
+
+
+def _null_safe_match(keys: list[exp.Expression], names: list[str], cte: str = AFFECTED) -> exp.Expression:
     """A row whose key holds a NULL and equals an affected key null-safely. Only such rows can
     match (an index on a key column finds them); the affected keys' alias must not shadow a
     table alias of the view's query (``a`` once did: ``a.branch`` then named the affected keys)."""
@@ -217,20 +264,21 @@ def _null_safe_match(keys: list[exp.Expression], names: list[str]) -> exp.Expres
     matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, AFFECTED_ALIAS)) for k, n in zip(keys, names)]
     key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k in keys])
     return exp.and_(key_has_null, exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
-        exp.Table(this=ident(AFFECTED), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
+        exp.Table(this=ident(cte), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
     ).where(exp.and_(a_any_null, *matches))))
 
 
 def affected_keys_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
     """View keys to recompute: produced by changed rows now, or by them at the last refresh
-    (an outer-join view's refer to the CTE ROOTS: see :func:`with_affected`)."""
-    names = _key_names(len(shape.key_columns))
+    (an outer-join view's refer to the CTE ROOTS: see :func:`with_affected`; a window view's are
+    its partitions)."""
+    names = _key_names(len(_unit_exprs(shape)))
     if shape.outer:
         return _outer_affected(shape)
     if shape.global_aggregate:
         changed = [exp.Exists(this=changed_keys_sql(log, since)) for log in shape.logs]
         return exp.select(exp.alias_(exp.true(), ident(names[0]))).where(exp.or_(*changed))
-    now = _touched(shape, [exp.alias_(e, ident(n)) for e, n in zip(_key_exprs(shape), names)], since)
+    now = _touched(shape, [exp.alias_(e, ident(n)) for e, n in zip(_unit_exprs(shape), names)], since)
     before = []
     for table in shape.tables:
         before.append(
@@ -252,6 +300,12 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
     """
     names = _key_names(len(shape.key_columns))
     current, *nullish = restricted_rows(shape, shape.select_sql, null_keys)
+    if shape.partition_exprs:  # the rows of the affected partitions (disjoint parts), by primary keys
+        rows: exp.Query = current
+        for part in nullish:
+            rows = exp.union(rows, part, distinct=False)
+        query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), rows, shape.key_columns)
+        return with_affected(query, shape, since, null_keys).sql(dialect=DIALECT)
     if shape.outer and shape.view_class is ViewClass.JOIN:
         # The roots' rows, matched to their keys by the root's key (never NULL), then null-safely
         # by the NULL-extended tables' keys among the few rows of one root.
@@ -272,7 +326,13 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
 
 
 def null_keys_check_sql(shape: ViewShape, since: datetime | None) -> str:
-    """Whether an affected view key holds a NULL (then the null-safe branch is needed)."""
+    """Whether an affected view key (a window view's: an affected partition) holds a NULL (then
+    the null-safe branch is needed)."""
+    if shape.partition_exprs:
+        names = _key_names(len(shape.partition_exprs))
+        any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
+        inner = exp.select(exp.Literal.number(1)).from_(ROOTS).where(any_null)
+        return exp.select(exp.Exists(this=inner)).with_(ROOTS, as_=affected_keys_sql(shape, since)).sql(dialect=DIALECT)
     names = _key_names(len(shape.key_columns))
     any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
     inner = exp.select(exp.Literal.number(1)).from_(AFFECTED).where(any_null)
@@ -287,7 +347,7 @@ def _keymap_items(shape: ViewShape) -> list[exp.Expression]:
         for table in shape.tables for pk, c in zip(table.log.key_columns, table.keymap_columns)
     ]
     if shape.view_class is not ViewClass.JOIN:
-        items += [exp.alias_(e, ident(n)) for e, n in zip(_key_exprs(shape), keymap_key_columns(shape))]
+        items += [exp.alias_(e, ident(n)) for e, n in zip(_unit_exprs(shape), keymap_key_columns(shape))]
     return items
 
 
@@ -361,7 +421,7 @@ def fast_refresh_statements(shape: ViewShape, since: datetime) -> list[str]:
     statements = [fast_keyed_sql(shape, since)]
     if shape.keymap is not None and not shape.global_aggregate:
         statements += keymap_update_sql(shape, since)
-        if shape.view_class is ViewClass.AGGREGATE:
+        if shape.view_class is ViewClass.AGGREGATE or shape.partition_exprs:
             statements += [null_keys_check_sql(shape, since), fast_keyed_sql(shape, since, null_keys=True)]
     return statements
 

@@ -31,7 +31,8 @@ def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bo
         row_key = exp.cast(exp.Anonymous(this="ROW", expressions=[col(n) for n in names]), exp.DataType.build("text"))
         keys = exp.select(exp.alias_(exp.Literal.number(i), ident(f"{CHANGED_KEY_PREFIX}0")),
                           exp.alias_(row_key, ident(f"{CHANGED_KEY_PREFIX}1"))).from_(sqlgen.AFFECTED)
-        rows = sqlgen.restricted_rows(branch, select, len(null_keys) >= i and null_keys[i - 1])
+        nullish = len(null_keys) >= i and null_keys[i - 1]
+        rows = sqlgen.restricted_rows(branch, select, nullish)
         current: exp.Query = rows[0]
         for more in rows[1:]:
             current = exp.union(current, more, distinct=False)
@@ -39,7 +40,7 @@ def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bo
         read = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
                 .from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident("k"))))
                 .join(exp.Subquery(this=current, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left"))
-        read = sqlgen.with_affected(read, branch, since)
+        read = sqlgen.with_affected(read, branch, since, nullish)
         parts.append(exp.select(exp.Star()).from_(exp.Subquery(this=read, alias=exp.TableAlias(this=ident(f"b{i}")))))
     query = parts[0]
     for part in parts[1:]:
@@ -48,9 +49,9 @@ def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bo
 
 
 def null_keys_checks(shape: ViewShape, since: datetime | None) -> list[str | None]:
-    """Per aggregate (the view itself, or each UNION ALL branch), the query telling whether an
-    affected key holds a NULL (None: its keys cannot)."""
-    return [sqlgen.null_keys_check_sql(b, since) if _aggregate(b) and b.keyed else None
+    """Per aggregate or window view (the view itself, or each UNION ALL branch), the query telling
+    whether an affected key (a window view's: partition) holds a NULL (None: its keys cannot)."""
+    return [sqlgen.null_keys_check_sql(b, since) if (_aggregate(b) or b.partition_exprs) and b.keyed else None
             for b in shape.branches or (shape,)]
 
 
