@@ -6,7 +6,7 @@ import pytest
 import sqlglot
 from hypothesis import given, settings
 
-from conftest import SPARK_MODES, assert_view_matches, refresh_ok, stats_after, table_stats
+from conftest import SPARK_MODES, assert_view_matches, examples, refresh_ok, stats_after, table_stats
 from shop import SCHEMA, build_shop, check_views, random_dml_then_refresh, sequences
 from mvlog.errors import ConfigError
 
@@ -150,7 +150,7 @@ def test_complete_refresh_rebuilds_the_key_map(shop, db):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shop", ["local"], indirect=True)
-@settings(max_examples=4)
+@settings(max_examples=examples(3))
 @given(sequence=sequences)
 def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(shop, db, sequence):
     random_dml_then_refresh(shop, db, sequence, VIEWS)
@@ -158,7 +158,7 @@ def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(shop, db, se
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shop", ["connect"], indirect=True)
-@settings(max_examples=2)  # the same refresh code on another session kind: fewer examples
+@settings(max_examples=examples(1))  # the same refresh code on another session kind: fewer examples
 @given(sequence=sequences)
 def test_random_dml_on_all_tables_then_fast_refresh_over_connect(shop, db, sequence):
     random_dml_then_refresh(shop, db, sequence, VIEWS)

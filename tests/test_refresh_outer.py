@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from conftest import SPARK_MODES, assert_view_matches, refresh_ok, stats_after, table_stats
+from conftest import SPARK_MODES, assert_view_matches, examples, refresh_ok, stats_after, table_stats
 from shop import SCHEMA, build_shop, check_views, random_dml_then_refresh, sequences
 
 pytestmark = pytest.mark.integration
@@ -79,7 +79,7 @@ def test_fixed_scenario(shop, db):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shop", ["local"], indirect=True)
-@settings(max_examples=3)
+@settings(max_examples=examples(3))
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_equals_postgres(shop, db, sequence):
     random_dml_then_refresh(shop, db, sequence, VIEWS)
@@ -87,7 +87,7 @@ def test_random_dml_then_fast_refresh_equals_postgres(shop, db, sequence):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shop", ["connect"], indirect=True)
-@settings(max_examples=1)  # the same refresh code on another session kind
+@settings(max_examples=examples(1))  # the same refresh code on another session kind
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_over_connect(shop, db, sequence):
     random_dml_then_refresh(shop, db, sequence, VIEWS)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SPARK_MODES, assert_view_matches, refresh_ok, stats_after, table_stats
+from conftest import SPARK_MODES, assert_view_matches, examples, refresh_ok, stats_after, table_stats
 from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration
@@ -109,7 +109,7 @@ def test_random_dml_then_fast_refresh_equals_postgres(items_project, db, ops):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("items_project", ["connect"], indirect=True)
-@settings(max_examples=3)  # the same refresh code on another session kind: fewer examples
+@settings(max_examples=examples(2))  # the same refresh code on another session kind: fewer examples
 @given(ops=operations)
 def test_random_dml_then_fast_refresh_over_connect(items_project, db, ops):
     random_dml_then_refresh(items_project, db, ops)
