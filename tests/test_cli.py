@@ -226,4 +226,7 @@ def test_a_failed_refresh_exits_1_with_one_line(db, tmp_path):
     assert_one_line_error(run(config, "refresh"), 1,
                           "refresh of view v failed: view v cannot be fast-refreshed: table public.t was truncated",
                           "run 'mvlog refresh --complete v'")
+    debug = run(config, "--debug", "refresh")  # the traceback, then the same line
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "RefreshRefused" in debug.stderr, debug.stderr
+    assert debug.stderr.strip().splitlines()[-1].startswith("Error: refresh of view v failed"), debug.stderr
     assert run(config, "refresh", "--complete", "v").returncode == 0

@@ -125,8 +125,11 @@ def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: s
         _print_results(ctx, results)
     failed = [r for r in results if r.error]
     if failed:
-        err.print(f"Error: refresh of view {failed[0].view} failed: {_state(ctx).redact(failed[0].error)}",
-                  markup=False)
+        state = _state(ctx)
+        if state.debug:
+            for result in failed:
+                err.print(state.redact(result.detail or ""), markup=False, highlight=False)
+        err.print(f"Error: refresh of view {failed[0].view} failed: {state.redact(failed[0].error)}", markup=False)
         ctx.exit(1)
 
 

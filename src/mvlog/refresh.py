@@ -14,6 +14,7 @@ import contextlib
 import json
 import threading
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -56,6 +57,7 @@ class RefreshResult:
     # too), record (key map and catalog).
     phases: dict[str, float] = field(default_factory=dict)
     skipped: bool = False  # another process was refreshing the view: not a failure (reason says who)
+    detail: str | None = None  # a failure's traceback, with the error it reports (``mvlog --debug``)
 
     @classmethod
     def failed(cls, view: str, exc: MvlogError, started: float, plan: RefreshPlan | None = None,
@@ -63,9 +65,10 @@ class RefreshResult:
         """A refresh that failed; a refused one (a ``fast`` view that needs a complete refresh)
         ran no method, and its reason is the refusal's."""
         if isinstance(exc, RefreshRefused):
-            return cls(view, None, exc.reason, snaptime, error=str(exc), seconds=time.monotonic() - started)
+            return cls(view, None, exc.reason, snaptime, error=str(exc), seconds=time.monotonic() - started,
+                       detail=_traceback(exc))
         return cls(view, plan.method if plan else None, plan.reason if plan else "-", snaptime, error=str(exc),
-                   seconds=time.monotonic() - started, transient=exc.transient)
+                   seconds=time.monotonic() - started, transient=exc.transient, detail=_traceback(exc))
 
     @classmethod
     def busy(cls, view: str, exc: ConcurrentRefreshError, started: float) -> "RefreshResult":
@@ -80,13 +83,23 @@ class RefreshResult:
     def to_json(self) -> dict[str, Any]:
         """The result as ``mvlog refresh --json`` prints it (docs/json.md)."""
         data = asdict(self)
-        del data["transient"], data["skipped"]
+        del data["transient"], data["skipped"], data["detail"]
         data["status"] = self.status
         data["method"] = self.method.value if self.method else "-"
         data["snaptime"] = self.snaptime.isoformat() if self.snaptime else None
         data["seconds"] = round(self.seconds, 3)
         data["phases"] = {name: round(seconds, 3) for name, seconds in self.phases.items()}
         return data
+
+
+def _traceback(exc: BaseException) -> str:
+    """The traceback of ``exc``, preceded by that of the error it was raised from or while handling
+    (mvlog words errors in one sentence ``from None``; the cause is what --debug is for)."""
+    parts = traceback.format_exception(exc)
+    inner = exc.__cause__ or exc.__context__
+    if inner is not None and exc.__suppress_context__:
+        parts = traceback.format_exception(inner) + ["\nreported by mvlog as:\n\n"] + parts
+    return "".join(parts)
 
 
 class Phases:
