@@ -15,8 +15,7 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 
 from mvlog.model import TableInfo
-
-DIALECT = "postgres"
+from mvlog.sqltree import DIALECT, identifier_name, join_side
 
 # A base table as written in the query (schema or None, name) -> the table PostgreSQL resolves it to.
 Catalog = dict[tuple[str | None, str], TableInfo]
@@ -28,7 +27,7 @@ class NotMergeable(Exception):
 
 def needs_rewrite(tree: exp.Expression) -> bool:
     """Whether the query has a CTE, a derived table or a subquery expression."""
-    return any(True for _ in tree.find_all(exp.With, exp.Subquery)) or any(
+    return tree.find(exp.With, exp.Subquery) is not None or any(
         s is not tree for s in tree.find_all(exp.Select) if not _in_set_operation_of(s, tree))
 
 
@@ -44,9 +43,7 @@ def _in_set_operation_of(select: exp.Select, tree: exp.Expression) -> bool:
 
 
 def _name(node: exp.Identifier | None) -> str | None:
-    if node is None:
-        return None
-    return node.this if node.quoted else node.this.lower()
+    return identifier_name(node) if node is not None else None
 
 
 def rewrite(tree: exp.Query, catalog: Catalog, output_names: list[str] | None = None) -> exp.Query:
@@ -128,7 +125,7 @@ def _source_alias(source: exp.Expression) -> str:
 def _plain_spj(select: exp.Select) -> bool:
     """Projection, filter and joins only: a derived table PostgreSQL would pull up."""
     return not (any(select.args.get(k) for k in ("group", "having", "distinct", "limit", "offset", "fetch", "with_"))
-                or any(isinstance(p, exp.AggFunc) or p.find(exp.AggFunc, exp.Window) for p in select.selects))
+                or any(p.find(exp.AggFunc, exp.Window) for p in select.selects))
 
 
 def _from_items(select: exp.Select) -> list[tuple[exp.Expression, exp.Join | None]]:
@@ -190,13 +187,11 @@ def _outputs(inner: exp.Select) -> dict[str, exp.Expression]:
 
 def _merge_spj(select: exp.Select, position: int, source: exp.Subquery, join: exp.Join | None, taken: set[str]) -> None:
     inner = source.this
-    side = (join.side or "").upper() if join is not None else ""
-    first_right = position == 0 and (select.args.get("joins") or [None])[0] is not None and \
-        (select.args["joins"][0].side or "").upper() == "RIGHT"
-    null_extended = side == "LEFT" or first_right
+    side = join_side(join) if join is not None else ""
+    outer_sides = [join_side(j) for j in select.args.get("joins") or []]
+    null_extended = side == "LEFT" or (position == 0 and outer_sides[:1] == ["RIGHT"])
     inner_joins = inner.args.get("joins") or []
-    if side in ("RIGHT", "FULL") or (position == 0 and any(
-            (j.side or "").upper() == "FULL" for j in select.args.get("joins") or [])):
+    if side in ("RIGHT", "FULL") or (position == 0 and "FULL" in outer_sides):
         return  # left as it is: the analysis gives the reason
     if null_extended:
         # A NULL-extended derived table: only a single table whose outputs are its columns,
