@@ -200,11 +200,7 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     if sides and sides[0] == "RIGHT":  # a RIGHT JOIN b: b is the root
         refs[0], refs[1] = refs[1], refs[0]
     from_items = len(refs) - len(analysis.semi_joins)
-    tables = []
-    for i, ref in enumerate(refs):
-        log = logs_by_alias[ref.alias]
-        tables.append(TableKey(ref.alias, log, tuple(f"{HIDDEN_PREFIX}r{i}_{j}" for j in range(len(log.key_columns))),
-                               semi=i >= from_items))
+    tables = _table_keys(refs, logs_by_alias, from_items)
 
     key_columns, hidden, key_exprs = [], [], []
     if aggregate and not groups:  # a global aggregate: one row, keyed by a constant
@@ -227,18 +223,34 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     if outer:
         core = _lineage(select, sides, analysis.semi_joins)
     else:
-        core = exp.select(exp.Literal.number(1))
-        core.set("from_", select.args["from_"].copy())
-        if joins:
-            core.set("joins", [j.copy() for j in joins])
-        if select.args.get("where"):
-            core.set("where", select.args["where"].copy())
+        core = _core(select)
     return ViewShape(
         name, analysis.view_class, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
         tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
         core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
         range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
     )
+
+
+def _table_keys(refs, logs_by_alias: dict[str, LogInfo], from_items: int | None = None) -> list[TableKey]:
+    """The FROM items' (and from ``from_items`` on, the subqueries' tables') keys and key-map columns."""
+    tables = []
+    for i, ref in enumerate(refs):
+        log = logs_by_alias[ref.alias]
+        tables.append(TableKey(ref.alias, log, tuple(f"{HIDDEN_PREFIX}r{i}_{j}" for j in range(len(log.key_columns))),
+                               semi=from_items is not None and i >= from_items))
+    return tables
+
+
+def _core(select: exp.Select) -> exp.Select:
+    """``SELECT 1`` over ``select``'s FROM items and WHERE: the rows it is computed from."""
+    core = exp.select(exp.Literal.number(1))
+    core.set("from_", select.args["from_"].copy())
+    if select.args.get("joins"):
+        core.set("joins", [j.copy() for j in select.args["joins"]])
+    if select.args.get("where"):
+        core.set("where", select.args["where"].copy())
+    return core
 
 
 def _row_keys(select: exp.Select, tables: list[TableKey], through: exp.Select | None = None):
@@ -267,18 +279,12 @@ def _shape_window(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     """Window functions over a simple or inner-join query: keyed by its tables' primary keys;
     the key map maps base rows to their partition, and an affected partition is recomputed whole."""
     outer, inner = window_parts(select)
-    tables = [TableKey(ref.alias, logs_by_alias[ref.alias],
-                       tuple(f"{HIDDEN_PREFIX}r{i}_{j}" for j in range(len(logs_by_alias[ref.alias].key_columns))))
-              for i, ref in enumerate(analysis.tables)]
+    tables = _table_keys(analysis.tables, logs_by_alias)
     key_columns, hidden, key_exprs = _row_keys(inner, tables, through=outer)
-    core = exp.select(exp.Literal.number(1))
-    for arg in ("from_", "joins", "where"):
-        if inner.args.get(arg):
-            core.set(arg, inner.args[arg].copy() if arg != "joins" else [j.copy() for j in inner.args[arg]])
     return ViewShape(
         name, ViewClass.WINDOW, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
         tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
-        core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name),
+        core_sql=_core(inner).sql(dialect=DIALECT), keymap=keymap_name(name),
         range_key=RangeKey(key_columns[0], tables[0].log, tables[0].log.key_columns[0]),
         partition_exprs=tuple(e.sql(dialect=DIALECT) for e in partition_by(inner)),
     )
@@ -327,7 +333,8 @@ def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -
 def _on_tables(condition: exp.Expression, aliases: set[str]) -> bool:
     """Whether every column of ``condition`` is qualified by one of ``aliases`` (and it has no subquery)."""
     columns = list(condition.find_all(exp.Column))
-    return bool(columns) and not condition.find(exp.Select) and all(c.args.get("table") and identifier_name(c.args["table"]) in aliases for c in columns)
+    return bool(columns) and not condition.find(exp.Select) and all(
+        c.args.get("table") and identifier_name(c.args["table"]) in aliases for c in columns)
 
 
 def _range_key(key_columns: list[str], tables: list[TableKey], groups: list[exp.Expression]) -> RangeKey | None:
