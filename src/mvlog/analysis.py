@@ -142,12 +142,11 @@ def _not_null_columns(tree: exp.Expression, catalog: rewrite.Catalog) -> set[tup
     """(alias, column) of every NOT NULL column of the (qualified) query's tables."""
     tables: dict[tuple[str, str], TableInfo] = {(t.schema, t.name): t for t in catalog.values()}
     found = set()
-    for table in tree.find_all(exp.Table):
-        info = tables.get((identifier_name(table.args["db"]) if table.args.get("db") else None,
-                           identifier_name(table.this) if isinstance(table.this, exp.Identifier) else ""))
-        if info is not None:
-            alias = identifier_name(table.args["alias"].this) if table.alias else info.name
-            found |= {(alias, c.name) for c in info.columns if c.not_null}
+    for select in tree.find_all(exp.Select):
+        for ref in table_refs(select):
+            info = tables.get((ref.schema, ref.name))
+            if info is not None:
+                found |= {(ref.alias, c.name) for c in info.columns if c.not_null}
     return found
 
 

@@ -104,9 +104,9 @@ class Registrar:
             raise ConfigError(f"{where}: {exc}") from None
         if rewrite.needs_rewrite(analysis.tree):  # CTEs and subqueries: analysed as what they merge into
             analysis = analyze(view.query, catalog, columns)
-        resolved = {(t.schema, t.name): t for t in catalog.values()}
-        by_alias = {ref.alias: logs[(catalog.get((ref.schema, ref.name)) or resolved[(ref.schema, ref.name)]).oid]
-                    for ref in analysis.tables}
+        # A rewritten query names its tables as resolved (schema.name), the others as written.
+        known = {**{(t.schema, t.name): t for t in catalog.values()}, **catalog}
+        by_alias = {ref.alias: logs[known[(ref.schema, ref.name)].oid] for ref in analysis.tables}
         duplicates = sorted({c for c in columns if columns.count(c) > 1})
         if duplicates:
             raise ConfigError(f"{where}: the query outputs column {duplicates[0]!r} more than once; "

@@ -15,9 +15,8 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mvlog.analysis import DIALECT, ViewClass
+from mvlog.analysis import DIALECT, ViewClass, window_parts
 from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, PRESENT, LogInfo
-from mvlog.analysis import window_parts
 from mvlog.shape import ViewShape, col, ident
 
 
@@ -260,7 +259,7 @@ def _null_safe_match(keys: list[exp.Expression], names: list[str], cte: str = AF
     """A row whose key holds a NULL and equals an affected key null-safely. Only such rows can
     match (an index on a key column finds them); the affected keys' alias must not shadow a
     table alias of the view's query (``a`` once did: ``a.branch`` then named the affected keys)."""
-    a_any_null = exp.or_(*[exp.Is(this=col(n, AFFECTED_ALIAS), expression=exp.Null()) for n in names])
+    a_any_null = _any_null(names, AFFECTED_ALIAS)
     matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, AFFECTED_ALIAS)) for k, n in zip(keys, names)]
     key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k in keys])
     return exp.and_(key_has_null, exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
@@ -314,7 +313,7 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
         return with_affected(query, shape, since).sql(dialect=DIALECT)
     query: exp.Query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, shape.key_columns)
     if nullish:
-        any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
+        any_null = _any_null(names)
         with_nulls = exp.select(exp.Star()).from_(AFFECTED).where(any_null)
         without_nulls = exp.select(exp.Star()).from_(AFFECTED).where(exp.not_(any_null.copy()))
         query = exp.union(
@@ -328,15 +327,16 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
 def null_keys_check_sql(shape: ViewShape, since: datetime | None) -> str:
     """Whether an affected view key (a window view's: an affected partition) holds a NULL (then
     the null-safe branch is needed)."""
-    if shape.partition_exprs:
-        names = _key_names(len(shape.partition_exprs))
-        any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
-        inner = exp.select(exp.Literal.number(1)).from_(ROOTS).where(any_null)
-        return exp.select(exp.Exists(this=inner)).with_(ROOTS, as_=affected_keys_sql(shape, since)).sql(dialect=DIALECT)
-    names = _key_names(len(shape.key_columns))
-    any_null = exp.or_(*[exp.Is(this=col(n), expression=exp.Null()) for n in names])
-    inner = exp.select(exp.Literal.number(1)).from_(AFFECTED).where(any_null)
-    return with_affected(exp.select(exp.Exists(this=inner)), shape, since).sql(dialect=DIALECT)
+    cte = ROOTS if shape.partition_exprs else AFFECTED
+    names = _key_names(len(shape.partition_exprs or shape.key_columns))
+    query = exp.select(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(cte).where(_any_null(names))))
+    if shape.partition_exprs:  # the partitions alone: the view keys are derived from them
+        return query.with_(ROOTS, as_=affected_keys_sql(shape, since)).sql(dialect=DIALECT)
+    return with_affected(query, shape, since).sql(dialect=DIALECT)
+
+
+def _any_null(names: list[str], table: str | None = None) -> exp.Expression:
+    return exp.or_(*[exp.Is(this=col(n, table), expression=exp.Null()) for n in names])
 
 
 # -- the key map ------------------------------------------------------------------------------
