@@ -26,6 +26,7 @@ from mvlog.errors import ConfigError
         ("SELECT * FROM t NATURAL LEFT JOIN u", ViewClass.JOIN),
         ("SELECT u.g, count(t.id) FROM u LEFT JOIN t ON t.uid = u.id GROUP BY u.g", ViewClass.AGGREGATE),
         ("SELECT DISTINCT a FROM t", ViewClass.AGGREGATE),
+        ("SELECT * FROM t FULL OUTER JOIN u ON u.id = t.id LEFT JOIN w ON w.id = u.wid", ViewClass.JOIN),
         ("SELECT DISTINCT t.a, u.b FROM t JOIN u ON u.id = t.uid", ViewClass.AGGREGATE),
     ],
 )
@@ -37,7 +38,9 @@ def test_classes(query, view_class):
     ("query", "reason"),
     [
         ("SELECT * FROM t LIMIT 10", "LIMIT"),
-        ("SELECT * FROM t FULL OUTER JOIN u ON u.id = t.id", "FULL OUTER JOIN"),
+        ("SELECT * FROM t JOIN w ON w.id = t.id FULL OUTER JOIN u ON u.id = t.id", "FULL JOIN after the first join"),
+        ("SELECT t.g, count(*) FROM t FULL JOIN u ON u.id = t.id GROUP BY t.g", "over a FULL JOIN"),
+        ("SELECT * FROM t FULL JOIN u USING (id)", "FULL JOIN with USING or NATURAL"),
         ("SELECT * FROM t JOIN u ON u.id = t.id RIGHT JOIN w ON w.id = u.id", "RIGHT JOIN after the first join"),
         ("SELECT * FROM t LEFT JOIN u ON u.id = t.id, w", "comma or CROSS join after an outer join"),
         ("SELECT DISTINCT ON (a) a, b FROM t", "DISTINCT ON"),
@@ -58,6 +61,7 @@ def test_other_shapes_say_why(query, reason):
     analysis = analyze(query)
     assert analysis.view_class is ViewClass.OTHER
     assert not analysis.fast_possible
+    assert any(reason in why for why in analysis.reasons), analysis.reasons
     assert any(reason in r for r in analysis.reasons), analysis.reasons
 
 

@@ -37,6 +37,14 @@ VIEWS = [
     {"name": "agg_left_null_group", "refresh": "fast",
      "query": "SELECT n.name AS nation, count(*) AS n, sum(o.amount) AS revenue FROM orders o "
               "LEFT JOIN customers c ON c.id = o.customer_id LEFT JOIN nation n ON n.id = c.nation_id GROUP BY n.name"},
+    {"name": "full_customers_orders", "refresh": "fast",  # customers without orders, orders without customer
+     "query": "SELECT c.id AS customer_id, c.name, o.id AS order_id, o.amount FROM customers c "
+              "FULL JOIN orders o ON o.customer_id = c.id"},
+    {"name": "full_then_left", "refresh": "fast",  # a condition in ON, a chain after it, WHERE on both sides
+     "query": "SELECT o.id AS order_id, o.status, c.name, n.name AS nation FROM orders o "
+              "FULL OUTER JOIN customers c ON c.id = o.customer_id AND o.status <> 'cancelled' "
+              "LEFT JOIN nation n ON n.id = c.nation_id WHERE coalesce(n.region, 0) <> 2 AND o.priority IS "
+              "DISTINCT FROM 9"},
     {"name": "distinct_simple", "refresh": "fast", "query": "SELECT DISTINCT status, priority FROM orders"},
     {"name": "distinct_left", "refresh": "fast",
      "query": "SELECT DISTINCT c.segment, n.region FROM customers c LEFT JOIN nation n ON n.id = c.nation_id"},
@@ -100,6 +108,8 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
         {"name": "per_customer", "refresh": "fast",
          "query": "SELECT c.id, count(o.id) AS n, sum(o.amount) AS total FROM customers c "
                   "LEFT JOIN orders o ON o.customer_id = c.id GROUP BY c.id"},
+        {"name": "full_lines", "refresh": "fast",
+         "query": "SELECT o.id, c.id AS customer_id, c.name FROM orders o FULL JOIN customers c ON c.id = o.customer_id"},
     ])
     project.apply()
     db.execute("UPDATE orders SET amount = 1000 WHERE id IN (10, 20)")   # customers 11 and 21
@@ -112,11 +122,14 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
     # as (o, 5) and (o, NULL).
     assert results["order_lines"].method == "fast" and results["order_lines"].keys_read == 2 + 2 + 4
     assert results["per_customer"].method == "fast" and results["per_customer"].keys_read == 4  # 11, 21, 41, 5
+    # The orders' part as order_lines (8 keys); the customers' part, the lineage rows of customers
+    # 11, 21, 41 and 5 before and after (two orders each): 8 keys.
+    assert results["full_lines"].method == "fast" and results["full_lines"].keys_read == 8 + 8
     for table in ("orders", "customers"):
         assert after[table][0] == before[table][0], f"a sequential scan read {table}"
     # 5 changed order lines and 4 customers of 2 orders each, read by index a few times each (for
     # the roots, the keys, the rows, the null check and the key map): hundreds, not 200k.
     fetched = after["orders"][2] - before["orders"][2]
     assert fetched <= 1000, f"{fetched} orders rows fetched"
-    for view in ("order_lines", "per_customer"):
+    for view in ("order_lines", "per_customer", "full_lines"):
         assert_view_matches(project, view)

@@ -94,12 +94,16 @@ def _base_table_refs(tree: exp.Query) -> list[TableRef]:
 
 def _join_reasons(joins: list[exp.Join]) -> list[str]:
     """Why a join chain cannot be refreshed fast: every row of an outer-join view must hold a
-    row of its first table (its *root*: LEFT joins after it, or one RIGHT join right after it)."""
+    row of its first table (its *root*: LEFT joins after it, or one RIGHT join right after it);
+    a FULL first join is two such views (see shape._shape_full)."""
     reasons, outer = [], False
     for i, join in enumerate(joins):
         side = join_side(join)
-        if side == "FULL":
-            reasons.append("FULL OUTER JOIN is not incrementally maintainable: no table is present in every row")
+        if side == "FULL" and i > 0:
+            reasons.append("a FULL JOIN after the first join is not incrementally maintainable: no table is "
+                           "present in every row, and the rows it adds hold none of the tables before it")
+        elif side == "FULL" and (join.args.get("using") or join.args.get("method") == "NATURAL"):
+            reasons.append("a FULL JOIN with USING or NATURAL is not incrementally maintainable: write it with ON")
         elif side == "RIGHT" and i > 0:
             reasons.append("a RIGHT JOIN after the first join is not incrementally maintainable: "
                            "write the chain with LEFT JOINs")
@@ -277,6 +281,9 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
         node.find_ancestor(exp.Select) is tree for e in tree.selects for node in e.find_all(exp.AggFunc)
     )  # an aggregate in a scalar subquery does not make the view one
     joined = len(sources) > 1 or bool(semi_joins)
+    joins = tree.args.get("joins") or []
+    if not reasons and joins and join_side(joins[0]) == "FULL" and (aggregate or semi_joins):
+        reasons.append("an aggregate, DISTINCT or subquery over a FULL JOIN is not incrementally maintainable")
     if reasons:  # complete refresh only: it depends on every table it reads, wherever
         view_class = ViewClass.OTHER
         tables = _base_table_refs(tree)

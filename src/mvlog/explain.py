@@ -35,6 +35,11 @@ class Explanation:
 
 def affected_keys_how(shape: ViewShape) -> str:
     """How a fast refresh of ``shape`` finds the view rows to recompute (explain and plan say it)."""
+    if shape.full_join:
+        with_root, without = shape.branches
+        return (f"a FULL JOIN is refreshed as two outer-join views that never share a row: the rows holding a row "
+                f"of {with_root.tables[0].log.qualified_table} ({affected_keys_how(with_root)}), and the rows of "
+                f"{without.tables[0].log.qualified_table} without a partner ({affected_keys_how(without)})")
     if shape.branches:
         return "; ".join(f"UNION ALL branch {i} ({b.view_class.value}): {affected_keys_how(b)}"
                          for i, b in enumerate(shape.branches, 1))

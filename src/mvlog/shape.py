@@ -76,6 +76,8 @@ class ViewShape:
     # Window views: the PARTITION BY its window functions share (over the base rows, like
     # key_exprs); the key map maps base rows to it, and a refresh recomputes whole partitions.
     partition_exprs: tuple[str, ...] = ()
+    # A FULL JOIN view: its branches are the rows with a row of the first table and those without.
+    full_join: bool = False
 
     @property
     def fast_possible(self) -> bool:
@@ -105,7 +107,12 @@ def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo])
         text = analysis.query.strip().rstrip(";").strip()
         return ViewShape(name, analysis.view_class, reasons, logs, (), (), text)
     if analysis.view_class is ViewClass.UNION:
-        return _shape_union(name, analysis, logs_by_alias, logs)
+        branches = analysis.branches
+        return _shape_union(name, analysis.query, branches,
+                            [{ref.alias: logs_by_alias[ref.display] for ref in b.tables} for b in branches], logs)
+    joins = analysis.tree.args.get("joins") or []
+    if joins and join_side(joins[0]) == "FULL":
+        return _shape_full(name, analysis, logs_by_alias, logs)
     select = analysis.tree.copy()
     assert isinstance(select, exp.Select)
     if analysis.view_class is ViewClass.SIMPLE:
@@ -136,14 +143,19 @@ def _shape_simple(name, analysis, select, logs_by_alias, logs) -> ViewShape:
                      range_key=RangeKey(key_columns[0], log, log.key_columns[0]))
 
 
-def _shape_union(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
-    """UNION ALL: every branch keyed on its own; the view key is (branch number, the branch's key
-    as row text). ``logs_by_alias`` holds every table by its name as written (``TableRef.display``)."""
+def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias: list[dict[str, LogInfo]], logs,
+                 full_join: bool = False) -> ViewShape:
+    """UNION ALL: every branch keyed on its own (``logs_by_alias[i]``: branch i's tables' logs);
+    the view key is (branch number, the branch's key as row text)."""
+    what = "FULL JOIN part" if full_join else "UNION ALL branch"
     branches, selects = [], []
-    for i, branch in enumerate(analysis.branches, 1):
-        shape = shape_view(name, branch, {ref.alias: logs_by_alias[ref.display] for ref in branch.tables})
+    for i, (branch, by_alias) in enumerate(zip(analyses, logs_by_alias), 1):
+        shape = shape_view(name, branch, by_alias)
+        if shape.branches:
+            return downgrade(shape, query, f"{what} {i}: a FULL JOIN inside a UNION ALL branch is not "
+                                           f"incrementally maintainable")
         if not shape.fast_possible:
-            return downgrade(shape, analysis.query, f"UNION ALL branch {i}: {'; '.join(shape.fast_reasons)}")
+            return downgrade(shape, query, f"{what} {i}: {'; '.join(shape.fast_reasons)}")
         shape = dataclasses.replace(shape, keymap=keymap_name(name, i) if shape.keymap else None)
         select = branch.tree.copy()
         key = exp.Anonymous(this="ROW", expressions=[exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs])
@@ -154,9 +166,27 @@ def _shape_union(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo
     union = selects[0]
     for select in selects[1:]:
         union = exp.union(union, select, distinct=False)
-    return ViewShape(name, ViewClass.UNION, (), logs, (BRANCH_COLUMN, ROW_KEY_COLUMN), (BRANCH_COLUMN, ROW_KEY_COLUMN),
-                     union.sql(dialect=DIALECT), branches=tuple(branches),
-                     branch_selects=tuple(s.sql(dialect=DIALECT) for s in selects))
+    return ViewShape(name, ViewClass.JOIN if full_join else ViewClass.UNION, (), logs,
+                     (BRANCH_COLUMN, ROW_KEY_COLUMN), (BRANCH_COLUMN, ROW_KEY_COLUMN), union.sql(dialect=DIALECT),
+                     branches=tuple(branches), branch_selects=tuple(s.sql(dialect=DIALECT) for s in selects),
+                     full_join=full_join)
+
+
+def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
+    """``a FULL JOIN b ON c …``: its rows that hold a row of ``a`` are those of ``a LEFT JOIN b ON c …``
+    (root ``a``), the others those of ``a RIGHT JOIN b ON c … WHERE <a's key> IS NULL`` (root ``b``:
+    the ``b`` rows without a partner). The two parts never share a row, so the view is their
+    UNION ALL, each part refreshed as an outer-join view of its own."""
+    first = analysis.tables[0]
+    a_key = col(logs_by_alias[first.alias].key_columns[0], first.alias)
+    parts = []
+    for side in ("LEFT", "RIGHT"):
+        tree = analysis.tree.copy()
+        tree.args["joins"][0].set("side", side)
+        if side == "RIGHT":
+            tree.where(exp.Is(this=a_key, expression=exp.Null()), copy=False)
+        parts.append(dataclasses.replace(analysis, query=tree.sql(dialect=DIALECT), tree=tree))
+    return _shape_union(name, analysis.query, parts, [logs_by_alias] * 2, logs, full_join=True)
 
 
 def _group_expressions(select: exp.Select) -> list[exp.Expression]:
