@@ -55,6 +55,9 @@ VIEWS = [
     {"name": "union_outer_and_total", "refresh": "fast",  # an outer join, a table, a global aggregate
      "query": "SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON c.id = o.customer_id UNION ALL "
               "SELECT n.id, n.name FROM nation n UNION ALL SELECT count(*), 'orders' FROM orders"},
+    {"name": "union_distinct", "refresh": "fast",  # a row stays while some branch yields it; NULLs are rows too
+     "query": "SELECT o.status AS label, c.segment FROM orders o LEFT JOIN customers c ON c.id = o.customer_id "
+              "UNION SELECT segment, 'c:' || segment FROM customers UNION SELECT n.name, NULL FROM nation n"},
     {"name": "union_null_groups", "refresh": "fast",  # the NULL group of each branch is a row of its own
      "query": "SELECT status AS label, count(*) AS n FROM orders GROUP BY status UNION ALL "
               "SELECT segment, count(*) FROM customers GROUP BY segment"},

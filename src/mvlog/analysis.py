@@ -54,6 +54,8 @@ class Analysis:
     tables: list[TableRef]
     reasons: list[str] = field(default_factory=list)
     branches: list["Analysis"] = field(default_factory=list)  # UNION ALL: each branch's analysis
+    # UNION (distinct): DISTINCT over the UNION ALL of ``branches``, each made SELECT DISTINCT.
+    distinct: bool = False
     # Tables read by subquery expressions (EXISTS, IN, scalar): the last entries of ``tables``,
     # each with the condition under which its rows matter to a row of the FROM items.
     semi_joins: list["SemiJoin"] = field(default_factory=list)
@@ -154,39 +156,53 @@ def _not_null_columns(tree: exp.Expression, catalog: rewrite.Catalog) -> set[tup
     return found
 
 
-def _union_all_branches(tree: exp.Expression) -> list[exp.Expression] | None:
-    """The branches of a chain of UNION ALLs (None if it is another set operation)."""
+def _union_all_branches(tree: exp.Expression, distinct: bool = False) -> list[exp.Expression] | None:
+    """The branches of a chain of UNION ALLs (None if it is another set operation); with
+    ``distinct``, of a chain of UNIONs of either kind (a DISTINCT over all of them)."""
     if isinstance(tree, exp.Subquery):
-        return _union_all_branches(tree.this)
+        return _union_all_branches(tree.this, distinct)
     if not isinstance(tree, exp.SetOperation):
         return [tree]
-    if not isinstance(tree, exp.Union) or tree.args.get("distinct") or tree.args.get("with_"):
+    if not isinstance(tree, exp.Union) or tree.args.get("with_") or (tree.args.get("distinct") and not distinct):
         return None
-    left, right = _union_all_branches(tree.this), _union_all_branches(tree.expression)
+    left, right = _union_all_branches(tree.this, distinct), _union_all_branches(tree.expression, distinct)
     return None if left is None or right is None else left + right
 
 
 def _analyze_set_operation(query: str, tree: exp.SetOperation, not_null: set[tuple[str, str]] | None) -> Analysis:
-    """UNION ALL: each branch is a view of its own (a hidden branch number joins the view key)."""
+    """UNION ALL: each branch is a view of its own (a hidden branch number joins the view key).
+    UNION: a DISTINCT over the UNION ALL of its branches; each branch is made SELECT DISTINCT
+    (its output rows are its key) and an affected row is recomputed from every branch."""
     tables = _base_table_refs(tree)
-    branches = _union_all_branches(tree)
+    distinct = isinstance(tree, exp.Union) and bool(tree.args.get("distinct"))
+    branches = _union_all_branches(tree, distinct)
     if branches is None:
-        name = "UNION" if isinstance(tree, exp.Union) else type(tree).__name__.upper()
-        return Analysis(query, tree, ViewClass.OTHER, tables,
-                        [f"set operations ({name}) other than UNION ALL are not incrementally maintainable"])
+        within = [type(t).__name__.upper() for t in tree.find_all(exp.SetOperation) if not isinstance(t, exp.Union)]
+        why = (f"set operations ({within[0]}) are not incrementally maintainable" if within else
+               "a UNION (distinct) inside a UNION ALL is not incrementally maintainable: write UNION throughout, "
+               "or UNION ALL")
+        return Analysis(query, tree, ViewClass.OTHER, tables, [why])
+    what = "UNION branch" if distinct else "UNION ALL branch"
     reasons = []
     if tree.args.get("limit") or tree.args.get("offset"):
         reasons.append("LIMIT/OFFSET is not incrementally maintainable")
     analyses = []
     for i, branch in enumerate(branches, 1):
         if not isinstance(branch, exp.Select):
-            reasons.append(f"UNION ALL branch {i} is not a SELECT")
+            reasons.append(f"{what} {i} is not a SELECT")
             continue
         analysis = _analyze_select(branch.sql(dialect=DIALECT), branch.copy(), not_null)
-        reasons += [f"UNION ALL branch {i}: {reason}" for reason in analysis.reasons]
+        if distinct and analysis.fast_possible and analysis.view_class not in (ViewClass.SIMPLE, ViewClass.JOIN):
+            reasons.append(f"{what} {i}: a UNION of aggregates or window functions is not incrementally "
+                           f"maintainable (UNION ALL is)")
+        elif distinct and analysis.fast_possible:
+            rows = branch.copy()
+            rows.set("distinct", exp.Distinct())
+            analysis = _analyze_select(rows.sql(dialect=DIALECT), rows, not_null)
+        reasons += [f"{what} {i}: {reason}" for reason in analysis.reasons]
         analyses.append(analysis)
     return Analysis(query, tree, ViewClass.OTHER if reasons else ViewClass.UNION, tables, reasons,
-                    [] if reasons else analyses)
+                    [] if reasons else analyses, distinct=distinct)
 
 
 def own_windows(select: exp.Select) -> list[exp.Window]:

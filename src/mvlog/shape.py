@@ -78,6 +78,8 @@ class ViewShape:
     partition_exprs: tuple[str, ...] = ()
     # A FULL JOIN view: its branches are the rows with a row of the first table and those without.
     full_join: bool = False
+    # A UNION (distinct) view: keyed by its output row; its branches are SELECT DISTINCT views.
+    distinct: bool = False
 
     @property
     def fast_possible(self) -> bool:
@@ -106,6 +108,8 @@ def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo])
     if analysis.view_class is ViewClass.OTHER or reasons:
         text = analysis.query.strip().rstrip(";").strip()
         return ViewShape(name, analysis.view_class, reasons, logs, (), (), text)
+    if analysis.view_class is ViewClass.UNION and analysis.distinct:
+        return _shape_union_distinct(name, analysis, logs_by_alias, logs)
     if analysis.view_class is ViewClass.UNION:
         branches = analysis.branches
         return _shape_union(name, analysis.query, branches,
@@ -170,6 +174,27 @@ def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias:
                      (BRANCH_COLUMN, ROW_KEY_COLUMN), (BRANCH_COLUMN, ROW_KEY_COLUMN), union.sql(dialect=DIALECT),
                      branches=tuple(branches), branch_selects=tuple(s.sql(dialect=DIALECT) for s in selects),
                      full_join=full_join)
+
+
+def _shape_union_distinct(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
+    """UNION: a DISTINCT over the UNION ALL of its branches, each a ``SELECT DISTINCT`` keyed by its
+    output rows and key-mapped on its own (base rows -> output row). The view key is the output
+    row; an affected row is recomputed from every branch, and goes when no branch yields it."""
+    branches = []
+    for i, branch in enumerate(analysis.branches, 1):
+        shape = shape_view(name, branch, {ref.alias: logs_by_alias[ref.display] for ref in branch.tables})
+        if not shape.fast_possible:
+            return downgrade(shape, analysis.query, f"UNION branch {i}: {'; '.join(shape.fast_reasons)}")
+        if len(shape.key_exprs) != len(branch.tree.selects):
+            return downgrade(shape, analysis.query, f"UNION branch {i} outputs one expression twice: not incrementally "
+                                                    f"maintainable yet")
+        if i == 1 and shape.hidden_columns:
+            return downgrade(shape, analysis.query, "UNION: give every output expression of the first branch "
+                                                    "a name (AS …)")
+        branches.append(dataclasses.replace(shape, keymap=keymap_name(name, i)))
+    return ViewShape(name, ViewClass.UNION, (), logs, branches[0].key_columns, (), analysis.tree.sql(dialect=DIALECT),
+                     branches=tuple(branches), branch_selects=tuple(b.tree.sql(dialect=DIALECT)
+                                                                    for b in analysis.branches), distinct=True)
 
 
 def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:

@@ -141,10 +141,11 @@ def _touched(shape: ViewShape, items: list[exp.Expression], since: datetime | No
         core.set("expressions", [item.copy() for item in items])
         pks = [col(pk, table.alias) for pk in table.log.key_columns]
         branches.append(core.where(_in(pks, changed_keys_sql(table.log, since)), copy=False))
-    return _union(branches)
+    return union_distinct(branches)
 
 
-def _union(branches: list[exp.Query]) -> exp.Query:
+def union_distinct(branches: list[exp.Query]) -> exp.Query:
+    """``branches[0] UNION branches[1] UNION …``."""
     query = branches[0]
     for branch in branches[1:]:
         query = exp.union(query, branch, distinct=True)
@@ -174,7 +175,7 @@ def roots_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
         branches.append(core.where(_in(pks, changed), copy=False))
         branches.append(exp.select(*[col(n) for n in names]).from_(keymap_table(shape))
                         .where(_in([col(c) for c in table.keymap_columns], changed.copy())))
-    return _union(branches)
+    return union_distinct(branches)
 
 
 def _outer_affected(shape: ViewShape) -> exp.Query:
@@ -186,7 +187,7 @@ def _outer_affected(shape: ViewShape) -> exp.Query:
     before = (exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
               .from_(keymap_table(shape))
               .where(_in([col(c) for c in shape.tables[0].keymap_columns], _roots())))
-    return _union([now, before])
+    return union_distinct([now, before])
 
 
 def with_affected(query: exp.Query, shape: ViewShape, since: datetime | None, null_keys: bool = False) -> exp.Query:
@@ -252,7 +253,7 @@ def _window_affected(shape: ViewShape, null_keys: bool) -> exp.Query:
     branches.append(before.copy().where(_in(keymap_units, _roots())))
     if null_keys:
         branches.append(before.where(_null_safe_match(keymap_units, _key_names(len(keymap_units)), ROOTS)))
-    return _union(branches)
+    return union_distinct(branches)
 
 
 def _null_safe_match(keys: list[exp.Expression], names: list[str], cte: str = AFFECTED) -> exp.Expression:
@@ -285,7 +286,7 @@ def affected_keys_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
             .from_(keymap_table(shape))
             .where(_in([col(c) for c in table.keymap_columns], changed_keys_sql(table.log, since)))
         )
-    return _union([now, *before])
+    return union_distinct([now, *before])
 
 
 def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = False) -> str:
@@ -297,7 +298,6 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
     a second branch that matches null-safely (IS NOT DISTINCT FROM: a nested loop, but
     over the few keys and rows with a NULL in the key only).
     """
-    names = _key_names(len(shape.key_columns))
     current, *nullish = restricted_rows(shape, shape.select_sql, null_keys)
     if shape.partition_exprs:  # the rows of the affected partitions (disjoint parts), by primary keys
         rows: exp.Query = current
@@ -311,25 +311,36 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
         query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, shape.key_columns,
                                 null_safe_from=len(shape.tables[0].keymap_columns))
         return with_affected(query, shape, since).sql(dialect=DIALECT)
-    query: exp.Query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, shape.key_columns)
-    if nullish:
-        any_null = _any_null(names)
-        with_nulls = exp.select(exp.Star()).from_(AFFECTED).where(any_null)
-        without_nulls = exp.select(exp.Star()).from_(AFFECTED).where(exp.not_(any_null.copy()))
-        query = exp.union(
-            _left_join_keys(without_nulls, current, shape.key_columns),
-            _left_join_keys(with_nulls, nullish[0], shape.key_columns, null_safe_from=0),
-            distinct=False,
-        )
+    query = join_affected(current, nullish[0] if nullish else None, shape.key_columns)
     return with_affected(query, shape, since).sql(dialect=DIALECT)
+
+
+def join_affected(current: exp.Query, nullish: exp.Query | None, key_columns: tuple[str, ...]) -> exp.Query:
+    """AFFECTED LEFT JOIN ``current`` by the view key; with ``nullish``, the keys holding a NULL
+    join those rows instead, null-safely (few keys and rows: the nested loop stays small)."""
+    if nullish is None:
+        return _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, key_columns)
+    any_null = _any_null(_key_names(len(key_columns)))
+    with_nulls = exp.select(exp.Star()).from_(AFFECTED).where(any_null)
+    without_nulls = exp.select(exp.Star()).from_(AFFECTED).where(exp.not_(any_null.copy()))
+    return exp.union(
+        _left_join_keys(without_nulls, current, key_columns),
+        _left_join_keys(with_nulls, nullish, key_columns, null_safe_from=0),
+        distinct=False,
+    )
+
+
+def any_null_exists(cte: str, width: int) -> exp.Select:
+    """``SELECT EXISTS (a row of cte whose _mvlog_key_<i>, i < width, holds a NULL)``."""
+    names = _key_names(width)
+    return exp.select(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(cte).where(_any_null(names))))
 
 
 def null_keys_check_sql(shape: ViewShape, since: datetime | None) -> str:
     """Whether an affected view key (a window view's: an affected partition) holds a NULL (then
     the null-safe branch is needed)."""
     cte = ROOTS if shape.partition_exprs else AFFECTED
-    names = _key_names(len(shape.partition_exprs or shape.key_columns))
-    query = exp.select(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(cte).where(_any_null(names))))
+    query = any_null_exists(cte, len(shape.partition_exprs or shape.key_columns))
     if shape.partition_exprs:  # the partitions alone: the view keys are derived from them
         return query.with_(ROOTS, as_=affected_keys_sql(shape, since)).sql(dialect=DIALECT)
     return with_affected(query, shape, since).sql(dialect=DIALECT)

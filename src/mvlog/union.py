@@ -25,6 +25,8 @@ def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bo
     """Per branch: its affected keys as (branch, row text) LEFT JOIN its restricted rows; the
     branches' reads, each with its own CTEs, under UNION ALL. ``null_keys[i]``: an affected key
     of branch i+1 holds a NULL (see :func:`null_keys_checks`)."""
+    if shape.distinct:
+        return fast_union_distinct_sql(shape, since, any(null_keys))
     parts = []
     for i, (branch, select) in enumerate(zip(shape.branches, shape.branch_selects), 1):
         names = [f"{CHANGED_KEY_PREFIX}{j}" for j in range(len(branch.key_columns))]
@@ -48,9 +50,38 @@ def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bo
     return query.sql(dialect=DIALECT)
 
 
+def _affected_rows(shape: ViewShape, since: datetime | None) -> exp.Query:
+    """A UNION view's affected output rows: every branch's (each with its own CTEs), distinct."""
+    names = [f"{CHANGED_KEY_PREFIX}{j}" for j in range(len(shape.key_columns))]
+    parts = []
+    for i, branch in enumerate(shape.branches, 1):
+        keys = sqlgen.with_affected(exp.select(*[col(n) for n in names]).from_(sqlgen.AFFECTED), branch, since)
+        parts.append(exp.select(exp.Star()).from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident(f"b{i}")))))
+    return sqlgen.union_distinct(parts)
+
+
+def fast_union_distinct_sql(shape: ViewShape, since: datetime | None, null_keys: bool = False) -> str:
+    """UNION: the affected output rows (of any branch, before or after) LEFT JOIN the DISTINCT
+    over every branch restricted to them — a row stays while some branch still yields it.
+    ``null_keys``: an affected row holds a NULL (it is then matched null-safely)."""
+    restricted = [sqlgen.restricted_rows(b, select, null_keys) for b, select in zip(shape.branches, shape.branch_selects)]
+    distinct = []
+    for part in range(len(restricted[0])):  # the rows matched by plain IN, then those matched null-safely
+        rows: exp.Query = restricted[0][part]
+        for more in restricted[1:]:
+            rows = exp.union(rows, more[part], distinct=False)
+        distinct.append(exp.select(exp.Star()).distinct().from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("u")))))
+    query = sqlgen.join_affected(distinct[0], distinct[1] if len(distinct) > 1 else None, shape.key_columns)
+    return query.with_(sqlgen.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)
+
+
 def null_keys_checks(shape: ViewShape, since: datetime | None) -> list[str | None]:
-    """Per aggregate or window view (the view itself, or each UNION ALL branch), the query telling
-    whether an affected key (a window view's: partition) holds a NULL (None: its keys cannot)."""
+    """Per aggregate or window view (the view itself, or each UNION ALL branch; a UNION: its
+    affected rows), the query telling whether an affected key (a window view's: partition) holds
+    a NULL (None: its keys cannot)."""
+    if shape.distinct:
+        check = sqlgen.any_null_exists(sqlgen.AFFECTED, len(shape.key_columns))
+        return [check.with_(sqlgen.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)]
     return [sqlgen.null_keys_check_sql(b, since) if (_aggregate(b) or b.partition_exprs) and b.keyed else None
             for b in shape.branches or (shape,)]
 
@@ -63,7 +94,7 @@ def keyed_branches(shape: ViewShape) -> list[ViewShape]:
 
 def fast_refresh_statements(shape: ViewShape, since: datetime) -> list[str]:
     """Every statement a fast refresh of a UNION ALL view sends (see sqlgen.fast_refresh_statements)."""
-    statements = [fast_union_sql(shape, since, tuple(True for _ in shape.branches))]
+    statements = [fast_union_sql(shape, since, (True,) * len(shape.branches))]
     for branch in keyed_branches(shape):
         statements += sqlgen.keymap_update_sql(branch, since)
     return statements + [check for check in null_keys_checks(shape, since) if check]
