@@ -127,7 +127,7 @@ def test_apply_has_postgresql_check_every_statement_of_a_fast_refresh(db, make_p
     unparenthesized = lambda expressions, query: sqlglot.exp.In(  # noqa: E731
         this=expressions[0] if len(expressions) == 1 else sqlglot.exp.Tuple(expressions=expressions),
         query=sqlglot.exp.Subquery(this=query))
-    monkeypatch.setattr(sqlgen, "_in", unparenthesized)
+    monkeypatch.setattr(sqlgen, "in_query", unparenthesized)
     db.execute("CREATE TABLE sale (id int PRIMARY KEY, amount numeric(10,2))")
     query = "SELECT amount > 50 AS big, sum(amount) AS total FROM sale GROUP BY amount > 50"
     project = make_project(["sale"], [{"name": "big_sales", "refresh": "fast", "query": query}])

@@ -9,7 +9,7 @@ from mvlog.analysis import analyze
 from mvlog.config import RefreshMethod
 from mvlog.plan import plan_refresh
 from mvlog.shape import shape_view
-from mvlog import sqlgen
+from mvlog import changes, keymap, sqlgen
 
 
 def test_fast_sql_restricts_the_view_to_changed_keys_in_the_window():
@@ -49,8 +49,8 @@ def test_an_outer_join_view_is_read_by_its_roots():
                    {"c": CUSTOMERS, "o": LOG})
     read = sqlgen.fast_keyed_sql(s, T0)
     tree = sqlglot.parse_one(read, read="postgres")
-    assert [cte.alias for cte in tree.find_all(sqlglot.exp.CTE)] == [sqlgen.ROOTS, sqlgen.AFFECTED]
+    assert [cte.alias for cte in tree.find_all(sqlglot.exp.CTE)] == [changes.ROOTS, changes.AFFECTED]
     # Hashed on the root's key, which is never NULL; null-safe only for the NULL-extended side.
     assert '"v"."id" = "k"."_mvlog_key_0" AND "v"."_mvlog_c_id" IS NOT DISTINCT FROM "k"."_mvlog_key_1"' in read
-    (update,) = sqlgen.keymap_update_sql(s, T0)  # one statement: the roots are found before the map changes
+    (update,) = keymap.keymap_update_sql(s, T0)  # one statement: the roots are found before the map changes
     assert update.startswith('WITH "_mvlog_roots" AS (') and "AS (DELETE FROM" in update and "INSERT INTO" in update

@@ -23,7 +23,7 @@ from mvlog.logs import Logs
 from mvlog.model import HIDDEN_PREFIX, LogInfo, RefreshMethod, TableInfo, log_name_for
 from mvlog import plan as planner
 from mvlog.shape import ViewShape, downgrade, shape_view
-from mvlog import rewrite, sqlgen, union
+from mvlog import keymap, rewrite, sqlgen, union
 from mvlog.source import Cursor, Source
 
 
@@ -122,9 +122,9 @@ class Registrar:
                 written = tuple(d[0] for d in self.source.describe_query(cur, shape.select_sql))
                 keyed = union.keyed_branches(shape)
                 for keymapped in keyed:
-                    self.source.describe_query(cur, sqlgen.keymap_probe_sql(keymapped))
+                    self.source.describe_query(cur, keymap.keymap_probe_sql(keymapped))
                 if check_refresh_sql:
-                    stand_in = [statement for k in keyed for statement in sqlgen.keymap_stand_in_sql(k)]
+                    stand_in = [statement for k in keyed for statement in keymap.keymap_stand_in_sql(k)]
                     statements = (union.fast_refresh_statements(shape, CHECK_SINCE) if shape.branches
                                   else sqlgen.fast_refresh_statements(shape, CHECK_SINCE))
                     self.source.check_statements(cur, statements, stand_in)

@@ -20,7 +20,7 @@ from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.locks import LOCK_HOLDER, take_view_lock, view_lock_holder
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.source import Cursor, Source, log_identifier, read_sql
-from mvlog.sqlgen import drop_keymap_sql
+from mvlog.keymap import drop_keymap_sql
 from mvlog.shape import keymap_name
 
 SCHEMA_VERSION = 2  # the newest sql/NNN_*.sql catalog version (002 gained mvlog.analyze)

@@ -21,7 +21,7 @@ from mvlog.errors import ConfigError
 from mvlog.model import MVLOG_SCHEMA, SENTINEL, LogInfo, TableInfo, checked_snapshot_id, log_name_for
 from mvlog.plan import WindowSize
 from mvlog.source import Cursor, Source, log_identifier, read_sql, table_identifier
-from mvlog.sqlgen import changed_key_count_sql
+from mvlog.changes import changed_key_count_sql
 
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of the advisory locks that serialize stamping a log
 TRIGGER_FUNCTION_CONFIG = ("search_path=pg_catalog, pg_temp",)  # the SET clause of every log trigger function (sql/log.sql)

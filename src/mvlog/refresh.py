@@ -30,7 +30,7 @@ from mvlog.logs import Logs, StampedSnapshot
 from mvlog.model import RefreshMethod
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.progress import Reporter
-from mvlog import sqlgen, union
+from mvlog import keymap, union
 from mvlog.source import Source
 from mvlog.jdbc import JdbcSource
 from mvlog.warehouse import Warehouse, WriteCounts
@@ -338,14 +338,14 @@ class Refresher:
                 if complete:
                     # Refill the existing key map only if its columns still fit (a changed primary key
                     # changes them): a refresh role may refill a table it does not own.
-                    table = sqlgen.keymap_table(keymapped).sql(dialect="postgres")
+                    table = keymap.keymap_table(keymapped).sql(dialect="postgres")
                     current = self.source.relation_columns(cur, table)
-                    if current is not None and current != sqlgen.keymap_all_columns(keymapped):
-                        cur.execute(sqlgen.drop_keymap_sql(keymapped.keymap or ""))
+                    if current is not None and current != keymap.keymap_all_columns(keymapped):
+                        cur.execute(keymap.drop_keymap_sql(keymapped.keymap or ""))
                         current = None
-                    statements = sqlgen.keymap_rebuild_sql(keymapped, exists=current is not None)
+                    statements = keymap.keymap_rebuild_sql(keymapped, exists=current is not None)
                 else:
-                    statements = sqlgen.keymap_update_sql(keymapped, plan.since)
+                    statements = keymap.keymap_update_sql(keymapped, plan.since)
                 for statement in statements:
                     cur.execute(statement)
             # A complete refresh wrote the query's columns as they are now: remember them.

@@ -14,7 +14,7 @@ from sqlglot import exp
 from mvlog.analysis import DIALECT, ViewClass
 from mvlog.model import CHANGED_KEY_PREFIX
 from mvlog.shape import ROW_KEY_COLUMN, ViewShape, col, ident
-from mvlog import sqlgen
+from mvlog import changes, keymap, sqlgen
 
 
 def _aggregate(branch: ViewShape) -> bool:
@@ -32,7 +32,7 @@ def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bo
         names = [f"{CHANGED_KEY_PREFIX}{j}" for j in range(len(branch.key_columns))]
         row_key = exp.cast(exp.Anonymous(this="ROW", expressions=[col(n) for n in names]), exp.DataType.build("text"))
         keys = exp.select(exp.alias_(exp.Literal.number(i), ident(f"{CHANGED_KEY_PREFIX}0")),
-                          exp.alias_(row_key, ident(f"{CHANGED_KEY_PREFIX}1"))).from_(sqlgen.AFFECTED)
+                          exp.alias_(row_key, ident(f"{CHANGED_KEY_PREFIX}1"))).from_(changes.AFFECTED)
         nullish = len(null_keys) >= i and null_keys[i - 1]
         rows = sqlgen.restricted_rows(branch, select, nullish)
         current: exp.Query = rows[0]
@@ -55,9 +55,9 @@ def _affected_rows(shape: ViewShape, since: datetime | None) -> exp.Query:
     names = [f"{CHANGED_KEY_PREFIX}{j}" for j in range(len(shape.key_columns))]
     parts = []
     for i, branch in enumerate(shape.branches, 1):
-        keys = sqlgen.with_affected(exp.select(*[col(n) for n in names]).from_(sqlgen.AFFECTED), branch, since)
+        keys = sqlgen.with_affected(exp.select(*[col(n) for n in names]).from_(changes.AFFECTED), branch, since)
         parts.append(exp.select(exp.Star()).from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident(f"b{i}")))))
-    return sqlgen.union_distinct(parts)
+    return changes.union_distinct(parts)
 
 
 def fast_union_distinct_sql(shape: ViewShape, since: datetime | None, null_keys: bool = False) -> str:
@@ -72,7 +72,7 @@ def fast_union_distinct_sql(shape: ViewShape, since: datetime | None, null_keys:
             rows = exp.union(rows, more[part], distinct=False)
         distinct.append(exp.select(exp.Star()).distinct().from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("u")))))
     query = sqlgen.join_affected(distinct[0], distinct[1] if len(distinct) > 1 else None, shape.key_columns)
-    return query.with_(sqlgen.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)
+    return query.with_(changes.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)
 
 
 def null_keys_checks(shape: ViewShape, since: datetime | None) -> list[str | None]:
@@ -80,8 +80,8 @@ def null_keys_checks(shape: ViewShape, since: datetime | None) -> list[str | Non
     affected rows), the query telling whether an affected key (a window view's: partition) holds
     a NULL (None: its keys cannot)."""
     if shape.distinct:
-        check = sqlgen.any_null_exists(sqlgen.AFFECTED, len(shape.key_columns))
-        return [check.with_(sqlgen.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)]
+        check = sqlgen.any_null_exists(changes.AFFECTED, len(shape.key_columns))
+        return [check.with_(changes.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)]
     return [sqlgen.null_keys_check_sql(b, since) if (_aggregate(b) or b.partition_exprs) and b.keyed else None
             for b in shape.branches or (shape,)]
 
@@ -96,5 +96,5 @@ def fast_refresh_statements(shape: ViewShape, since: datetime) -> list[str]:
     """Every statement a fast refresh of a UNION ALL view sends (see sqlgen.fast_refresh_statements)."""
     statements = [fast_union_sql(shape, since, (True,) * len(shape.branches))]
     for branch in keyed_branches(shape):
-        statements += sqlgen.keymap_update_sql(branch, since)
+        statements += keymap.keymap_update_sql(branch, since)
     return statements + [check for check in null_keys_checks(shape, since) if check]
