@@ -11,7 +11,7 @@ from mvlog.errors import RefreshError
 from mvlog.model import ColumnStats
 from mvlog.plan import (COMPLETE_MIN_KEYS, ROWS_PER_PARTITION, WindowSize, after_stamp, needs_complete,
                         partition_predicates, plan_refresh, schema_drift, with_partitions)
-from mvlog.shape import shape_view
+from mvlog.shaping import shape_view
 
 
 def test_force_falls_back_to_complete_with_the_reason():

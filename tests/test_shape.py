@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from facts import CUSTOMERS, LOG, shape
 from mvlog.analysis import analyze
-from mvlog.shape import projected_columns, shape_view
+from mvlog.shape import projected_columns
+from mvlog.shaping import shape_view
 
 
 def test_simple_view_key_is_the_projected_primary_key():

@@ -8,7 +8,7 @@ from facts import CUSTOMERS, LOG, T0, shape
 from mvlog.analysis import analyze
 from mvlog.config import RefreshMethod
 from mvlog.plan import plan_refresh
-from mvlog.shape import shape_view
+from mvlog.shaping import shape_view
 from mvlog import changes, keymap, sqlgen
 
 

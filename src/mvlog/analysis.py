@@ -97,7 +97,7 @@ def _base_table_refs(tree: exp.Query) -> list[TableRef]:
 def _join_reasons(joins: list[exp.Join]) -> list[str]:
     """Why a join chain cannot be refreshed fast: every row of an outer-join view must hold a
     row of its first table (its *root*: LEFT joins after it, or one RIGHT join right after it);
-    a FULL first join is two such views (see shape._shape_full)."""
+    a FULL first join is two such views (see shaping._shape_full)."""
     reasons, outer = [], False
     for i, join in enumerate(joins):
         side = join_side(join)

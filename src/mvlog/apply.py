@@ -22,7 +22,8 @@ from mvlog.errors import ConfigError, RefreshError, SourceError
 from mvlog.logs import Logs
 from mvlog.model import HIDDEN_PREFIX, LogInfo, RefreshMethod, TableInfo, log_name_for
 from mvlog import plan as planner
-from mvlog.shape import ViewShape, downgrade, shape_view
+from mvlog.shape import ViewShape, downgrade
+from mvlog.shaping import shape_view
 from mvlog import keymap, rewrite, sqlgen, union
 from mvlog.source import Cursor, Source
 
