@@ -58,6 +58,10 @@ VIEWS = [
     {"name": "union_distinct", "refresh": "fast",  # a row stays while some branch yields it; NULLs are rows too
      "query": "SELECT o.status AS label, c.segment FROM orders o LEFT JOIN customers c ON c.id = o.customer_id "
               "UNION SELECT segment, 'c:' || segment FROM customers UNION SELECT n.name, NULL FROM nation n"},
+    {"name": "agg_over_union", "refresh": "fast",  # groups fed by two branches, the NULL group included
+     "query": "SELECT s.segment, count(*) AS n, sum(s.amount) AS total FROM (SELECT c.segment, o.amount FROM orders o "
+              "LEFT JOIN customers c ON c.id = o.customer_id UNION ALL SELECT segment, NULL FROM customers "
+              "WHERE nation_id = 1) s WHERE s.segment IS DISTINCT FROM 'vip' GROUP BY s.segment"},
     {"name": "union_null_groups", "refresh": "fast",  # the NULL group of each branch is a row of its own
      "query": "SELECT status AS label, count(*) AS n FROM orders GROUP BY status UNION ALL "
               "SELECT segment, count(*) FROM customers GROUP BY segment"},

@@ -21,7 +21,7 @@ from mvlog.model import TableInfo
 from mvlog.sqltree import DIALECT, TableRef, identifier_name, join_side, table_refs
 from mvlog.subqueries import SemiJoin, subquery_lineage
 
-__all__ = ["DIALECT", "Analysis", "SemiJoin", "TableRef", "ViewClass", "analyze", "identifier_name", "join_side",
+__all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions", "identifier_name", "join_side",
            "partition_by", "table_refs", "window_parts"]
 
 
@@ -56,6 +56,8 @@ class Analysis:
     branches: list["Analysis"] = field(default_factory=list)  # UNION ALL: each branch's analysis
     # UNION (distinct): DISTINCT over the UNION ALL of ``branches``, each made SELECT DISTINCT.
     distinct: bool = False
+    # An aggregate over a UNION ALL: ``branches`` are each branch's SELECT DISTINCT of its groups.
+    over_union: bool = False
     # Tables read by subquery expressions (EXISTS, IN, scalar): the last entries of ``tables``,
     # each with the condition under which its rows matter to a row of the FROM items.
     semi_joins: list["SemiJoin"] = field(default_factory=list)
@@ -205,6 +207,97 @@ def _analyze_set_operation(query: str, tree: exp.SetOperation, not_null: set[tup
                     [] if reasons else analyses, distinct=distinct)
 
 
+class NotKeyable(Exception):
+    """Why a view's groups cannot key it."""
+
+
+def group_expressions(select: exp.Select) -> list[exp.Expression]:
+    """What ``select`` groups by (DISTINCT: its outputs, each once; positions resolved; none: [])."""
+    group = select.args.get("group")
+    if group is None and select.args.get("distinct") is not None:  # DISTINCT: grouped by every output
+        outputs = [(p.this if isinstance(p, exp.Alias) else p).copy() for p in select.selects]
+        return [e for i, e in enumerate(outputs) if e not in outputs[:i]]
+    if group is None:
+        return []
+    if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
+        raise NotKeyable("GROUPING SETS, CUBE and ROLLUP are not incrementally maintainable")
+    result = []
+    for item in group.expressions:
+        if isinstance(item, exp.Literal) and item.is_int:
+            position = int(item.this)
+            if not 1 <= position <= len(select.selects):
+                raise NotKeyable(f"GROUP BY position {position} is not in the select list")
+            target = select.selects[position - 1]
+            result.append((target.this if isinstance(target, exp.Alias) else target).copy())
+        else:
+            result.append(item.copy())
+    return result
+
+
+def _aggregates(select: exp.Select) -> bool:
+    """Whether ``select`` itself computes an aggregate (not one of its subqueries)."""
+    return any(node.find_ancestor(exp.Select) is select for e in select.selects for node in e.find_all(exp.AggFunc))
+
+
+def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_null: set[tuple[str, str]]) -> Analysis:
+    """An aggregate over a UNION ALL (``SELECT g, sum(v) FROM (… UNION ALL …) s GROUP BY g``): each
+    branch with the outer WHERE and the groups moved into it (its outputs in place of ``s``'s
+    columns) is a ``SELECT DISTINCT`` of the groups its rows fall in, keyed and key-mapped on its
+    own; an affected group is recomputed by the whole query."""
+    tables = _base_table_refs(tree)
+    branches = _union_all_branches(source.this)
+    alias = identifier_name(source.args["alias"].this) if source.args.get("alias") else None
+    if branches is None or alias is None or not (tree.args.get("distinct") or tree.args.get("group") or _aggregates(tree)):
+        return Analysis(query, tree, ViewClass.OTHER, tables, [
+            "FROM items other than tables (subqueries, functions, VALUES) are not incrementally maintainable, but for "
+            "an aggregate over a UNION ALL"])
+    reasons = []
+    if any(tree.args.get(k) for k in ("limit", "offset", "fetch", "with_")) or own_windows(tree):
+        reasons.append("only GROUP BY, HAVING and WHERE over a UNION ALL are incrementally maintainable")
+    def outer(node: exp.Expression | None) -> bool:  # in the aggregate's own query, not in the UNION ALL
+        while node is not None and node is not source:
+            node = node.parent
+        return node is None
+
+    if any(s is not tree and outer(s) for s in tree.find_all(exp.Select)) or (
+            tree.args.get("distinct") is not None and tree.args["distinct"].args.get("on") is not None):
+        reasons.append("subqueries and DISTINCT ON over a UNION ALL are not incrementally maintainable")
+    if any(not c.table or identifier_name(c.args["table"]) != alias for c in tree.find_all(exp.Column) if outer(c)):
+        reasons.append(f"every column over a UNION ALL must be one of {alias}'s")
+    try:
+        groups = group_expressions(tree)
+    except NotKeyable as exc:
+        groups, reasons = [], reasons + [str(exc)]
+    if not groups and not reasons:
+        reasons.append("a global aggregate over a UNION ALL is not incrementally maintainable")
+    if reasons:
+        return Analysis(query, tree, ViewClass.OTHER, tables, reasons)
+    names = [s.alias_or_name for s in branches[0].selects] if isinstance(branches[0], exp.Select) else []
+    units = []
+    for i, branch in enumerate(branches, 1):
+        if (not isinstance(branch, exp.Select) or len(branch.selects) != len(names) or own_windows(branch)
+                or _aggregates(branch) or any(branch.args.get(k) for k in ("group", "having", "distinct", "limit"))):
+            reasons.append(f"UNION ALL branch {i}: only filters, projections and joins under an aggregate are "
+                           f"incrementally maintainable")
+            continue
+        outputs = {n: (p.this if isinstance(p, exp.Alias) else p) for n, p in zip(names, branch.selects)}
+
+        def moved(node: exp.Expression) -> exp.Expression:
+            return node.copy().transform(
+                lambda n: outputs[identifier_name(n.this)].copy() if isinstance(n, exp.Column) else n)
+
+        unit = branch.copy()
+        unit.set("expressions", [moved(g) for g in groups])
+        unit.set("distinct", exp.Distinct())
+        if tree.args.get("where"):
+            unit.where(moved(tree.args["where"].this), copy=False)
+        analysis = _analyze_select(unit.sql(dialect=DIALECT), unit, not_null)
+        reasons += [f"UNION ALL branch {i}: {reason}" for reason in analysis.reasons]
+        units.append(analysis)
+    return Analysis(query, tree, ViewClass.OTHER if reasons else ViewClass.AGGREGATE, tables, reasons,
+                    [] if reasons else units, over_union=not reasons)
+
+
 def own_windows(select: exp.Select) -> list[exp.Window]:
     """The window functions ``select`` computes itself (not those of its subqueries)."""
     return [w for w in select.find_all(exp.Window) if w.find_ancestor(exp.Select) is select]
@@ -260,6 +353,10 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     assert isinstance(tree, exp.Select)
     if own_windows(window_parts(tree)[1]):
         return _analyze_window(query, tree, not_null)
+    source = tree.args["from_"].this if tree.args.get("from_") else None
+    if (not_null is not None and isinstance(source, exp.Subquery) and isinstance(source.this, exp.SetOperation)
+            and not tree.args.get("joins")):
+        return _analyze_over_union(query, tree, source, not_null)
     tables = table_refs(tree)
     semi_joins: list[SemiJoin] = []
 

@@ -40,6 +40,9 @@ def affected_keys_how(shape: ViewShape) -> str:
         return (f"a FULL JOIN is refreshed as two outer-join views that never share a row: the rows holding a row "
                 f"of {with_root.tables[0].log.qualified_table} ({affected_keys_how(with_root)}), and the rows of "
                 f"{without.tables[0].log.qualified_table} without a partner ({affected_keys_how(without)})")
+    if shape.over_union:
+        return ("the groups that changed rows of any UNION ALL branch fall in, before (each branch's key map) and "
+                "after the change, are recomputed by the whole query, every branch restricted to them")
     if shape.distinct:
         return ("UNION: the output rows that changed rows of any branch yield, before (each branch's key map) and "
                 "after the change, are recomputed from every branch; a row goes when no branch yields it any more")

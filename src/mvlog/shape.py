@@ -79,6 +79,8 @@ class ViewShape:
     full_join: bool = False
     # A UNION (distinct) view: keyed by its output row; its branches are SELECT DISTINCT views.
     distinct: bool = False
+    # An aggregate over a UNION ALL: its branches are SELECT DISTINCT views of its groups.
+    over_union: bool = False
 
     @property
     def fast_possible(self) -> bool:

@@ -8,8 +8,8 @@ import dataclasses
 
 from sqlglot import exp
 
-from mvlog.analysis import (DIALECT, Analysis, SemiJoin, ViewClass, identifier_name, join_side, partition_by,
-                            window_parts)
+from mvlog.analysis import (DIALECT, Analysis, NotKeyable, SemiJoin, ViewClass, group_expressions, identifier_name,
+                            join_side, partition_by, window_parts)
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.shape import (BRANCH_COLUMN, ROW_KEY_COLUMN, RangeKey, TableKey, ViewShape, add_hidden, col, downgrade,
                          ident, keymap_name, projected_columns)
@@ -24,6 +24,8 @@ def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo])
         return ViewShape(name, analysis.view_class, reasons, logs, (), (), text)
     if analysis.view_class is ViewClass.UNION and analysis.distinct:
         return _shape_union_distinct(name, analysis, logs_by_alias, logs)
+    if analysis.over_union:
+        return _shape_over_union(name, analysis, logs_by_alias, logs)
     if analysis.view_class is ViewClass.UNION:
         branches = analysis.branches
         return _shape_union(name, analysis.query, branches,
@@ -90,21 +92,52 @@ def _shape_union_distinct(name: str, analysis: Analysis, logs_by_alias: dict[str
     """UNION: a DISTINCT over the UNION ALL of its branches, each a ``SELECT DISTINCT`` keyed by its
     output rows and key-mapped on its own (base rows -> output row). The view key is the output
     row; an affected row is recomputed from every branch, and goes when no branch yields it."""
-    branches = []
-    for i, branch in enumerate(analysis.branches, 1):
-        shape = shape_view(name, branch, {ref.alias: logs_by_alias[ref.display] for ref in branch.tables})
-        if not shape.fast_possible:
-            return downgrade(shape, analysis.query, f"UNION branch {i}: {'; '.join(shape.fast_reasons)}")
-        if len(shape.key_exprs) != len(branch.tree.selects):
-            return downgrade(shape, analysis.query, f"UNION branch {i} outputs one expression twice: not incrementally "
-                                                    f"maintainable yet")
-        if i == 1 and shape.hidden_columns:
-            return downgrade(shape, analysis.query, "UNION: give every output expression of the first branch "
-                                                    "a name (AS …)")
-        branches.append(dataclasses.replace(shape, keymap=keymap_name(name, i)))
+    branches = _branch_shapes(name, analysis, logs_by_alias, "UNION branch", len(analysis.branches[0].tree.selects))
+    if isinstance(branches, str):
+        return downgrade(ViewShape(name, ViewClass.OTHER, (), logs, (), (), ""), analysis.query, branches)
+    if branches[0].hidden_columns:
+        return downgrade(branches[0], analysis.query, "UNION: give every output expression of the first branch a "
+                                                      "name (AS …)")
     return ViewShape(name, ViewClass.UNION, (), logs, branches[0].key_columns, (), analysis.tree.sql(dialect=DIALECT),
                      branches=tuple(branches), branch_selects=tuple(b.tree.sql(dialect=DIALECT)
                                                                     for b in analysis.branches), distinct=True)
+
+
+def _branch_shapes(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], what: str,
+                   width: int) -> list[ViewShape] | str:
+    """Each of ``analysis.branches`` (a SELECT DISTINCT of ``width`` outputs) shaped with its own
+    key map, or why one cannot be."""
+    shapes = []
+    for i, branch in enumerate(analysis.branches, 1):
+        shape = shape_view(name, branch, {ref.alias: logs_by_alias[ref.display] for ref in branch.tables})
+        if not shape.fast_possible:
+            return f"{what} {i}: {'; '.join(shape.fast_reasons)}"
+        if len(shape.key_exprs) != width:
+            return f"{what} {i} outputs one expression twice: not incrementally maintainable yet"
+        shapes.append(dataclasses.replace(shape, keymap=keymap_name(name, i)))
+    return shapes
+
+
+def _shape_over_union(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
+    """An aggregate over a UNION ALL: keyed by its groups like any aggregate; its branches (each a
+    SELECT DISTINCT of the groups of its rows) find the affected groups, which the whole query,
+    restricted to them, recomputes."""
+    select = analysis.tree.copy()
+    groups = group_expressions(select)
+    branches = _branch_shapes(name, analysis, logs_by_alias, "UNION ALL branch", len(groups))
+    if isinstance(branches, str):
+        return downgrade(ViewShape(name, ViewClass.OTHER, (), logs, (), (), ""), analysis.query, branches)
+    key_columns, hidden = [], []
+    for i, group in enumerate(groups):
+        output = _output_for(select, group)
+        if output is None:
+            output = f"{HIDDEN_PREFIX}g{i}"
+            add_hidden(select, group.copy(), output)
+            hidden.append(output)
+        key_columns.append(output)
+    return ViewShape(name, ViewClass.AGGREGATE, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
+                     key_exprs=tuple(g.sql(dialect=DIALECT) for g in groups), branches=tuple(branches),
+                     over_union=True)
 
 
 def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
@@ -124,37 +157,11 @@ def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]
     return _shape_union(name, analysis.query, parts, [logs_by_alias] * 2, logs, full_join=True)
 
 
-def _group_expressions(select: exp.Select) -> list[exp.Expression]:
-    group = select.args.get("group")
-    if group is None and select.args.get("distinct") is not None:  # DISTINCT: grouped by every output
-        outputs = [(p.this if isinstance(p, exp.Alias) else p).copy() for p in select.selects]
-        return [e for i, e in enumerate(outputs) if e not in outputs[:i]]
-    if group is None:
-        return []
-    if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
-        raise _NotKeyable("GROUPING SETS, CUBE and ROLLUP are not incrementally maintainable")
-    result = []
-    for item in group.expressions:
-        if isinstance(item, exp.Literal) and item.is_int:
-            position = int(item.this)
-            if not 1 <= position <= len(select.selects):
-                raise _NotKeyable(f"GROUP BY position {position} is not in the select list")
-            target = select.selects[position - 1]
-            result.append((target.this if isinstance(target, exp.Alias) else target).copy())
-        else:
-            result.append(item.copy())
-    return result
-
-
-class _NotKeyable(Exception):
-    pass
-
-
 def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     aggregate = analysis.view_class is ViewClass.AGGREGATE
     try:
-        groups = _group_expressions(select) if aggregate else []
-    except _NotKeyable as exc:
+        groups = group_expressions(select) if aggregate else []
+    except NotKeyable as exc:
         text = analysis.query.strip().rstrip(";").strip()
         return ViewShape(name, ViewClass.OTHER, (str(exc),), logs, (), (), text)
 

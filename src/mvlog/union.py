@@ -25,7 +25,7 @@ def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bo
     """Per branch: its affected keys as (branch, row text) LEFT JOIN its restricted rows; the
     branches' reads, each with its own CTEs, under UNION ALL. ``null_keys[i]``: an affected key
     of branch i+1 holds a NULL (see :func:`null_keys_checks`)."""
-    if shape.distinct:
+    if shape.distinct or shape.over_union:
         return fast_union_distinct_sql(shape, since, any(null_keys))
     parts = []
     for i, (branch, select) in enumerate(zip(shape.branches, shape.branch_selects), 1):
@@ -51,7 +51,8 @@ def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bo
 
 
 def _affected_rows(shape: ViewShape, since: datetime | None) -> exp.Query:
-    """A UNION view's affected output rows: every branch's (each with its own CTEs), distinct."""
+    """A UNION's affected output rows (an aggregate over a UNION ALL: groups): every branch's,
+    each with its own CTEs, distinct."""
     names = [f"{CHANGED_KEY_PREFIX}{j}" for j in range(len(shape.key_columns))]
     parts = []
     for i, branch in enumerate(shape.branches, 1):
@@ -60,18 +61,29 @@ def _affected_rows(shape: ViewShape, since: datetime | None) -> exp.Query:
     return changes.union_distinct(parts)
 
 
-def fast_union_distinct_sql(shape: ViewShape, since: datetime | None, null_keys: bool = False) -> str:
-    """UNION: the affected output rows (of any branch, before or after) LEFT JOIN the DISTINCT
-    over every branch restricted to them — a row stays while some branch still yields it.
-    ``null_keys``: an affected row holds a NULL (it is then matched null-safely)."""
+def _recomputed(shape: ViewShape, null_keys: bool) -> list[exp.Query]:
+    """A UNION's rows restricted to the affected ones: the DISTINCT over every branch restricted to
+    them (a row stays while some branch still yields it); an aggregate over a UNION ALL: the whole
+    query restricted to the affected groups. The rows matched by IN, then (``null_keys``) those
+    matched null-safely."""
+    if shape.over_union:
+        return list(sqlgen.restricted_rows(shape, shape.select_sql, null_keys))
     restricted = [sqlgen.restricted_rows(b, select, null_keys) for b, select in zip(shape.branches, shape.branch_selects)]
     distinct = []
-    for part in range(len(restricted[0])):  # the rows matched by plain IN, then those matched null-safely
+    for part in range(len(restricted[0])):
         rows: exp.Query = restricted[0][part]
         for more in restricted[1:]:
             rows = exp.union(rows, more[part], distinct=False)
         distinct.append(exp.select(exp.Star()).distinct().from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("u")))))
-    query = sqlgen.join_affected(distinct[0], distinct[1] if len(distinct) > 1 else None, shape.key_columns)
+    return distinct
+
+
+def fast_union_distinct_sql(shape: ViewShape, since: datetime | None, null_keys: bool = False) -> str:
+    """A UNION, or an aggregate over a UNION ALL: the affected rows or groups (of any branch, before
+    or after) LEFT JOIN their recomputed rows. ``null_keys``: an affected key holds a NULL (it
+    is then matched null-safely)."""
+    rows = _recomputed(shape, null_keys)
+    query = sqlgen.join_affected(rows[0], rows[1] if len(rows) > 1 else None, shape.key_columns)
     return query.with_(changes.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)
 
 
@@ -79,7 +91,7 @@ def null_keys_checks(shape: ViewShape, since: datetime | None) -> list[str | Non
     """Per aggregate or window view (the view itself, or each UNION ALL branch; a UNION: its
     affected rows), the query telling whether an affected key (a window view's: partition) holds
     a NULL (None: its keys cannot)."""
-    if shape.distinct:
+    if shape.distinct or shape.over_union:
         check = sqlgen.any_null_exists(changes.AFFECTED, len(shape.key_columns))
         return [check.with_(changes.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)]
     return [sqlgen.null_keys_check_sql(b, since) if (_aggregate(b) or b.partition_exprs) and b.keyed else None
