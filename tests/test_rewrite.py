@@ -112,3 +112,30 @@ def test_unmergeable_say_why(query, reason):
     assert analysis.view_class is ViewClass.OTHER
     assert any(reason in r for r in analysis.reasons), analysis.reasons
     assert {t.name for t in analysis.tables} <= {"orders", "customers"}
+
+
+def test_aggregate_over_union_all_moves_the_groups_and_filter_into_each_branch():
+    analysis = _analyze("SELECT s.k, count(*) AS n FROM (SELECT customer_id AS k, amount FROM orders UNION ALL "
+                        "SELECT c.id, 0 FROM customers c WHERE c.segment = 'x') s WHERE s.amount > 1 GROUP BY s.k")
+    assert analysis.view_class is ViewClass.AGGREGATE and analysis.over_union, analysis.reasons
+    first, second = (b.tree.sql(dialect="postgres") for b in analysis.branches)
+    assert first == 'SELECT DISTINCT "orders"."customer_id" FROM "public"."orders" AS "orders" WHERE "orders"."amount" > 1'
+    assert second == ('SELECT DISTINCT "c"."id" FROM "public"."customers" AS "c" '
+                      'WHERE "c"."segment" = \'x\' AND 0 > 1')
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("SELECT count(*) FROM (SELECT id FROM orders UNION ALL SELECT id FROM customers) s", "global aggregate"),
+        ("SELECT s.k, count(*) FROM (SELECT customer_id AS k FROM orders GROUP BY customer_id UNION ALL "
+         "SELECT id FROM customers) s GROUP BY s.k", "UNION ALL branch 1: only filters, projections and joins"),
+        ("SELECT s.id FROM (SELECT id FROM orders UNION ALL SELECT id FROM customers) s GROUP BY s.id LIMIT 5",
+         "only GROUP BY, HAVING and WHERE over a UNION ALL"),
+        ("SELECT s.id FROM (SELECT id FROM orders UNION SELECT id FROM customers) s GROUP BY s.id",
+         "FROM items other than tables"),
+    ],
+)
+def test_aggregate_over_union_all_stays_complete_with_a_reason(query, reason):
+    analysis = _analyze(query)
+    assert analysis.view_class is ViewClass.OTHER and any(reason in why for why in analysis.reasons), analysis.reasons
