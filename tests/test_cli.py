@@ -24,11 +24,13 @@ def run(config: Path, *args: str, timeout: int = 300, quiet: bool = True) -> sub
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def write_config(tmp_path: Path, dsn: str, logs: list[str], views: list[dict], warehouse: str | None = None) -> Path:
+def write_config(tmp_path: Path, dsn: str, logs: list[str], views: list[dict], warehouse: str | None = None,
+                 remote: str | None = None) -> Path:
+    """A config; ``remote``: every command runs on that Spark Connect server (no JVM of its own to start)."""
     path = tmp_path / "mvlog.yaml"
     path.write_text(yaml.safe_dump({
         "source": {"dsn": dsn}, "warehouse": warehouse or str(tmp_path / "wh"),
-        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}},
+        "spark": {"remote": remote} if remote else {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}},
         "logs": [{"table": t} for t in logs], "views": views,
     }, sort_keys=False))
     return path
@@ -114,12 +116,12 @@ def test_unwritable_warehouse_applies_nothing(db, tmp_path):
     assert not mvlog_installed(db)
 
 
-def test_apply_refresh_status_json(db, tmp_path):
+def test_apply_refresh_status_json(db, tmp_path, connect_engine):
     db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t SELECT g, g FROM generate_series(1, 10) g")
     config = write_config(tmp_path, db.dsn, ["t"], [
         {"name": "evens", "refresh": "fast", "query": "SELECT id, a FROM t WHERE a % 2 = 0"},
         {"name": "top", "query": "SELECT id FROM t ORDER BY a DESC LIMIT 3"},
-    ])
+    ], remote=connect_engine.remote)
     result = run(config, "apply")
     assert result.returncode == 0, result.stderr
     assert "log created on public.t" in result.stdout and "view evens registered" in result.stdout
@@ -195,7 +197,7 @@ def test_explain_each_class_and_unsupported_shapes(db, tmp_path):
     assert human.returncode == 0 and "REFRESH_FAST" in human.stdout and "over a FULL JOIN" in human.stdout
 
 
-def test_drop_views_and_logs(db, tmp_path):
+def test_drop_views_and_logs(db, tmp_path):  # a Spark of its own: Connect cannot delete a view's data
     db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t VALUES (1, 1)")
     config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v1", "query": "SELECT * FROM t"},
                                                     {"name": "v2", "query": "SELECT id FROM t"}])
@@ -220,9 +222,10 @@ def test_drop_views_and_logs(db, tmp_path):
     assert_one_line_error(run(config, "drop", "nope"), 2, "view nope is not registered")
 
 
-def test_a_failed_refresh_exits_1_with_one_line(db, tmp_path):
+def test_a_failed_refresh_exits_1_with_one_line(db, tmp_path, connect_engine):
     db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t VALUES (1, 1)")
-    config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v", "refresh": "fast", "query": "SELECT * FROM t"}])
+    config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v", "refresh": "fast", "query": "SELECT * FROM t"}],
+                          remote=connect_engine.remote)
     assert run(config, "apply").returncode == 0
     db.execute("TRUNCATE t")
     assert_one_line_error(run(config, "refresh"), 1,
