@@ -390,9 +390,8 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
             reasons.append(f"the non-deterministic function {node.sql(DIALECT)} is not incrementally maintainable")
             break
 
-    aggregate = bool(distinct) or bool(tree.args.get("group")) or bool(tree.args.get("having")) or any(
-        node.find_ancestor(exp.Select) is tree for e in tree.selects for node in e.find_all(exp.AggFunc)
-    )  # an aggregate in a scalar subquery does not make the view one
+    # an aggregate in a scalar subquery does not make the view one
+    aggregate = bool(distinct) or bool(tree.args.get("group")) or bool(tree.args.get("having")) or _aggregates(tree)
     joined = len(sources) > 1 or bool(semi_joins)
     joins = tree.args.get("joins") or []
     if not reasons and joins and join_side(joins[0]) == "FULL" and (aggregate or semi_joins):

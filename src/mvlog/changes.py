@@ -102,15 +102,12 @@ def touched_rows(shape: ViewShape, items: list[exp.Expression], since: datetime 
         core.set("expressions", [item.copy() for item in items])
         pks = [col(pk, table.alias) for pk in table.log.key_columns]
         branches.append(core.where(in_query(pks, changed_keys_sql(table.log, since)), copy=False))
-    return union_distinct(branches)
+    return union_of(branches)
 
 
-def union_distinct(branches: list[exp.Query]) -> exp.Query:
-    """``branches[0] UNION branches[1] UNION …``."""
-    query = branches[0]
-    for branch in branches[1:]:
-        query = exp.union(query, branch, distinct=True)
-    return query
+def union_of(queries: list[exp.Query], distinct: bool = True) -> exp.Query:
+    """``queries[0] UNION [ALL] queries[1] …`` (one query: itself)."""
+    return queries[0] if len(queries) == 1 else exp.union(*queries, distinct=distinct)
 
 
 def root_exprs(shape: ViewShape) -> list[exp.Expression]:
@@ -136,4 +133,4 @@ def roots_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
         branches.append(core.where(in_query(pks, changed), copy=False))
         branches.append(exp.select(*[col(n) for n in names]).from_(keymap_table(shape))
                         .where(in_query([col(c) for c in table.keymap_columns], changed.copy())))
-    return union_distinct(branches)
+    return union_of(branches)

@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from mvlog.analysis import (DIALECT, Analysis, NotKeyable, SemiJoin, ViewClass, group_expressions, identifier_name,
                             join_side, partition_by, window_parts)
+from mvlog.changes import union_of
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.shape import (BRANCH_COLUMN, ROW_KEY_COLUMN, RangeKey, TableKey, ViewShape, add_hidden, col, downgrade,
                          ident, keymap_name, projected_columns)
@@ -79,9 +80,7 @@ def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias:
         add_hidden(select, exp.cast(key, exp.DataType.build("text")), ROW_KEY_COLUMN)
         branches.append(shape)
         selects.append(select)
-    union = selects[0]
-    for select in selects[1:]:
-        union = exp.union(union, select, distinct=False)
+    union = union_of(selects, distinct=False)
     return ViewShape(name, ViewClass.JOIN if full_join else ViewClass.UNION, (), logs,
                      (BRANCH_COLUMN, ROW_KEY_COLUMN), (BRANCH_COLUMN, ROW_KEY_COLUMN), union.sql(dialect=DIALECT),
                      branches=tuple(branches), branch_selects=tuple(s.sql(dialect=DIALECT) for s in selects),

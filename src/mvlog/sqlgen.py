@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from mvlog.analysis import DIALECT, ViewClass, window_parts
 from mvlog.changes import (AFFECTED, ROOTS, changed_keys_sql, in_query, key_exprs, key_names, keymap_key_columns,
-                           keymap_table, parse_select, root_exprs, roots_ref, roots_sql, touched_rows, union_distinct,
+                           keymap_table, parse_select, root_exprs, roots_ref, roots_sql, touched_rows, union_of,
                            unit_exprs)
 from mvlog.keymap import keymap_update_sql
 from mvlog.model import HIDDEN_PREFIX, PRESENT
@@ -67,7 +67,7 @@ def _outer_affected(shape: ViewShape) -> exp.Query:
     before = (exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
               .from_(keymap_table(shape))
               .where(in_query([col(c) for c in shape.tables[0].keymap_columns], roots_ref())))
-    return union_distinct([now, before])
+    return union_of([now, before])
 
 
 def with_affected(query: exp.Query, shape: ViewShape, since: datetime | None, null_keys: bool = False) -> exp.Query:
@@ -133,7 +133,7 @@ def _window_affected(shape: ViewShape, null_keys: bool) -> exp.Query:
     branches.append(before.copy().where(in_query(keymap_units, roots_ref())))
     if null_keys:
         branches.append(before.where(_null_safe_match(keymap_units, key_names(len(keymap_units)), ROOTS)))
-    return union_distinct(branches)
+    return union_of(branches)
 
 
 def _null_safe_match(keys: list[exp.Expression], names: list[str], cte: str = AFFECTED) -> exp.Expression:
@@ -166,7 +166,7 @@ def affected_keys_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
             .from_(keymap_table(shape))
             .where(in_query([col(c) for c in table.keymap_columns], changed_keys_sql(table.log, since)))
         )
-    return union_distinct([now, *before])
+    return union_of([now, *before])
 
 
 def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = False) -> str:
@@ -180,9 +180,7 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
     """
     current, *nullish = restricted_rows(shape, shape.select_sql, null_keys)
     if shape.partition_exprs:  # the rows of the affected partitions (disjoint parts), by primary keys
-        rows: exp.Query = current
-        for part in nullish:
-            rows = exp.union(rows, part, distinct=False)
+        rows = union_of([current, *nullish], distinct=False)
         query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), rows, shape.key_columns)
         return with_affected(query, shape, since, null_keys).sql(dialect=DIALECT)
     if shape.outer and shape.view_class is ViewClass.JOIN:

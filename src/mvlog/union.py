@@ -29,36 +29,30 @@ def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bo
         return fast_union_distinct_sql(shape, since, any(null_keys))
     parts = []
     for i, (branch, select) in enumerate(zip(shape.branches, shape.branch_selects), 1):
-        names = [f"{CHANGED_KEY_PREFIX}{j}" for j in range(len(branch.key_columns))]
+        names = changes.key_names(len(branch.key_columns))
         row_key = exp.cast(exp.Anonymous(this="ROW", expressions=[col(n) for n in names]), exp.DataType.build("text"))
         keys = exp.select(exp.alias_(exp.Literal.number(i), ident(f"{CHANGED_KEY_PREFIX}0")),
                           exp.alias_(row_key, ident(f"{CHANGED_KEY_PREFIX}1"))).from_(changes.AFFECTED)
         nullish = len(null_keys) >= i and null_keys[i - 1]
-        rows = sqlgen.restricted_rows(branch, select, nullish)
-        current: exp.Query = rows[0]
-        for more in rows[1:]:
-            current = exp.union(current, more, distinct=False)
+        current = changes.union_of(sqlgen.restricted_rows(branch, select, nullish), distinct=False)
         on = exp.EQ(this=col(ROW_KEY_COLUMN, "v"), expression=col(f"{CHANGED_KEY_PREFIX}1", "k"))
         read = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
                 .from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident("k"))))
                 .join(exp.Subquery(this=current, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left"))
         read = sqlgen.with_affected(read, branch, since, nullish)
         parts.append(exp.select(exp.Star()).from_(exp.Subquery(this=read, alias=exp.TableAlias(this=ident(f"b{i}")))))
-    query = parts[0]
-    for part in parts[1:]:
-        query = exp.union(query, part, distinct=False)
-    return query.sql(dialect=DIALECT)
+    return changes.union_of(parts, distinct=False).sql(dialect=DIALECT)
 
 
 def _affected_rows(shape: ViewShape, since: datetime | None) -> exp.Query:
     """A UNION's affected output rows (an aggregate over a UNION ALL: groups): every branch's,
     each with its own CTEs, distinct."""
-    names = [f"{CHANGED_KEY_PREFIX}{j}" for j in range(len(shape.key_columns))]
+    names = changes.key_names(len(shape.key_columns))
     parts = []
     for i, branch in enumerate(shape.branches, 1):
         keys = sqlgen.with_affected(exp.select(*[col(n) for n in names]).from_(changes.AFFECTED), branch, since)
         parts.append(exp.select(exp.Star()).from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident(f"b{i}")))))
-    return changes.union_distinct(parts)
+    return changes.union_of(parts)
 
 
 def _recomputed(shape: ViewShape, null_keys: bool) -> list[exp.Query]:
@@ -70,10 +64,8 @@ def _recomputed(shape: ViewShape, null_keys: bool) -> list[exp.Query]:
         return list(sqlgen.restricted_rows(shape, shape.select_sql, null_keys))
     restricted = [sqlgen.restricted_rows(b, select, null_keys) for b, select in zip(shape.branches, shape.branch_selects)]
     distinct = []
-    for part in range(len(restricted[0])):
-        rows: exp.Query = restricted[0][part]
-        for more in restricted[1:]:
-            rows = exp.union(rows, more[part], distinct=False)
+    for part in zip(*restricted):  # the same part of every branch
+        rows = changes.union_of(list(part), distinct=False)
         distinct.append(exp.select(exp.Star()).distinct().from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("u")))))
     return distinct
 
