@@ -29,6 +29,8 @@ from mvlog.errors import ConfigError
         ("SELECT a FROM t UNION SELECT u.b FROM u LEFT JOIN w ON w.id = u.wid UNION SELECT c FROM w",
          ViewClass.UNION),
         ("SELECT * FROM t FULL OUTER JOIN u ON u.id = t.id LEFT JOIN w ON w.id = u.wid", ViewClass.JOIN),
+        ("SELECT * FROM t JOIN w ON w.id = t.id FULL OUTER JOIN u ON u.id = t.id", ViewClass.JOIN),
+        ("SELECT * FROM t JOIN u ON u.id = t.id RIGHT JOIN w ON w.id = u.id JOIN x ON x.id = w.id", ViewClass.JOIN),
         ("SELECT DISTINCT t.a, u.b FROM t JOIN u ON u.id = t.uid", ViewClass.AGGREGATE),
     ],
 )
@@ -40,10 +42,12 @@ def test_classes(query, view_class):
     ("query", "reason"),
     [
         ("SELECT * FROM t LIMIT 10", "LIMIT"),
-        ("SELECT * FROM t JOIN w ON w.id = t.id FULL OUTER JOIN u ON u.id = t.id", "FULL JOIN after the first join"),
+        ("SELECT * FROM t LEFT JOIN w ON w.id = t.id FULL OUTER JOIN u ON u.id = t.id", "FULL JOIN after an outer join"),
+        ("SELECT * FROM t, w FULL JOIN u ON u.id = w.id", "FULL JOIN after a comma or CROSS join"),
         ("SELECT t.g, count(*) FROM t FULL JOIN u ON u.id = t.id GROUP BY t.g", "over a FULL JOIN"),
         ("SELECT * FROM t FULL JOIN u USING (id)", "FULL JOIN with USING or NATURAL"),
-        ("SELECT * FROM t JOIN u ON u.id = t.id RIGHT JOIN w ON w.id = u.id", "RIGHT JOIN after the first join"),
+        ("SELECT * FROM t RIGHT JOIN u ON u.id = t.id RIGHT JOIN w ON w.id = u.id", "RIGHT JOIN after an outer join"),
+        ("SELECT * FROM t JOIN u ON u.id = t.id RIGHT JOIN w USING (id)", "RIGHT JOIN after the first join with USING"),
         ("SELECT * FROM t LEFT JOIN u ON u.id = t.id, w", "comma or CROSS join after an outer join"),
         ("SELECT DISTINCT ON (a) a, b FROM t", "DISTINCT ON"),
         ("SELECT DISTINCT * FROM t", "DISTINCT *"),

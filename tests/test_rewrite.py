@@ -139,3 +139,31 @@ def test_aggregate_over_union_all_moves_the_groups_and_filter_into_each_branch()
 def test_aggregate_over_union_all_stays_complete_with_a_reason(query, reason):
     analysis = _analyze(query)
     assert analysis.view_class is ViewClass.OTHER and any(reason in why for why in analysis.reasons), analysis.reasons
+
+
+def test_aggregate_over_a_full_join_is_an_aggregate_over_its_two_parts():
+    analysis = _analyze("SELECT c.segment, count(o.id) AS orders, sum(o.amount) AS total FROM customers c "
+                        "FULL JOIN orders o ON o.customer_id = c.id WHERE o.status IS DISTINCT FROM 'x' "
+                        "GROUP BY c.segment HAVING count(*) > 1")
+    assert analysis.view_class is ViewClass.AGGREGATE and analysis.over_union, analysis.reasons
+    sql = analysis.tree.sql(dialect="postgres")
+    assert sql.startswith('SELECT "_mvlog_full"."c_segment" AS "segment", COUNT("_mvlog_full"."o_id") AS "orders", '
+                          'SUM("_mvlog_full"."o_amount") AS "total" FROM (SELECT "c"."segment" AS "c_segment"')
+    assert 'GROUP BY "_mvlog_full"."c_segment" HAVING COUNT(*) > 1' in sql
+    left, right = (b.tree.sql(dialect="postgres") for b in analysis.branches)
+    assert 'LEFT JOIN "public"."orders" AS "o"' in left and "IS NULL" not in left
+    assert right.endswith('RIGHT JOIN "public"."orders" AS "o" ON "o"."customer_id" = "c"."id" '
+                          'WHERE "o"."status" IS DISTINCT FROM \'x\' AND "c"."id" IS NULL'), right
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("SELECT count(*) FROM customers c FULL JOIN orders o ON o.customer_id = c.id", "global aggregate over a FULL"),
+        ("SELECT c.segment, count(*) FROM customers c FULL JOIN orders o ON o.customer_id = c.id "
+         "WHERE EXISTS (SELECT 1 FROM orders p WHERE p.id = o.id) GROUP BY c.segment", "subquery over a FULL JOIN"),
+    ],
+)
+def test_aggregates_over_a_full_join_that_stay_complete(query, reason):
+    analysis = _analyze(query)
+    assert analysis.view_class is ViewClass.OTHER and any(reason in why for why in analysis.reasons), analysis.reasons

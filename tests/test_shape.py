@@ -60,6 +60,26 @@ def test_the_lineage_of_an_outer_join_keeps_its_partial_rows():
     assert "LEFT JOIN customers AS d" in chain.core_sql  # an inner join after an outer one keeps its partial rows
 
 
+def test_a_right_join_after_inner_joins_is_rooted_at_its_table_with_the_inner_joins_nested():
+    s = shape_view("v", analyze("SELECT c.name, o.id FROM customers c JOIN customers d ON d.id = c.id "
+                                "RIGHT JOIN orders o ON o.customer_id = c.id LEFT JOIN customers e ON e.id = o.id "
+                                "WHERE o.amount > 0 AND d.segment = 'x'"),
+                   {"c": CUSTOMERS, "d": CUSTOMERS, "o": LOG, "e": CUSTOMERS})
+    assert s.outer and [t.alias for t in s.tables] == ["o", "c", "d", "e"]
+    assert s.key_columns[0] == "id" and s.range_key.log == LOG
+    assert s.core_sql == ("SELECT 1 FROM orders AS o LEFT JOIN (customers AS c JOIN customers AS d ON d.id = c.id) "
+                          "ON o.customer_id = c.id LEFT JOIN customers AS e ON e.id = o.id WHERE o.amount > 0")
+
+
+def test_a_full_join_after_inner_joins_is_two_outer_join_views():
+    s = shape_view("v", analyze("SELECT c.name, o.id FROM customers c JOIN customers d ON d.id = c.id "
+                                "FULL JOIN orders o ON o.customer_id = c.id"),
+                   {"c": CUSTOMERS, "d": CUSTOMERS, "o": LOG})
+    assert s.full_join and [b.tables[0].alias for b in s.branches] == ["c", "o"]
+    assert "RIGHT JOIN orders AS o" in s.branch_selects[1] and '"c"."id" IS NULL' in s.branch_selects[1]
+    assert "LEFT JOIN (customers AS c JOIN customers AS d" in s.branches[1].core_sql
+
+
 def test_distinct_is_grouped_by_its_outputs():
     s = shape("SELECT DISTINCT status, amount * 2 AS double, status FROM orders")
     assert s.view_class == "aggregate" and s.key_columns == ("status", "double")

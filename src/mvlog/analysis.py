@@ -22,7 +22,7 @@ from mvlog.sqltree import DIALECT, TableRef, identifier_name, join_side, table_r
 from mvlog.subqueries import SemiJoin, subquery_lineage
 
 __all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions", "identifier_name", "join_side",
-           "partition_by", "table_refs", "window_parts"]
+           "partition_by", "root_join", "table_refs", "window_parts"]
 
 
 # Functions whose value changes between evaluations or over time: a view using them
@@ -98,24 +98,35 @@ def _base_table_refs(tree: exp.Query) -> list[TableRef]:
 
 def _join_reasons(joins: list[exp.Join]) -> list[str]:
     """Why a join chain cannot be refreshed fast: every row of an outer-join view must hold a
-    row of its first table (its *root*: LEFT joins after it, or one RIGHT join right after it);
-    a FULL first join is two such views (see shaping._shape_full)."""
+    row of its *root*: its first table, or the table of a RIGHT JOIN that only inner joins
+    precede (``A JOIN B … RIGHT JOIN C ON c`` is ``C LEFT JOIN (A JOIN B …) ON c``), with LEFT and
+    inner joins after it. A FULL JOIN that only inner joins precede is two such views (see
+    shaping._shape_full)."""
     reasons, outer = [], False
     for i, join in enumerate(joins):
         side = join_side(join)
-        if side == "FULL" and i > 0:
-            reasons.append("a FULL JOIN after the first join is not incrementally maintainable: no table is "
-                           "present in every row, and the rows it adds hold none of the tables before it")
-        elif side == "FULL" and (join.args.get("using") or join.args.get("method") == "NATURAL"):
-            reasons.append("a FULL JOIN with USING or NATURAL is not incrementally maintainable: write it with ON")
-        elif side == "RIGHT" and i > 0:
-            reasons.append("a RIGHT JOIN after the first join is not incrementally maintainable: "
-                           "write the chain with LEFT JOINs")
+        written = join.args.get("using") or join.args.get("method") == "NATURAL"
+        if side in ("RIGHT", "FULL") and outer:
+            reasons.append(f"a {side} JOIN after an outer join is not incrementally maintainable: a partner "
+                           f"appearing before it changes rows that hold no key of that partner; write the chain "
+                           f"with LEFT JOINs")
+        elif side in ("RIGHT", "FULL") and any(join_side(j) == "CROSS" for j in joins[:i]):
+            reasons.append(f"a {side} JOIN after a comma or CROSS join is not incrementally maintainable: "
+                           f"write the joins before it as JOIN … ON")
+        elif side in ("RIGHT", "FULL") and written and (i > 0 or side == "FULL"):
+            reasons.append(f"a {side} JOIN {'after the first join ' if side == 'RIGHT' else ''}with USING or "
+                           f"NATURAL is not incrementally maintainable: write it with ON")
         elif side == "CROSS" and outer:
             reasons.append("a comma or CROSS join after an outer join is not incrementally maintainable: "
                            "write it as JOIN … ON")
         outer = outer or side in ("LEFT", "RIGHT", "FULL")
     return reasons
+
+
+def root_join(joins: list[exp.Join]) -> int | None:
+    """The position of the join whose table is an outer-join view's root instead of the first
+    table (a RIGHT JOIN: only inner joins precede it), or None."""
+    return next((i for i, j in enumerate(joins) if join_side(j) == "RIGHT"), None)
 
 
 def _function_name(node: exp.Expression) -> str:
@@ -394,8 +405,15 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     aggregate = bool(distinct) or bool(tree.args.get("group")) or bool(tree.args.get("having")) or _aggregates(tree)
     joined = len(sources) > 1 or bool(semi_joins)
     joins = tree.args.get("joins") or []
-    if not reasons and joins and join_side(joins[0]) == "FULL" and (aggregate or semi_joins):
-        reasons.append("an aggregate, DISTINCT or subquery over a FULL JOIN is not incrementally maintainable")
+    if not reasons and any(join_side(j) == "FULL" for j in joins) and (aggregate or semi_joins):
+        grouped = bool(tree.args.get("group") or distinct)
+        split = (rewrite.full_join_as_union(tree, not_null)
+                 if grouped and not semi_joins and not_null is not None else None)
+        if split is not None:
+            return _analyze_over_union(query, split, split.args["from_"].this, not_null)
+        reasons.append("a subquery over a FULL JOIN is not incrementally maintainable" if semi_joins else
+                       "a global aggregate over a FULL JOIN is not incrementally maintainable" if not grouped else
+                       "an aggregate over a FULL JOIN needs the catalog's columns to be analysed")
     if reasons:  # complete refresh only: it depends on every table it reads, wherever
         view_class = ViewClass.OTHER
         tables = _base_table_refs(tree)

@@ -26,9 +26,66 @@ class NotMergeable(Exception):
 
 
 def needs_rewrite(tree: exp.Expression) -> bool:
-    """Whether the query has a CTE, a derived table or a subquery expression."""
+    """Whether the query has a CTE, a derived table, a subquery expression, or an aggregate over a
+    FULL JOIN (keyed as an aggregate over a UNION ALL, see :func:`full_join_as_union`)."""
     return tree.find(exp.With, exp.Subquery) is not None or any(
-        s is not tree for s in tree.find_all(exp.Select) if not _in_set_operation_of(s, tree))
+        s is not tree for s in tree.find_all(exp.Select) if not _in_set_operation_of(s, tree)) or any(
+        _aggregates_over_full_join(s) for s in _top_selects(tree))
+
+
+def _aggregates_over_full_join(select: exp.Select) -> bool:
+    return any(join_side(j) == "FULL" for j in select.args.get("joins") or []) and bool(
+        select.args.get("group") or select.args.get("distinct") or select.args.get("having")
+        or any(p.find(exp.AggFunc) for p in select.selects))
+
+
+FULL_JOIN_PARTS = "_mvlog_full"  # the derived table full_join_as_union puts under the aggregate
+
+
+def full_join_as_union(select: exp.Select, not_null: set[tuple[str, str]]) -> exp.Select | None:
+    """A (qualified) aggregate over ``P FULL JOIN b ON c …`` (``P``: the first table ``a`` and the
+    tables inner-joined to it) as the same aggregate over the UNION ALL of the join's two parts
+    (see shaping._shape_full): ``P LEFT JOIN b ON c …`` and ``P RIGHT JOIN b ON c … WHERE
+    a.<a NOT NULL column> IS NULL``, each with the WHERE, outputting the columns the aggregate
+    reads. None if ``a`` has no NOT NULL column or the aggregate reads none."""
+    first = select.args["from_"].this.alias_or_name
+    marker = sorted(c for alias, c in not_null if alias == first)
+    joins = select.args.get("joins") or []
+    position = next(i for i, j in enumerate(joins) if join_side(j) == "FULL")
+    outer = select.copy()
+    for key in ("from_", "joins", "where"):
+        outer.set(key, None)
+    names: dict[str, exp.Column] = {}
+    for column in list(outer.find_all(exp.Column)):
+        if not column.args.get("table"):
+            continue  # an output's alias (ORDER BY)
+        key = column.sql(dialect=DIALECT)
+        base = f"{column.table}_{column.name}"
+        name = next(n for n in itertools.chain([base], (f"{base}_{i}" for i in itertools.count(2)))
+                    if n not in names or names[n].sql(dialect=DIALECT) == key)
+        names[name] = column.copy()
+        column.replace(exp.column(exp.to_identifier(name, quoted=True),
+                                  table=exp.to_identifier(FULL_JOIN_PARTS, quoted=True)))
+    if not marker or not names:
+        return None
+    parts = []
+    for side in ("LEFT", "RIGHT"):
+        part = exp.select(*[exp.alias_(c.copy(), exp.to_identifier(n, quoted=True)) for n, c in names.items()])
+        part.set("from_", select.args["from_"].copy())
+        part.set("joins", [j.copy() for j in joins])
+        part.args["joins"][position].set("side", side)
+        if select.args.get("where") is not None:
+            part.where(select.args["where"].this.copy(), copy=False)
+        if side == "RIGHT":
+            a_column = exp.column(exp.to_identifier(marker[0], quoted=True), table=exp.to_identifier(first, quoted=True))
+            part.where(exp.Is(this=a_column, expression=exp.Null()), copy=False)
+        parts.append(part)
+    union = exp.union(*parts, distinct=False)
+    outer.set("from_", exp.From(this=exp.Subquery(
+        this=union, alias=exp.TableAlias(this=exp.to_identifier(FULL_JOIN_PARTS, quoted=True)))))
+    outer.set("expressions", [p if isinstance(p, exp.Alias) else exp.alias_(p, exp.to_identifier(o, quoted=True))
+                              for p, o in zip(outer.selects, [p.alias_or_name for p in select.selects])])
+    return outer
 
 
 def _in_set_operation_of(select: exp.Select, tree: exp.Expression) -> bool:
@@ -189,9 +246,9 @@ def _merge_spj(select: exp.Select, position: int, source: exp.Subquery, join: ex
     inner = source.this
     side = join_side(join) if join is not None else ""
     outer_sides = [join_side(j) for j in select.args.get("joins") or []]
-    null_extended = side == "LEFT" or (position == 0 and outer_sides[:1] == ["RIGHT"])
+    null_extended = side == "LEFT" or "RIGHT" in outer_sides[position:]  # the items before a RIGHT JOIN
     inner_joins = inner.args.get("joins") or []
-    if side in ("RIGHT", "FULL") or (position == 0 and "FULL" in outer_sides):
+    if side in ("RIGHT", "FULL") or "FULL" in outer_sides[position:]:
         return  # left as it is: the analysis gives the reason
     if null_extended:
         # A NULL-extended derived table: only a single table whose outputs are its columns,

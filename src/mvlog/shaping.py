@@ -9,7 +9,7 @@ import dataclasses
 from sqlglot import exp
 
 from mvlog.analysis import (DIALECT, Analysis, NotKeyable, SemiJoin, ViewClass, group_expressions, identifier_name,
-                            join_side, partition_by, window_parts)
+                            join_side, partition_by, root_join, window_parts)
 from mvlog.changes import union_of
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.shape import (BRANCH_COLUMN, ROW_KEY_COLUMN, RangeKey, TableKey, ViewShape, add_hidden, col, downgrade,
@@ -32,7 +32,7 @@ def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo])
         return _shape_union(name, analysis.query, branches,
                             [{ref.alias: logs_by_alias[ref.display] for ref in b.tables} for b in branches], logs)
     joins = analysis.tree.args.get("joins") or []
-    if joins and join_side(joins[0]) == "FULL":
+    if any(join_side(j) == "FULL" for j in joins):
         return _shape_full(name, analysis, logs_by_alias, logs)
     select = analysis.tree.copy()
     assert isinstance(select, exp.Select)
@@ -140,16 +140,18 @@ def _shape_over_union(name: str, analysis: Analysis, logs_by_alias: dict[str, Lo
 
 
 def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
-    """``a FULL JOIN b ON c …``: its rows that hold a row of ``a`` are those of ``a LEFT JOIN b ON c …``
-    (root ``a``), the others those of ``a RIGHT JOIN b ON c … WHERE <a's key> IS NULL`` (root ``b``:
-    the ``b`` rows without a partner). The two parts never share a row, so the view is their
-    UNION ALL, each part refreshed as an outer-join view of its own."""
+    """``P FULL JOIN b ON c …`` (``P``: the first table ``a`` and the tables inner-joined to it): its
+    rows that hold a row of ``a`` are those of ``P LEFT JOIN b ON c …`` (root ``a``), the others
+    those of ``P RIGHT JOIN b ON c … WHERE <a's key> IS NULL`` (root ``b``: the ``b`` rows without a
+    partner). The two parts never share a row, so the view is their UNION ALL, each part
+    refreshed as an outer-join view of its own."""
     first = analysis.tables[0]
     a_key = col(logs_by_alias[first.alias].key_columns[0], first.alias)
+    position = next(i for i, j in enumerate(analysis.tree.args["joins"]) if join_side(j) == "FULL")
     parts = []
     for side in ("LEFT", "RIGHT"):
         tree = analysis.tree.copy()
-        tree.args["joins"][0].set("side", side)
+        tree.args["joins"][position].set("side", side)
         if side == "RIGHT":
             tree.where(exp.Is(this=a_key, expression=exp.Null()), copy=False)
         parts.append(dataclasses.replace(analysis, query=tree.sql(dialect=DIALECT), tree=tree))
@@ -168,8 +170,9 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     sides = [join_side(j) for j in joins]
     outer = any(side in ("LEFT", "RIGHT") for side in sides) or bool(analysis.semi_joins)
     refs = list(analysis.tables)
-    if sides and sides[0] == "RIGHT":  # a RIGHT JOIN b: b is the root
-        refs[0], refs[1] = refs[1], refs[0]
+    right = root_join(joins)
+    if right is not None:  # … RIGHT JOIN b: b is the root
+        refs.insert(0, refs.pop(right + 1))
     from_items = len(refs) - len(analysis.semi_joins)
     tables = _table_keys(refs, logs_by_alias, from_items)
 
@@ -274,13 +277,26 @@ def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -
     changes them only if it is in one of them, before or after the change: so the roots of the
     lineage rows that hold a changed row are all the roots whose view rows may change. (Inner
     joins after an outer one, or WHERE conditions on its NULL-extended side, would drop rows in
-    which a change shows: a partner that appears removes its NULL-extended row.)"""
+    which a change shows: a partner that appears removes its NULL-extended row.)
+
+    A RIGHT JOIN's table is the root: ``A JOIN B … RIGHT JOIN C ON c`` becomes ``C LEFT JOIN (A JOIN
+    B …) ON c``. The inner joins' rows are combinations of base rows, present or not, so a change
+    shows in the lineage rows that hold the changed row (an outer join there would not do: a
+    partner that appears replaces a NULL-extended row that holds no key of it)."""
     items = [select.args["from_"].this.copy()]
     joins = [j.copy() for j in select.args.get("joins") or []]
-    if sides and sides[0] == "RIGHT":  # a RIGHT JOIN b ON c  ->  b LEFT JOIN a ON c
-        items[0], joins[0] = joins[0].this, joins[0].copy()
-        joins[0].set("this", select.args["from_"].this.copy())
-    first_outer = next((i for i, side in enumerate(sides) if side in ("LEFT", "RIGHT")), len(sides))
+    right = root_join(joins)
+    if right is not None:  # P RIGHT JOIN b ON c …  ->  b LEFT JOIN P ON c …, P nested if it joins
+        prefix_item = items[0]
+        if right > 0:
+            prefix_item.set("joins", joins[:right])
+            prefix_item = exp.Subquery(this=prefix_item)
+        root = joins[right]
+        items[0] = root.this
+        root.set("this", prefix_item)
+        joins = [root] + joins[right + 1:]
+    first_outer = 0 if right is not None else next(
+        (i for i, side in enumerate(sides) if side == "LEFT"), len(sides))
     for join in joins[first_outer:]:
         join.set("side", "LEFT")
         join.set("kind", None)
