@@ -72,6 +72,14 @@ def test_invalid_config_names_the_place(change, message):
     assert "s3cret" not in str(info.value)
 
 
+def test_an_empty_logs_or_views_key_is_an_empty_list():
+    text = "source:\n  dsn: postgresql://x@h/db\nwarehouse: ./w\nlogs:\nviews:\n"
+    config = parse_config(text)
+    assert config.logs == [] and config.views == []
+    config = parse_config(VALID[:VALID.index("views:")] + "views:\n")
+    assert [log.table for log in config.logs] == ["public.orders", "public.customers"] and config.views == []
+
+
 def test_spark_remote_is_a_connect_url(tmp_path):
     text = VALID.replace("  master: local[*]", "  master: local[*]\n  remote: sc://engine.internal:443/;use_ssl=true;token=t0k")
     assert parse_config(text, base_dir=tmp_path).spark.remote == "sc://engine.internal:443/;use_ssl=true;token=t0k"

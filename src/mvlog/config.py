@@ -97,6 +97,12 @@ class Config(_Strict):
     # Where the file was read from; relative warehouse paths are resolved against it.
     base_dir: Path = Field(default=Path("."), exclude=True)
 
+    @field_validator("logs", "views", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value):
+        """``views:`` with nothing after it (YAML null) is an empty list, as if the key were missing."""
+        return [] if value is None else value
+
     @model_validator(mode="after")
     def _unique_names(self) -> "Config":
         seen: dict[str, int] = {}

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from mvlog.analysis import Analysis, ViewClass
 from mvlog.shape import ViewShape
+from mvlog.rewrite import FULL_JOIN_PARTS
 
 KEY_MAP_NOTE = ("old view keys come from mvlog's key map (base keys -> view key), because the logs hold "
                 "primary keys only")
@@ -41,8 +42,10 @@ def affected_keys_how(shape: ViewShape) -> str:
                 f"of {with_root.tables[0].log.qualified_table} ({affected_keys_how(with_root)}), and the rows of "
                 f"{without.tables[0].log.qualified_table} without a partner ({affected_keys_how(without)})")
     if shape.over_union:
-        return ("the groups that changed rows of any UNION ALL branch fall in, before (each branch's key map) and "
-                "after the change, are recomputed by the whole query, every branch restricted to them")
+        where = ("either part of the FULL JOIN (its LEFT JOIN, and its right side's rows without a partner)"
+                 if FULL_JOIN_PARTS in shape.select_sql else "any UNION ALL branch")
+        return (f"the groups that changed rows of {where} fall in, before (each part's key map) and "
+                f"after the change, are recomputed by the whole query, every part restricted to them")
     if shape.distinct:
         return ("UNION: the output rows that changed rows of any branch yield, before (each branch's key map) and "
                 "after the change, are recomputed from every branch; a row goes when no branch yields it any more")
