@@ -45,7 +45,7 @@ def change(db, round_: int) -> None:
 
 
 @pytest.mark.slow
-def test_sigkill_at_every_point_then_refresh_converges(db, tmp_path):
+def test_sigkill_at_every_point_then_refresh_converges(db, tmp_path, connect_engine):
     db.execute(SCHEMA)
     config = tmp_path / "mvlog.yaml"
     config.write_text(yaml.safe_dump({
@@ -59,6 +59,11 @@ def test_sigkill_at_every_point_then_refresh_converges(db, tmp_path):
         for round_, point in enumerate(POINTS):
             change(db, round_)
             env = {**os.environ, "MVLOG_FAULT": point, "TZ": "UTC"}
+            if point != "during_merge":
+                # Killed between Spark operations: the process runs them on the test session's
+                # Connect server (no JVM start of its own). Killed in the MERGE: on a Spark of
+                # its own, so that the MERGE dies with it (a Connect server would finish it).
+                env["SPARK_REMOTE"] = connect_engine.remote
             killed = subprocess.run([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "refresh"],
                                     env=env, capture_output=True, text=True, timeout=600)
             assert killed.returncode == -signal.SIGKILL, (point, killed.stderr[-2000:])

@@ -129,7 +129,8 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
     """200k orders of 100k customers, a handful changed: the fast read finds them through primary keys and the
     orders.customer_id index, never by scanning orders or customers."""
     build_large_shop(db)
-    project = make_project(["customers", "orders"], [
+    db.execute("INSERT INTO nation VALUES (1, 'France', 1), (2, 'Japan', 2), (3, 'Peru', 1); ANALYZE nation")
+    project = make_project(["nation", "customers", "orders"], [
         {"name": "order_lines", "refresh": "fast",
          "query": "SELECT o.id, c.name, o.amount FROM orders o LEFT JOIN customers c ON c.id = o.customer_id"},
         {"name": "per_customer", "refresh": "fast",
@@ -137,6 +138,9 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
                   "LEFT JOIN orders o ON o.customer_id = c.id GROUP BY c.id"},
         {"name": "full_lines", "refresh": "fast",
          "query": "SELECT o.id, c.id AS customer_id, c.name FROM orders o FULL JOIN customers c ON c.id = o.customer_id"},
+        {"name": "right_lines", "refresh": "fast",  # orders LEFT JOIN (customers JOIN nation)
+         "query": "SELECT o.id, c.name, n.name AS nation FROM customers c JOIN nation n ON n.id = c.nation_id "
+                  "RIGHT JOIN orders o ON o.customer_id = c.id"},
     ])
     project.apply()
     db.execute("UPDATE orders SET amount = 1000 WHERE id IN (10, 20)")   # customers 11 and 21
@@ -152,11 +156,12 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
     # The orders' part as order_lines (8 keys); the customers' part, the lineage rows of customers
     # 11, 21, 41 and 5 before and after (two orders each): 8 keys.
     assert results["full_lines"].method == "fast" and results["full_lines"].keys_read == 8 + 8
+    assert results["right_lines"].method == "fast" and results["right_lines"].keys_read == 8  # as order_lines
     for table in ("orders", "customers"):
         assert after[table][0] == before[table][0], f"a sequential scan read {table}"
     # 5 changed order lines and 4 customers of 2 orders each, read by index a few times each (for
     # the roots, the keys, the rows, the null check and the key map): hundreds, not 200k.
     fetched = after["orders"][2] - before["orders"][2]
     assert fetched <= 1000, f"{fetched} orders rows fetched"
-    for view in ("order_lines", "per_customer", "full_lines"):
+    for view in ("order_lines", "per_customer", "full_lines", "right_lines"):
         assert_view_matches(project, view)

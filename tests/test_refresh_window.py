@@ -21,6 +21,14 @@ VIEWS = [
      "query": "SELECT o.id, c.name, rank() OVER (PARTITION BY c.nation_id ORDER BY o.amount DESC NULLS LAST, o.id) "
               "AS r, count(*) OVER (PARTITION BY c.nation_id, c.segment) AS peers "
               "FROM orders o JOIN customers c ON c.id = o.customer_id"},
+    {"name": "latest_per_customer", "refresh": "fast",  # over a LEFT JOIN: customers without orders too
+     "query": "SELECT * FROM (SELECT c.id AS customer_id, c.name, o.id AS order_id, o.amount, row_number() OVER "
+              "(PARTITION BY c.id ORDER BY o.id DESC NULLS LAST) AS rn FROM customers c "
+              "LEFT JOIN orders o ON o.customer_id = c.id AND o.status IS DISTINCT FROM 'cancelled') s WHERE rn = 1"},
+    {"name": "rank_by_nation_outer", "refresh": "fast",  # NULL-extended partitions (orders without a customer)
+     "query": "SELECT o.id, n.name AS nation, count(*) OVER (PARTITION BY n.region) AS in_region, "
+              "rank() OVER (PARTITION BY n.region ORDER BY o.amount DESC NULLS LAST, o.id) AS r FROM nation n "
+              "JOIN customers c ON c.nation_id = n.id RIGHT JOIN orders o ON o.customer_id = c.id"},
     {"name": "cte_peers", "refresh": "fast",  # a CTE with a window, filtered
      "query": "WITH ranked AS (SELECT c.id, c.segment, count(*) OVER (PARTITION BY c.segment, c.nation_id) AS peers "
               "FROM customers c) SELECT id, peers FROM ranked WHERE peers > 1"},

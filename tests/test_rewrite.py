@@ -51,6 +51,10 @@ def _analyze(query: str):
          "FROM orders o) s WHERE rn = 1", ViewClass.WINDOW, 'WHERE "s"."rn" = 1'),
         ("WITH r AS (SELECT c.id, count(*) OVER (PARTITION BY c.segment) AS n FROM customers c) SELECT id FROM r",
          ViewClass.WINDOW, 'PARTITION BY "c"."segment"'),
+        # the latest order per customer, customers without orders included
+        ("SELECT * FROM (SELECT c.id, o.amount, row_number() OVER (PARTITION BY c.id ORDER BY o.id DESC) AS rn "
+         "FROM customers c LEFT JOIN orders o ON o.customer_id = c.id) s WHERE rn = 1",
+         ViewClass.WINDOW, 'LEFT JOIN "public"."orders" AS "o"'),
     ],
 )
 def test_merged_shapes(query, view_class, sql):
@@ -102,7 +106,7 @@ def test_semi_join_lineage_conditions():
         ("SELECT * FROM (SELECT o.*, sum(amount) OVER (PARTITION BY customer_id) AS s FROM orders o) s "
          "WHERE s.s > (SELECT 1 FROM customers c WHERE c.id = s.customer_id)", "only filters and projections"),
         ("SELECT o.id, rank() OVER (PARTITION BY c.segment ORDER BY o.id) FROM orders o "
-         "LEFT JOIN customers c ON c.id = o.customer_id", "window functions over outer joins"),
+         "FULL JOIN customers c ON c.id = o.customer_id", "window functions over a FULL JOIN"),
         ("SELECT id, rank() OVER (PARTITION BY status ORDER BY id), rank() OVER (PARTITION BY customer_id ORDER BY id) "
          "FROM orders", "without a PARTITION BY that they all share"),
     ],

@@ -146,3 +146,21 @@ def test_range_literals_read_back_as_the_value(spark, value):
     assert spark.sql(f"SELECT {spark_literal(value)} AS v").collect()[0]["v"] == value
     for number in (Decimal("-12.50"), Decimal("0.000001"), Decimal("12345678901234567890.12")):
         assert spark.sql(f"SELECT {spark_literal(number)} AS v").collect()[0]["v"] == number
+
+
+def test_a_merge_that_lost_a_commit_race_is_run_again_and_no_other_failure_is():
+    from mvlog.warehouse import _lost_commit_race
+
+    class DeltaError(Exception):
+        def __init__(self, condition: str):
+            super().__init__(f"[{condition}] …")
+            self.condition = condition
+
+        def getCondition(self):  # noqa: N802 (Spark's name)
+            return self.condition
+
+    for condition in ("DELTA_CONCURRENT_TRANSACTION", "DELTA_CONCURRENT_APPEND", "DELTA_METADATA_CHANGED"):
+        assert _lost_commit_race(DeltaError(condition))
+    assert _lost_commit_race(RuntimeError("[DELTA_CONCURRENT_TRANSACTION] ConcurrentTransactionException: …"))
+    for condition in ("DELTA_MERGE_INCOMPATIBLE_DATATYPE", "JDBC_EXTERNAL_ENGINE_SYNTAX_ERROR"):
+        assert not _lost_commit_race(DeltaError(condition))

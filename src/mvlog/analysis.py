@@ -332,8 +332,8 @@ def partition_by(select: exp.Select) -> list[exp.Expression]:
 
 
 def _analyze_window(query: str, tree: exp.Select, not_null: set[tuple[str, str]] | None) -> Analysis:
-    """Window functions sharing a PARTITION BY over a simple or inner-join query, optionally
-    filtered and projected by an outer query: a partition is recomputed whole."""
+    """Window functions sharing a PARTITION BY over a simple, inner- or outer-join query,
+    optionally filtered and projected by an outer query: a partition is recomputed whole."""
     outer, inner = window_parts(tree)
     reasons = []
     if outer is not None and (
@@ -351,8 +351,8 @@ def _analyze_window(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     reasons += analysis.reasons
     if analysis.view_class not in (ViewClass.SIMPLE, ViewClass.JOIN) and not analysis.reasons:
         reasons.append("window functions over an aggregate are not incrementally maintainable")
-    if analysis.semi_joins or any(join_side(j) != "INNER" for j in inner.args.get("joins") or []):
-        reasons.append("window functions over outer joins, comma joins or subqueries are not incrementally "
+    if analysis.semi_joins or any(join_side(j) in ("FULL", "CROSS") for j in inner.args.get("joins") or []):
+        reasons.append("window functions over a FULL JOIN, comma joins or subqueries are not incrementally "
                        "maintainable")
     if reasons:
         return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree), reasons)

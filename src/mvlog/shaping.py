@@ -250,15 +250,23 @@ def _row_keys(select: exp.Select, tables: list[TableKey], through: exp.Select | 
 
 
 def _shape_window(name, analysis, select, logs_by_alias, logs) -> ViewShape:
-    """Window functions over a simple or inner-join query: keyed by its tables' primary keys;
-    the key map maps base rows to their partition, and an affected partition is recomputed whole."""
+    """Window functions over a simple or join query: keyed by its tables' primary keys; the key
+    map maps base rows (an outer join's: lineage rows) to their partition, and an affected
+    partition is recomputed whole."""
     outer, inner = window_parts(select)
-    tables = _table_keys(analysis.tables, logs_by_alias)
+    sides = [join_side(j) for j in inner.args.get("joins") or []]
+    outer_join = any(side in ("LEFT", "RIGHT") for side in sides)
+    refs = list(analysis.tables)
+    right = root_join(inner.args.get("joins") or [])
+    if right is not None:  # … RIGHT JOIN b: b is the root
+        refs.insert(0, refs.pop(right + 1))
+    tables = _table_keys(refs, logs_by_alias)
     key_columns, hidden, key_exprs = _row_keys(inner, tables, through=outer)
+    core = _lineage(inner, sides, []) if outer_join else _core(inner)
     return ViewShape(
         name, ViewClass.WINDOW, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
         tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
-        core_sql=_core(inner).sql(dialect=DIALECT), keymap=keymap_name(name),
+        core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), outer=outer_join,
         range_key=RangeKey(key_columns[0], tables[0].log, tables[0].log.key_columns[0]),
         partition_exprs=tuple(e.sql(dialect=DIALECT) for e in partition_by(inner)),
     )

@@ -70,6 +70,20 @@ def _outer_affected(shape: ViewShape) -> exp.Query:
     return union_of([now, before])
 
 
+def _outer_partitions(shape: ViewShape, since: datetime | None) -> exp.Query:
+    """A window view over outer joins: the partitions of its affected roots' lineage rows, now and
+    at the last refresh (a partner that appears or goes changes only its roots' rows)."""
+    names = key_names(len(shape.partition_exprs))
+    roots = roots_sql(shape, since)
+    now = parse_select(shape.core_sql)
+    now.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), names)])
+    now.where(in_query(root_exprs(shape), roots), copy=False)
+    before = (exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
+              .from_(keymap_table(shape))
+              .where(in_query([col(c) for c in shape.tables[0].keymap_columns], roots.copy())))
+    return union_of([now, before])
+
+
 def with_affected(query: exp.Query, shape: ViewShape, since: datetime | None, null_keys: bool = False) -> exp.Query:
     """``query`` with the CTE AFFECTED (``_mvlog_key_<i>``: the view keys to recompute), and ROOTS
     before it for an outer-join view (the affected roots) or a window view (the affected
@@ -153,6 +167,8 @@ def affected_keys_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
     (an outer-join view's refer to the CTE ROOTS: see :func:`with_affected`; a window view's are
     its partitions)."""
     names = key_names(len(unit_exprs(shape)))
+    if shape.outer and shape.partition_exprs:
+        return _outer_partitions(shape, since)
     if shape.outer:
         return _outer_affected(shape)
     if shape.global_aggregate:
@@ -181,7 +197,9 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
     current, *nullish = restricted_rows(shape, shape.select_sql, null_keys)
     if shape.partition_exprs:  # the rows of the affected partitions (disjoint parts), by primary keys
         rows = union_of([current, *nullish], distinct=False)
-        query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), rows, shape.key_columns)
+        # Over outer joins, a NULL-extended table's key is NULL: matched null-safely after the root's.
+        query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), rows, shape.key_columns,
+                                null_safe_from=len(shape.tables[0].keymap_columns) if shape.outer else None)
         return with_affected(query, shape, since, null_keys).sql(dialect=DIALECT)
     if shape.outer and shape.view_class is ViewClass.JOIN:
         # The roots' rows, matched to their keys by the root's key (never NULL), then null-safely

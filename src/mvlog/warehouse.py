@@ -27,6 +27,7 @@ OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 OPTIMIZE_MIN_FILE_BYTES = 1024 * 1024
 OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
 BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
+MERGE_ATTEMPTS = 3  # a MERGE that lost a commit race to another writer of the table runs again
 INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
 DEFAULT_INDEXED_COLUMNS = 32
 WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
@@ -279,9 +280,15 @@ class Warehouse:
             )
             source.createOrReplaceTempView(view)
             try:
-                # The source is staged already: Delta need not materialize it again.
-                with self._commit_settings(metadata, txn, {MATERIALIZE_SOURCE: "none"}):
-                    rows = self.spark.sql(statement).collect()
+                for attempt in range(1, MERGE_ATTEMPTS + 1):
+                    try:
+                        # The source is staged already: Delta need not materialize it again.
+                        with self._commit_settings(metadata, txn, {MATERIALIZE_SOURCE: "none"}):
+                            rows = self.spark.sql(statement).collect()
+                        break
+                    except Exception as exc:
+                        if attempt == MERGE_ATTEMPTS or not _lost_commit_race(exc):
+                            raise
             finally:
                 self.spark.catalog.dropTempView(view)
         except (SourceError, WarehouseError):
@@ -361,6 +368,16 @@ def _mvlog_metadata(user_metadata: str | None) -> dict | None:
     except (ValueError, KeyError, TypeError):
         return None
     return metadata if isinstance(metadata, dict) else None
+
+
+def _lost_commit_race(exc: BaseException) -> bool:
+    """Another commit to the table won Delta's optimistic-concurrency check (an OPTIMIZE, or the
+    MERGE of a killed client that a Spark Connect server finished). Running the MERGE again is
+    safe: it recomputes against the new version, and its transaction version makes Delta skip
+    it if a commit of the same refresh landed already."""
+    condition = error_class(exc) or ""
+    return (condition.startswith("DELTA_CONCURRENT") or "[DELTA_CONCURRENT_" in str(exc)
+            or condition in ("DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED"))
 
 
 RANGE_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
