@@ -62,19 +62,27 @@ def test_window_refresh_reads_only_affected_partitions(db, make_project):
     """200k orders of 100k customers, a handful changed: only their customers' partitions are read,
     through the orders.customer_id index."""
     build_large_shop(db)
-    project = make_project(["orders"], [
+    project = make_project(["customers", "orders"], [
         {"name": "latest", "refresh": "fast",
          "query": "SELECT * FROM (SELECT o.id, o.customer_id, row_number() OVER "
                   "(PARTITION BY o.customer_id ORDER BY o.id DESC) AS rn FROM orders o) s WHERE rn = 1"},
+        {"name": "latest_outer", "refresh": "fast",  # over a LEFT JOIN: partitions of the affected roots
+         "query": "SELECT * FROM (SELECT c.id AS customer_id, o.id, row_number() OVER "
+                  "(PARTITION BY c.id ORDER BY o.id DESC) AS rn FROM customers c "
+                  "LEFT JOIN orders o ON o.customer_id = c.id) s WHERE rn = 1"},
     ])
     project.apply()
     db.execute("INSERT INTO orders VALUES (200001, 11, 'open', 1, 1)")  # customer 11's new latest
     db.execute("UPDATE orders SET customer_id = 22 WHERE id = 40")      # leaves customer 41, joins 22
-    before = table_stats(db, "orders")
+    before = {t: table_stats(db, t) for t in ("orders", "customers")}
     results = refresh_ok(project)
-    after = stats_after(db, "orders", before)
+    after = {t: stats_after(db, t, before[t]) for t in ("orders", "customers")}
     assert results["latest"].method == "fast"
     assert results["latest"].keys_read == 3 + 1 + 1 + 2  # 11's three orders, order 40, 41's other one, 22's two
-    assert after[0] == before[0], "a sequential scan read orders"
-    assert after[2] - before[2] <= 500, f"{after[2] - before[2]} orders rows fetched"
+    # (customer, order): 11's three, 41's two (order 40 before), 22's three (order 40 after)
+    assert results["latest_outer"].method == "fast" and results["latest_outer"].keys_read == 3 + 2 + 3
+    for table in ("orders", "customers"):
+        assert after[table][0] == before[table][0], f"a sequential scan read {table}"
+    assert after["orders"][2] - before["orders"][2] <= 1000, f"{after['orders'][2] - before['orders'][2]} orders fetched"
     assert_view_matches(project, "latest")
+    assert_view_matches(project, "latest_outer")
