@@ -158,7 +158,9 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
     assert results["full_lines"].method == "fast" and results["full_lines"].keys_read == 8 + 8
     assert results["right_lines"].method == "fast" and results["right_lines"].keys_read == 8  # as order_lines
     for table in ("orders", "customers"):
-        assert after[table][0] == before[table][0], f"a sequential scan read {table}"
+        # A few tuples at most: right_lines' roots of changed nation rows (none here) are found by a
+        # hash join whose scan of orders stops at its first tuple when the hash side is empty.
+        assert after[table][0] - before[table][0] < 100, f"a sequential scan read {table}"
     # 5 changed order lines and 4 customers of 2 orders each, read by index a few times each (for
     # the roots, the keys, the rows, the null check and the key map): hundreds, not 200k.
     fetched = after["orders"][2] - before["orders"][2]

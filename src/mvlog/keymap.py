@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlglot import exp
 
 from mvlog.analysis import DIALECT, ViewClass
-from mvlog.changes import (ROOTS, changed_keys_sql, in_query, keymap_key_columns, keymap_table, parse_select,
+from mvlog.changes import (ROOTS, changed_keys_sql, in_query, in_roots, keymap_key_columns, keymap_table, parse_select,
                            root_exprs, roots_ref, roots_sql, touched_rows, unit_exprs)
 from mvlog.model import HIDDEN_PREFIX
 from mvlog.shape import ViewShape, col, ident
@@ -74,7 +74,7 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
                          alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "forgotten")))
         core = parse_select(shape.core_sql)
         core.set("expressions", _keymap_items(shape))
-        insert = exp.insert(core.where(in_query(root_exprs(shape), roots_ref()), copy=False), table)
+        insert = exp.insert(core.where(in_roots(root_exprs(shape)), copy=False), table)
         roots = exp.CTE(this=roots_sql(shape, since), alias=exp.TableAlias(this=ident(ROOTS)))
         insert.set("with_", exp.With(expressions=[roots, forget]))
         return [insert.sql(dialect=DIALECT)]

@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlglot import exp
 
 from mvlog.analysis import DIALECT, ViewClass, window_parts
-from mvlog.changes import (AFFECTED, ROOTS, changed_keys_sql, in_query, key_exprs, key_names, keymap_key_columns,
+from mvlog.changes import (AFFECTED, ROOTS, changed_keys_sql, in_query, in_roots, key_exprs, key_names, keymap_key_columns,
                            keymap_table, parse_select, root_exprs, roots_ref, roots_sql, touched_rows, union_of,
                            unit_exprs)
 from mvlog.keymap import keymap_update_sql
@@ -63,10 +63,10 @@ def _outer_affected(shape: ViewShape) -> exp.Query:
     names = key_names(len(shape.key_columns))
     now = parse_select(shape.core_sql)
     now.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(key_exprs(shape), names)])
-    now.where(in_query(root_exprs(shape), roots_ref()), copy=False)
+    now.where(in_roots(root_exprs(shape)), copy=False)
     before = (exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
               .from_(keymap_table(shape))
-              .where(in_query([col(c) for c in shape.tables[0].keymap_columns], roots_ref())))
+              .where(in_roots([col(c) for c in shape.tables[0].keymap_columns])))
     return union_of([now, before])
 
 
@@ -114,7 +114,7 @@ def restricted_rows(shape: ViewShape, select_sql: str, null_keys: bool) -> list[
             parts.append(restricted)
         return parts
     if shape.outer and shape.view_class is ViewClass.JOIN:
-        return [current.where(in_query(root_exprs(shape), roots_ref()), copy=False)]
+        return [current.where(in_roots(root_exprs(shape)), copy=False)]
     affected = exp.select(*[col(n) for n in names]).from_(AFFECTED)
     parts = [current.where(in_query([k.copy() for k in keys], affected), copy=False)]
     if null_keys and shape.view_class is ViewClass.AGGREGATE and not shape.global_aggregate:
