@@ -18,7 +18,8 @@ from sqlglot.errors import ParseError
 from mvlog import rewrite
 from mvlog.errors import ConfigError
 from mvlog.model import TableInfo
-from mvlog.sqltree import DIALECT, TableRef, identifier_name, join_side, table_refs
+from mvlog.sqltree import (DIALECT, TableRef, identifier_name, join_side, own_windows, partition_by, root_join,
+                           table_refs, window_parts)
 from mvlog.subqueries import SemiJoin, subquery_lineage
 
 __all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions", "identifier_name", "join_side",
@@ -121,12 +122,6 @@ def _join_reasons(joins: list[exp.Join]) -> list[str]:
                            "write it as JOIN … ON")
         outer = outer or side in ("LEFT", "RIGHT", "FULL")
     return reasons
-
-
-def root_join(joins: list[exp.Join]) -> int | None:
-    """The position of the join whose table is an outer-join view's root instead of the first
-    table (a RIGHT JOIN: only inner joins precede it), or None."""
-    return next((i for i, j in enumerate(joins) if join_side(j) == "RIGHT"), None)
 
 
 def _function_name(node: exp.Expression) -> str:
@@ -307,28 +302,6 @@ def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_
         units.append(analysis)
     return Analysis(query, tree, ViewClass.OTHER if reasons else ViewClass.AGGREGATE, tables, reasons,
                     [] if reasons else units, over_union=not reasons)
-
-
-def own_windows(select: exp.Select) -> list[exp.Window]:
-    """The window functions ``select`` computes itself (not those of its subqueries)."""
-    return [w for w in select.find_all(exp.Window) if w.find_ancestor(exp.Select) is select]
-
-
-def window_parts(tree: exp.Select) -> tuple[exp.Select | None, exp.Select]:
-    """A window view's (outer query, window query): the query computing window functions, and
-    the query that filters and projects it (``SELECT … FROM (<window query>) s WHERE rn = 1``) or None."""
-    source = tree.args["from_"].this if tree.args.get("from_") else None
-    if (not own_windows(tree) and not tree.args.get("joins") and isinstance(source, exp.Subquery)
-            and isinstance(source.this, exp.Select) and own_windows(source.this)):
-        return tree, source.this
-    return None, tree
-
-
-def partition_by(select: exp.Select) -> list[exp.Expression]:
-    """The PARTITION BY expressions every window function of ``select`` shares."""
-    windows = own_windows(select)
-    first = list(windows[0].args.get("partition_by") or []) if windows else []
-    return [e for e in first if all(e in (w.args.get("partition_by") or []) for w in windows[1:])]
 
 
 def _analyze_window(query: str, tree: exp.Select, not_null: set[tuple[str, str]] | None) -> Analysis:

@@ -1,5 +1,6 @@
-"""Names in a parsed query: identifiers as PostgreSQL folds them, the tables a SELECT reads
-in its FROM items, and the side of a join."""
+"""Names and parts of a parsed query: identifiers as PostgreSQL folds them, the tables a SELECT
+reads in its FROM items, the side of a join and an outer-join chain's root join, a query's own
+window functions and their shared PARTITION BY."""
 
 from __future__ import annotations
 
@@ -51,3 +52,31 @@ def join_side(join: exp.Join) -> str:
     if kind == "CROSS" or not (join.args.get("on") or join.args.get("using") or join.args.get("method")):
         return "CROSS"
     return "INNER"
+
+
+def root_join(joins: list[exp.Join]) -> int | None:
+    """The position of the join whose table is an outer-join view's root instead of the first
+    table (a RIGHT JOIN: only inner joins precede it), or None."""
+    return next((i for i, j in enumerate(joins) if join_side(j) == "RIGHT"), None)
+
+
+def own_windows(select: exp.Select) -> list[exp.Window]:
+    """The window functions ``select`` computes itself (not those of its subqueries)."""
+    return [w for w in select.find_all(exp.Window) if w.find_ancestor(exp.Select) is select]
+
+
+def window_parts(tree: exp.Select) -> tuple[exp.Select | None, exp.Select]:
+    """A window view's (outer query, window query): the query computing window functions, and
+    the query that filters and projects it (``SELECT … FROM (<window query>) s WHERE rn = 1``) or None."""
+    source = tree.args["from_"].this if tree.args.get("from_") else None
+    if (not own_windows(tree) and not tree.args.get("joins") and isinstance(source, exp.Subquery)
+            and isinstance(source.this, exp.Select) and own_windows(source.this)):
+        return tree, source.this
+    return None, tree
+
+
+def partition_by(select: exp.Select) -> list[exp.Expression]:
+    """The PARTITION BY expressions every window function of ``select`` shares."""
+    windows = own_windows(select)
+    first = list(windows[0].args.get("partition_by") or []) if windows else []
+    return [e for e in first if all(e in (w.args.get("partition_by") or []) for w in windows[1:])]
