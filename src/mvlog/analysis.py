@@ -18,8 +18,8 @@ from sqlglot.errors import ParseError
 from mvlog import rewrite
 from mvlog.errors import ConfigError
 from mvlog.model import TableInfo
-from mvlog.sqltree import (DIALECT, TableRef, identifier_name, join_side, own_windows, partition_by, root_join,
-                           table_refs, window_parts)
+from mvlog.sqltree import (DIALECT, TableRef, identifier_name, join_side, own_aggregates, own_windows, partition_by,
+                           root_join, table_refs, window_parts)
 from mvlog.subqueries import SemiJoin, subquery_lineage
 
 __all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions", "identifier_name", "join_side",
@@ -240,11 +240,6 @@ def group_expressions(select: exp.Select) -> list[exp.Expression]:
     return result
 
 
-def _aggregates(select: exp.Select) -> bool:
-    """Whether ``select`` itself computes an aggregate (not one of its subqueries)."""
-    return any(node.find_ancestor(exp.Select) is select for e in select.selects for node in e.find_all(exp.AggFunc))
-
-
 def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_null: set[tuple[str, str]]) -> Analysis:
     """An aggregate over a UNION ALL (``SELECT g, sum(v) FROM (… UNION ALL …) s GROUP BY g``): each
     branch with the outer WHERE and the groups moved into it (its outputs in place of ``s``'s
@@ -253,7 +248,7 @@ def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_
     tables = _base_table_refs(tree)
     branches = _union_all_branches(source.this)
     alias = identifier_name(source.args["alias"].this) if source.args.get("alias") else None
-    if branches is None or alias is None or not (tree.args.get("distinct") or tree.args.get("group") or _aggregates(tree)):
+    if branches is None or alias is None or not (tree.args.get("distinct") or tree.args.get("group") or own_aggregates(tree)):
         return Analysis(query, tree, ViewClass.OTHER, tables, [
             "FROM items other than tables (subqueries, functions, VALUES) are not incrementally maintainable, but for "
             "an aggregate over a UNION ALL"])
@@ -282,7 +277,7 @@ def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_
     units = []
     for i, branch in enumerate(branches, 1):
         if (not isinstance(branch, exp.Select) or len(branch.selects) != len(names) or own_windows(branch)
-                or _aggregates(branch) or any(branch.args.get(k) for k in ("group", "having", "distinct", "limit"))):
+                or own_aggregates(branch) or any(branch.args.get(k) for k in ("group", "having", "distinct", "limit"))):
             reasons.append(f"UNION ALL branch {i}: only filters, projections and joins under an aggregate are "
                            f"incrementally maintainable")
             continue
@@ -375,7 +370,7 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
             break
 
     # an aggregate in a scalar subquery does not make the view one
-    aggregate = bool(distinct) or bool(tree.args.get("group")) or bool(tree.args.get("having")) or _aggregates(tree)
+    aggregate = bool(distinct) or bool(tree.args.get("group")) or bool(tree.args.get("having")) or own_aggregates(tree)
     joined = len(sources) > 1 or bool(semi_joins)
     joins = tree.args.get("joins") or []
     if not reasons and any(join_side(j) == "FULL" for j in joins) and (aggregate or semi_joins):

@@ -115,14 +115,15 @@ def root_exprs(shape: ViewShape) -> list[exp.Expression]:
     return [col(pk, root.alias) for pk in root.log.key_columns]
 
 
-def in_roots(expressions: list[exp.Expression]) -> exp.Expression:
-    """``expressions`` are among the roots (CTE ROOTS). One key column: ``= ANY(ARRAY(…))``, which
+def in_roots(expressions: list[exp.Expression], roots: exp.Query | None = None) -> exp.Expression:
+    """``expressions`` are among the roots (``roots``, else the CTE ROOTS). One key column: ``= ANY(ARRAY(…))``, which
     PostgreSQL plans for a few values (it cannot know how many roots the CTE yields, and a
     changed dimension row in the lineage makes it expect many): driven by the root's primary
     key and the joins' indexes, instead of hash joins over whole tables."""
+    roots = roots if roots is not None else roots_ref()
     if len(expressions) > 1:
-        return in_query(expressions, roots_ref())
-    array = exp.Array(expressions=[roots_ref()])
+        return in_query(expressions, roots)
+    array = exp.Array(expressions=[roots])
     return exp.EQ(this=expressions[0], expression=exp.Any(this=exp.Paren(this=array)))
 
 

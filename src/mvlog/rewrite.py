@@ -15,7 +15,7 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 
 from mvlog.model import TableInfo
-from mvlog.sqltree import DIALECT, identifier_name, join_side
+from mvlog.sqltree import DIALECT, full_join_parts, identifier_name, join_side, own_aggregates
 
 # A base table as written in the query (schema or None, name) -> the table PostgreSQL resolves it to.
 Catalog = dict[tuple[str | None, str], TableInfo]
@@ -36,7 +36,7 @@ def needs_rewrite(tree: exp.Expression) -> bool:
 def _aggregates_over_full_join(select: exp.Select) -> bool:
     return any(join_side(j) == "FULL" for j in select.args.get("joins") or []) and bool(
         select.args.get("group") or select.args.get("distinct") or select.args.get("having")
-        or any(p.find(exp.AggFunc) for p in select.selects))
+        or own_aggregates(select))
 
 
 FULL_JOIN_PARTS = "_mvlog_full"  # the derived table full_join_as_union puts under the aggregate
@@ -50,8 +50,6 @@ def full_join_as_union(select: exp.Select, not_null: set[tuple[str, str]]) -> ex
     reads. None if ``a`` has no NOT NULL column or the aggregate reads none."""
     first = select.args["from_"].this.alias_or_name
     marker = sorted(c for alias, c in not_null if alias == first)
-    joins = select.args.get("joins") or []
-    position = next(i for i, j in enumerate(joins) if join_side(j) == "FULL")
     outer = select.copy()
     for key in ("from_", "joins", "where"):
         outer.set(key, None)
@@ -68,18 +66,13 @@ def full_join_as_union(select: exp.Select, not_null: set[tuple[str, str]]) -> ex
                                   table=exp.to_identifier(FULL_JOIN_PARTS, quoted=True)))
     if not marker or not names:
         return None
-    parts = []
-    for side in ("LEFT", "RIGHT"):
-        part = exp.select(*[exp.alias_(c.copy(), exp.to_identifier(n, quoted=True)) for n, c in names.items()])
-        part.set("from_", select.args["from_"].copy())
-        part.set("joins", [j.copy() for j in joins])
-        part.args["joins"][position].set("side", side)
-        if select.args.get("where") is not None:
-            part.where(select.args["where"].this.copy(), copy=False)
-        if side == "RIGHT":
-            a_column = exp.column(exp.to_identifier(marker[0], quoted=True), table=exp.to_identifier(first, quoted=True))
-            part.where(exp.Is(this=a_column, expression=exp.Null()), copy=False)
-        parts.append(part)
+    columns = exp.select(*[exp.alias_(c.copy(), exp.to_identifier(n, quoted=True)) for n, c in names.items()])
+    columns.set("from_", select.args["from_"].copy())
+    columns.set("joins", [j.copy() for j in select.args["joins"]])
+    if select.args.get("where") is not None:
+        columns.set("where", select.args["where"].copy())
+    marker_column = exp.column(exp.to_identifier(marker[0], quoted=True), table=exp.to_identifier(first, quoted=True))
+    parts = full_join_parts(columns, marker_column)
     union = exp.union(*parts, distinct=False)
     outer.set("from_", exp.From(this=exp.Subquery(
         this=union, alias=exp.TableAlias(this=exp.to_identifier(FULL_JOIN_PARTS, quoted=True)))))

@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from mvlog.analysis import (DIALECT, Analysis, NotKeyable, SemiJoin, ViewClass, group_expressions, identifier_name,
                             join_side, partition_by, root_join, window_parts)
+from mvlog.sqltree import full_join_parts, root_first
 from mvlog.changes import union_of
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.shape import (BRANCH_COLUMN, ROW_KEY_COLUMN, RangeKey, TableKey, ViewShape, add_hidden, col, downgrade,
@@ -147,14 +148,8 @@ def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]
     refreshed as an outer-join view of its own."""
     first = analysis.tables[0]
     a_key = col(logs_by_alias[first.alias].key_columns[0], first.alias)
-    position = next(i for i, j in enumerate(analysis.tree.args["joins"]) if join_side(j) == "FULL")
-    parts = []
-    for side in ("LEFT", "RIGHT"):
-        tree = analysis.tree.copy()
-        tree.args["joins"][position].set("side", side)
-        if side == "RIGHT":
-            tree.where(exp.Is(this=a_key, expression=exp.Null()), copy=False)
-        parts.append(dataclasses.replace(analysis, query=tree.sql(dialect=DIALECT), tree=tree))
+    parts = [dataclasses.replace(analysis, query=tree.sql(dialect=DIALECT), tree=tree)
+             for tree in full_join_parts(analysis.tree, a_key)]
     return _shape_union(name, analysis.query, parts, [logs_by_alias] * 2, logs, full_join=True)
 
 
@@ -169,10 +164,7 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     joins = select.args.get("joins") or []
     sides = [join_side(j) for j in joins]
     outer = any(side in ("LEFT", "RIGHT") for side in sides) or bool(analysis.semi_joins)
-    refs = list(analysis.tables)
-    right = root_join(joins)
-    if right is not None:  # … RIGHT JOIN b: b is the root
-        refs.insert(0, refs.pop(right + 1))
+    refs = root_first(analysis.tables, joins)
     from_items = len(refs) - len(analysis.semi_joins)
     tables = _table_keys(refs, logs_by_alias, from_items)
 
@@ -256,11 +248,7 @@ def _shape_window(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     outer, inner = window_parts(select)
     sides = [join_side(j) for j in inner.args.get("joins") or []]
     outer_join = any(side in ("LEFT", "RIGHT") for side in sides)
-    refs = list(analysis.tables)
-    right = root_join(inner.args.get("joins") or [])
-    if right is not None:  # … RIGHT JOIN b: b is the root
-        refs.insert(0, refs.pop(right + 1))
-    tables = _table_keys(refs, logs_by_alias)
+    tables = _table_keys(root_first(analysis.tables, inner.args.get("joins") or []), logs_by_alias)
     key_columns, hidden, key_exprs = _row_keys(inner, tables, through=outer)
     core = _lineage(inner, sides, []) if outer_join else _core(inner)
     return ViewShape(

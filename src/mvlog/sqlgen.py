@@ -58,29 +58,16 @@ def fast_simple_sql(shape: ViewShape, since: datetime | None) -> str:
                            shape.key_columns).sql(dialect=DIALECT)
 
 
-def _outer_affected(shape: ViewShape) -> exp.Query:
-    """The view keys of the roots' lineage rows, now and at the last refresh (the CTE ROOTS)."""
-    names = key_names(len(shape.key_columns))
-    now = parse_select(shape.core_sql)
-    now.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(key_exprs(shape), names)])
-    now.where(in_roots(root_exprs(shape)), copy=False)
-    before = (exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
-              .from_(keymap_table(shape))
-              .where(in_roots([col(c) for c in shape.tables[0].keymap_columns])))
-    return union_of([now, before])
-
-
-def _outer_partitions(shape: ViewShape, since: datetime | None) -> exp.Query:
-    """A window view over outer joins: the partitions of its affected roots' lineage rows, now and
-    at the last refresh (a partner that appears or goes changes only its roots' rows)."""
-    names = key_names(len(shape.partition_exprs))
-    roots = roots_sql(shape, since)
+def _outer_affected(shape: ViewShape, roots: exp.Query) -> exp.Query:
+    """What the key map maps the roots' lineage rows to (view keys; a window view's partitions),
+    now and at the last refresh."""
+    names = key_names(len(unit_exprs(shape)))
     now = parse_select(shape.core_sql)
     now.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), names)])
-    now.where(in_query(root_exprs(shape), roots), copy=False)
+    now.where(in_roots(root_exprs(shape), roots), copy=False)
     before = (exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
               .from_(keymap_table(shape))
-              .where(in_query([col(c) for c in shape.tables[0].keymap_columns], roots.copy())))
+              .where(in_roots([col(c) for c in shape.tables[0].keymap_columns], roots.copy())))
     return union_of([now, before])
 
 
@@ -167,10 +154,8 @@ def affected_keys_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
     (an outer-join view's refer to the CTE ROOTS: see :func:`with_affected`; a window view's are
     its partitions)."""
     names = key_names(len(unit_exprs(shape)))
-    if shape.outer and shape.partition_exprs:
-        return _outer_partitions(shape, since)
-    if shape.outer:
-        return _outer_affected(shape)
+    if shape.outer:  # a window view's CTE ROOTS holds its partitions: its roots are read in place
+        return _outer_affected(shape, roots_sql(shape, since) if shape.partition_exprs else roots_ref())
     if shape.global_aggregate:
         changed = [exp.Exists(this=changed_keys_sql(log, since)) for log in shape.logs]
         return exp.select(exp.alias_(exp.true(), ident(names[0]))).where(exp.or_(*changed))

@@ -1,6 +1,6 @@
 """Names and parts of a parsed query: identifiers as PostgreSQL folds them, the tables a SELECT
-reads in its FROM items, the side of a join and an outer-join chain's root join, a query's own
-window functions and their shared PARTITION BY."""
+reads in its FROM items, the side of a join, an outer-join chain's root join and a FULL JOIN's
+two parts, a query's own aggregates, window functions and their shared PARTITION BY."""
 
 from __future__ import annotations
 
@@ -58,6 +58,37 @@ def root_join(joins: list[exp.Join]) -> int | None:
     """The position of the join whose table is an outer-join view's root instead of the first
     table (a RIGHT JOIN: only inner joins precede it), or None."""
     return next((i for i, j in enumerate(joins) if join_side(j) == "RIGHT"), None)
+
+
+def root_first(refs: list, joins: list[exp.Join]) -> list:
+    """``refs`` (one per FROM item, in order) with an outer-join view's root first: the table of
+    its RIGHT JOIN (see :func:`root_join`), if it has one."""
+    refs = list(refs)
+    right = root_join(joins)
+    if right is not None:
+        refs.insert(0, refs.pop(right + 1))
+    return refs
+
+
+def full_join_parts(select: exp.Select, marker: exp.Column) -> list[exp.Select]:
+    """``select`` over ``P FULL JOIN b ON c …`` (``P``: the first table ``a`` and the tables
+    inner-joined to it) as its two disjoint parts: ``P LEFT JOIN b ON c …``, the rows that hold a
+    row of ``a``, and ``P RIGHT JOIN b ON c … WHERE <marker> IS NULL``, the others (``marker``: a
+    NOT NULL column of ``a``, NULL only where ``P`` is NULL-extended)."""
+    position = next(i for i, j in enumerate(select.args["joins"]) if join_side(j) == "FULL")
+    parts = []
+    for side in ("LEFT", "RIGHT"):
+        part = select.copy()
+        part.args["joins"][position].set("side", side)
+        if side == "RIGHT":
+            part.where(exp.Is(this=marker.copy(), expression=exp.Null()), copy=False)
+        parts.append(part)
+    return parts
+
+
+def own_aggregates(select: exp.Select) -> bool:
+    """Whether ``select`` itself computes an aggregate (not one of its subqueries)."""
+    return any(node.find_ancestor(exp.Select) is select for e in select.selects for node in e.find_all(exp.AggFunc))
 
 
 def own_windows(select: exp.Select) -> list[exp.Window]:
