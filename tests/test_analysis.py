@@ -31,6 +31,11 @@ from mvlog.errors import ConfigError
         ("SELECT * FROM t FULL OUTER JOIN u ON u.id = t.id LEFT JOIN w ON w.id = u.wid", ViewClass.JOIN),
         ("SELECT * FROM t JOIN w ON w.id = t.id FULL OUTER JOIN u ON u.id = t.id", ViewClass.JOIN),
         ("SELECT * FROM t JOIN u ON u.id = t.id RIGHT JOIN w ON w.id = u.id JOIN x ON x.id = w.id", ViewClass.JOIN),
+        # after LEFT joins: ON compares a column of every NULL-extendable table, or reads tables before it only
+        ("SELECT * FROM t LEFT JOIN w ON w.id = t.id FULL OUTER JOIN u ON u.id = t.id", ViewClass.JOIN),
+        ("SELECT * FROM t LEFT JOIN w ON w.id = t.wid RIGHT JOIN u ON u.id = w.uid AND u.k IS NOT NULL", ViewClass.JOIN),
+        ("SELECT * FROM t JOIN v ON v.id = t.id LEFT JOIN w ON w.id = t.wid LEFT JOIN x ON x.id = t.xid "
+         "RIGHT JOIN u ON u.id = (w.uid + 1) AND u.x = x.id", ViewClass.JOIN),
         ("SELECT DISTINCT t.a, u.b FROM t JOIN u ON u.id = t.uid", ViewClass.AGGREGATE),
     ],
 )
@@ -42,11 +47,18 @@ def test_classes(query, view_class):
     ("query", "reason"),
     [
         ("SELECT * FROM t LIMIT 10", "LIMIT"),
-        ("SELECT * FROM t LEFT JOIN w ON w.id = t.id FULL OUTER JOIN u ON u.id = t.id", "FULL JOIN after an outer join"),
+        ("SELECT * FROM t LEFT JOIN w ON w.id = t.id FULL JOIN u ON u.id = coalesce(w.uid, t.id)",
+         "reads w or a table joined after it yet can hold where w is NULL-extended"),
+        ("SELECT * FROM t LEFT JOIN w ON w.id = t.id LEFT JOIN x ON x.id = w.xid RIGHT JOIN u ON u.id = w.uid "
+         "AND (u.k = x.k OR u.k IS NULL)", "where x is NULL-extended"),
+        ("SELECT * FROM t LEFT JOIN w ON w.id = t.id JOIN x ON x.id = t.xid RIGHT JOIN u ON u.id = t.uid",
+         "RIGHT JOIN after an inner join that follows a LEFT JOIN"),
+        ("SELECT * FROM t LEFT JOIN w ON w.id = t.id RIGHT JOIN u ON u.id = uid", "columns are qualified"),
+        ("SELECT * FROM t FULL JOIN w ON w.id = t.id RIGHT JOIN u ON u.id = t.id", "RIGHT JOIN after a FULL JOIN"),
         ("SELECT * FROM t, w FULL JOIN u ON u.id = w.id", "FULL JOIN after a comma or CROSS join"),
         ("SELECT t.g, count(*) FROM t FULL JOIN u ON u.id = t.id GROUP BY t.g", "over a FULL JOIN"),
         ("SELECT * FROM t FULL JOIN u USING (id)", "FULL JOIN with USING or NATURAL"),
-        ("SELECT * FROM t RIGHT JOIN u ON u.id = t.id RIGHT JOIN w ON w.id = u.id", "RIGHT JOIN after an outer join"),
+        ("SELECT * FROM t RIGHT JOIN u ON u.id = t.id RIGHT JOIN w ON w.id = u.id", "RIGHT JOIN after a RIGHT JOIN"),
         ("SELECT * FROM t JOIN u ON u.id = t.id RIGHT JOIN w USING (id)", "RIGHT JOIN after the first join with USING"),
         ("SELECT * FROM t LEFT JOIN u ON u.id = t.id, w", "comma or CROSS join after an outer join"),
         ("SELECT DISTINCT ON (a) a, b FROM t", "DISTINCT ON"),

@@ -52,6 +52,19 @@ VIEWS = [
     {"name": "full_after_inner", "refresh": "fast",  # customers with a nation, and the orders none of them has
      "query": "SELECT c.id AS customer_id, n.name AS nation, o.id AS order_id, o.amount FROM customers c "
               "JOIN nation n ON n.id = c.nation_id FULL JOIN orders o ON o.customer_id = c.id"},
+    {"name": "right_after_left", "refresh": "fast",  # ON reads only c, which precedes the NULL-extended n
+     "query": "SELECT n.name AS nation, c.name, o.id AS order_id FROM customers c "
+              "LEFT JOIN nation n ON n.id = c.nation_id RIGHT JOIN orders o ON o.customer_id = c.id"},
+    {"name": "nation_orders", "refresh": "fast",  # ON compares c's column: c NULL-extended matches nothing
+     "query": "SELECT n.id AS nation_id, n.name, c.name AS customer, o.id AS order_id FROM orders o "
+              "LEFT JOIN customers c ON c.id = o.customer_id RIGHT JOIN nation n ON n.id = c.nation_id"},
+    {"name": "full_after_left", "refresh": "fast",
+     "query": "SELECT c.id AS customer_id, n.name AS nation, o.id AS order_id, o.amount FROM customers c "
+              "LEFT JOIN nation n ON n.id = c.nation_id FULL JOIN orders o ON o.customer_id = c.id "
+              "AND n.region IS NOT NULL"},
+    {"name": "agg_full_after_left", "refresh": "fast",
+     "query": "SELECT n.region, count(*) AS n, count(o.id) AS orders, sum(o.amount) AS total FROM customers c "
+              "LEFT JOIN nation n ON n.id = c.nation_id FULL JOIN orders o ON o.customer_id = c.id GROUP BY n.region"},
     {"name": "agg_full", "refresh": "fast",  # the NULL segment holds customers without one and orphan orders
      "query": "SELECT c.segment, count(*) AS n, count(o.id) AS orders, sum(o.amount) AS total FROM customers c "
               "FULL JOIN orders o ON o.customer_id = c.id GROUP BY c.segment"},
@@ -141,6 +154,9 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
         {"name": "right_lines", "refresh": "fast",  # orders LEFT JOIN (customers JOIN nation)
          "query": "SELECT o.id, c.name, n.name AS nation FROM customers c JOIN nation n ON n.id = c.nation_id "
                   "RIGHT JOIN orders o ON o.customer_id = c.id"},
+        {"name": "right_after_left_lines", "refresh": "fast",  # orders LEFT JOIN (customers LEFT JOIN nation)
+         "query": "SELECT o.id, c.name, n.name AS nation FROM customers c LEFT JOIN nation n ON n.id = c.nation_id "
+                  "RIGHT JOIN orders o ON o.customer_id = c.id"},
     ])
     project.apply()
     db.execute("UPDATE orders SET amount = 1000 WHERE id IN (10, 20)")   # customers 11 and 21
@@ -157,6 +173,7 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
     # 11, 21, 41 and 5 before and after (two orders each): 8 keys.
     assert results["full_lines"].method == "fast" and results["full_lines"].keys_read == 8 + 8
     assert results["right_lines"].method == "fast" and results["right_lines"].keys_read == 8  # as order_lines
+    assert results["right_after_left_lines"].method == "fast" and results["right_after_left_lines"].keys_read == 8
     for table in ("orders", "customers"):
         # A few tuples at most: right_lines' roots of changed nation rows (none here) are found by a
         # hash join whose scan of orders stops at its first tuple when the hash side is empty.
@@ -165,5 +182,5 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
     # the roots, the keys, the rows, the null check and the key map): hundreds, not 200k.
     fetched = after["orders"][2] - before["orders"][2]
     assert fetched <= 1000, f"{fetched} orders rows fetched"
-    for view in ("order_lines", "per_customer", "full_lines", "right_lines"):
+    for view in ("order_lines", "per_customer", "full_lines", "right_lines", "right_after_left_lines"):
         assert_view_matches(project, view)

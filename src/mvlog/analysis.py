@@ -18,8 +18,8 @@ from sqlglot.errors import ParseError
 from mvlog import rewrite
 from mvlog.errors import ConfigError
 from mvlog.model import TableInfo
-from mvlog.sqltree import (DIALECT, TableRef, identifier_name, join_side, own_aggregates, own_windows, partition_by,
-                           root_join, table_refs, window_parts)
+from mvlog.sqltree import (DIALECT, TableRef, identifier_name, item_alias, join_side, null_rejecting, own_aggregates,
+                           own_windows, partition_by, root_join, table_refs, window_parts)
 from mvlog.subqueries import SemiJoin, subquery_lineage
 
 __all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions", "identifier_name", "join_side",
@@ -97,31 +97,63 @@ def _base_table_refs(tree: exp.Query) -> list[TableRef]:
     return list(refs.values())
 
 
-def _join_reasons(joins: list[exp.Join]) -> list[str]:
-    """Why a join chain cannot be refreshed fast: every row of an outer-join view must hold a
-    row of its *root*: its first table, or the table of a RIGHT JOIN that only inner joins
-    precede (``A JOIN B … RIGHT JOIN C ON c`` is ``C LEFT JOIN (A JOIN B …) ON c``), with LEFT and
-    inner joins after it. A FULL JOIN that only inner joins precede is two such views (see
-    shaping._shape_full)."""
-    reasons, outer = [], False
+def _join_reasons(first: str, joins: list[exp.Join]) -> list[str]:
+    """Why a join chain (``first``: the FROM item's alias) cannot be refreshed fast: every row of an
+    outer-join view must hold a row of its *root*: its first table, or the table of a RIGHT JOIN
+    (``P RIGHT JOIN C ON c`` is ``C LEFT JOIN (P) ON c``, see :func:`_right_after_left`), with LEFT
+    and inner joins after it. A FULL JOIN is two such views (see shaping._shape_full)."""
+    reasons, outer = [], None  # the first outer join's side
     for i, join in enumerate(joins):
         side = join_side(join)
         written = join.args.get("using") or join.args.get("method") == "NATURAL"
-        if side in ("RIGHT", "FULL") and outer:
-            reasons.append(f"a {side} JOIN after an outer join is not incrementally maintainable: a partner "
-                           f"appearing before it changes rows that hold no key of that partner; write the chain "
-                           f"with LEFT JOINs")
+        if side in ("RIGHT", "FULL") and outer in ("RIGHT", "FULL"):
+            reasons.append(f"a {side} JOIN after a {outer} JOIN is not incrementally maintainable: the view would "
+                           f"have two root tables; write the chain with LEFT JOINs")
         elif side in ("RIGHT", "FULL") and any(join_side(j) == "CROSS" for j in joins[:i]):
             reasons.append(f"a {side} JOIN after a comma or CROSS join is not incrementally maintainable: "
                            f"write the joins before it as JOIN … ON")
         elif side in ("RIGHT", "FULL") and written and (i > 0 or side == "FULL"):
             reasons.append(f"a {side} JOIN {'after the first join ' if side == 'RIGHT' else ''}with USING or "
                            f"NATURAL is not incrementally maintainable: write it with ON")
+        elif side in ("RIGHT", "FULL") and outer == "LEFT":
+            reasons += _right_after_left(first, joins[:i], join)
         elif side == "CROSS" and outer:
             reasons.append("a comma or CROSS join after an outer join is not incrementally maintainable: "
                            "write it as JOIN … ON")
-        outer = outer or side in ("LEFT", "RIGHT", "FULL")
+        if outer is None and side in ("LEFT", "RIGHT", "FULL"):
+            outer = side
     return reasons
+
+
+def _right_after_left(first: str, prefix: list[exp.Join], join: exp.Join) -> list[str]:
+    """Why ``P RIGHT|FULL JOIN c ON q`` with LEFT joins in ``P`` is not exact, if it is not.
+
+    Its rows are ``c LEFT JOIN (P) ON q``. A changed row ``r`` of a table ``T`` of ``P`` changes
+    ``P``'s rows that hold it and, where ``T`` is NULL-extended, rows that hold no key of ``r``
+    (a partner appearing replaces ``(a, NULL)`` by ``(a, r)``). Those cannot change what a ``c`` row
+    matches when ``q`` is false wherever ``T`` is NULL-extended (``c.x = T.y``), or reads only the
+    tables joined before ``T`` (such a row matches the same ``c`` rows as the row holding ``r`` it
+    replaces, which the lineage holds, before or after). Inner joins after a LEFT join in ``P``
+    could drop that replaced row."""
+    side = join_side(join)
+    aliases = [first] + [item_alias(j.this) for j in prefix]
+    first_left = next(i for i, j in enumerate(prefix) if join_side(j) == "LEFT")
+    if any(join_side(j) != "LEFT" for j in prefix[first_left:]):
+        return [f"a {side} JOIN after an inner join that follows a LEFT JOIN is not incrementally maintainable: "
+                f"make that join LEFT, or move it before the LEFT JOIN"]
+    condition = join.args.get("on")
+    columns = list(condition.find_all(exp.Column)) if condition is not None else []
+    if condition is None or condition.find(exp.Select) or any(not c.args.get("table") for c in columns):
+        return [f"a {side} JOIN after a LEFT JOIN needs an ON condition whose columns are qualified by their "
+                f"tables to be analysed"]
+    used = {identifier_name(c.args["table"]) for c in columns}
+    for position in range(first_left + 1, len(aliases)):
+        nullable = aliases[position]
+        if not (null_rejecting(condition, nullable) or used <= {*aliases[:position], item_alias(join.this)}):
+            return [f"a {side} JOIN after a LEFT JOIN is not incrementally maintainable when its ON condition reads "
+                    f"{nullable} or a table joined after it yet can hold where {nullable} is NULL-extended: compare a "
+                    f"column of {nullable} in it, or read only tables joined before {nullable}"]
+    return []
 
 
 def _function_name(node: exp.Expression) -> str:
@@ -348,7 +380,8 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     ]
     if any(not isinstance(s, exp.Table) or not isinstance(s.this, exp.Identifier) for s in sources):
         reasons.append("FROM items other than tables (subqueries, functions, VALUES) are not incrementally maintainable")
-    reasons += _join_reasons(tree.args.get("joins") or [])
+    named = sources and (sources[0].alias or isinstance(sources[0].this, exp.Identifier))
+    reasons += _join_reasons(item_alias(sources[0]) if named else "", tree.args.get("joins") or [])
     distinct = tree.args.get("distinct")
     if distinct is not None and distinct.args.get("on") is not None:
         reasons.append("SELECT DISTINCT ON is not incrementally maintainable (it keeps an arbitrary row per value)")

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from mvlog.analysis import (DIALECT, Analysis, NotKeyable, SemiJoin, ViewClass, group_expressions, identifier_name,
                             join_side, partition_by, root_join, window_parts)
-from mvlog.sqltree import full_join_parts, root_first
+from mvlog.sqltree import full_join_parts, item_alias, root_first
 from mvlog.changes import union_of
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.shape import (BRANCH_COLUMN, ROW_KEY_COLUMN, RangeKey, TableKey, ViewShape, add_hidden, col, downgrade,
@@ -260,10 +260,6 @@ def _shape_window(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     )
 
 
-def _alias(item: exp.Expression) -> str:
-    return identifier_name(item.args["alias"].this) if item.alias else identifier_name(item.this)
-
-
 def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -> exp.Select:
     """``SELECT 1 FROM`` an outer-join view's FROM items as a chain from its root, every join
     from the first outer one on made LEFT, and only the WHERE conditions on the tables before it;
@@ -296,7 +292,7 @@ def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -
     for join in joins[first_outer:]:
         join.set("side", "LEFT")
         join.set("kind", None)
-    prefix = {_alias(items[0])} | {_alias(j.this) for j in joins[:first_outer]}
+    prefix = {item_alias(items[0])} | {item_alias(j.this) for j in joins[:first_outer]}
     for semi in semi_joins:
         ref = semi.table
         table = exp.Table(this=ident(ref.name), db=ident(ref.schema) if ref.schema else None,

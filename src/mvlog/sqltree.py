@@ -86,6 +86,43 @@ def full_join_parts(select: exp.Select, marker: exp.Column) -> list[exp.Select]:
     return parts
 
 
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike, exp.In)
+_STRICT = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.Paren, exp.Cast, exp.DPipe)
+
+
+def _strict_in(node: exp.Expression, alias: str) -> bool:
+    """Whether ``node`` is NULL whenever every column of ``alias`` is: a column of it, or an
+    operator that is NULL when an operand is (arithmetic, a cast, ``||``) over one."""
+    if isinstance(node, exp.Column):
+        return bool(node.args.get("table")) and identifier_name(node.args["table"]) == alias
+    if isinstance(node, _STRICT):
+        return any(_strict_in(child, alias) for child in (node.this, node.args.get("expression"))
+                   if isinstance(child, exp.Expression))
+    return False
+
+
+def null_rejecting(condition: exp.Expression, alias: str) -> bool:
+    """Whether ``condition`` cannot be true for a row in which ``alias`` is NULL-extended: one of
+    its conjuncts compares (or tests IS NOT NULL) an expression that is NULL then."""
+    conjuncts = condition.flatten() if isinstance(condition, exp.And) else [condition]
+    for conjunct in conjuncts:
+        conjunct = conjunct.unnest()
+        if isinstance(conjunct, _COMPARISONS) and any(
+                _strict_in(side, alias) for side in (conjunct.this, conjunct.args.get("expression"))
+                if isinstance(side, exp.Expression)):
+            return True
+        negated = conjunct.this if isinstance(conjunct, exp.Not) else conjunct if conjunct.args.get("negate") else None
+        if (isinstance(negated, exp.Is) and isinstance(negated.expression, exp.Null)
+                and _strict_in(negated.this, alias)):
+            return True
+    return False
+
+
+def item_alias(item: exp.Expression) -> str:
+    """The name a FROM item is referred to by: its alias, or a table's name."""
+    return identifier_name(item.args["alias"].this) if item.alias else identifier_name(item.this)
+
+
 def own_aggregates(select: exp.Select) -> bool:
     """Whether ``select`` itself computes an aggregate (not one of its subqueries)."""
     return any(node.find_ancestor(exp.Select) is select for e in select.selects for node in e.find_all(exp.AggFunc))
