@@ -212,6 +212,34 @@ def schedule(ctx: click.Context) -> None:
 
 
 @cli.command()
+@click.argument("views", nargs=-1)
+@click.option("--sample", type=click.IntRange(1), default=1000, show_default=True, metavar="N",
+              help="Compare every row of random key ranges holding about N rows.")
+@click.option("--full", is_flag=True, help="Compare every row (by per-bucket fingerprint sums, then the differing buckets).")
+@click.option("--refresh", "refresh_first", is_flag=True, help="Refresh the views first.")
+@click.option("--repair", is_flag=True, help="Re-merge mismatched keys from PostgreSQL (recorded in the history).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.pass_context
+def verify(ctx: click.Context, views: tuple[str, ...], sample: int, full: bool, refresh_first: bool, repair: bool,
+           as_json: bool) -> None:
+    """Compare VIEWS (default: all) with their queries in PostgreSQL, at the source snapshot of each
+    view's last refresh. Exit 0 when every view matches (or was repaired), 1 on a mismatch or failure."""
+    from mvlog.render import verify_table
+
+    results = _project(ctx).verify(list(views) or None, None if full else sample, repair, refresh_first)
+    if as_json:
+        _emit_json([r.to_json() for r in results])
+    else:
+        out.print(verify_table(results, _state(ctx).secrets))
+    bad = [r for r in results if r.status in ("mismatch", "failed")]
+    if bad:
+        what = (f"view {bad[0].view} differs from its query in {bad[0].mismatched} keys" if bad[0].status == "mismatch"
+                else f"verify of view {bad[0].view} failed: {_state(ctx).redact(bad[0].reason or '')}")
+        err.print(f"Error: {what}", markup=False)
+        ctx.exit(1)
+
+
+@cli.command()
 @click.argument("view")
 @click.option("--limit", default=20, show_default=True, help="How many refreshes to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print the history as JSON.")

@@ -157,10 +157,33 @@ def pg_hashes(select_sql: str, columns: list[Column], keys: list[Column]) -> exp
     return exp.select(exp.alias_(key, KEY_HASH), exp.alias_(row, ROW_HASH)).from_(source)
 
 
-def pg_bucket_sums(hashed: exp.Select) -> exp.Select:
-    """Per bucket of ``hashed`` (see :func:`pg_hashes`): count and sum, as text."""
-    inner = exp.Subquery(this=hashed, alias=exp.TableAlias(this=exp.to_identifier("h")))
-    return (exp.select(_pg(f"substr({KEY_HASH}, 1, {BUCKET_DIGITS})").as_("bucket"),
-                       _pg("count(*)").as_("n"),
-                       _pg(f"sum(('x' || substr({ROW_HASH}, 1, {HASH_BITS_HEX}))::bit(60)::bigint)::text").as_("s"))
-            .from_(inner).group_by(exp.Literal.number(1)))
+def pg_bucket_sums_sql() -> str:
+    """A psycopg2 ``sql.SQL`` template: per bucket of the relation ``{}`` of ``_mvlog_kh``,
+    ``_mvlog_rh`` (see :func:`pg_hashes`), count and sum (as text, to compare with Spark's)."""
+    bits = HASH_BITS_HEX * 4
+    return (f'SELECT substr("{KEY_HASH}", 1, {BUCKET_DIGITS}) AS bucket, count(*) AS n, '
+            f'sum((\'x\' || substr("{ROW_HASH}", 1, {HASH_BITS_HEX}))::bit({bits})::bigint)::text AS s '
+            f'FROM ({{}}) AS h GROUP BY 1')
+
+
+def pg_key_hash(keys: list[Column], alias: str = "v") -> exp.Expression:
+    """PostgreSQL: the key fingerprint over ``keys`` of the relation ``alias``."""
+    return _pg_hash(keys, alias)
+
+
+def spark_key_hash(keys: list[Column]) -> str:
+    """Spark SQL: the key fingerprint over ``keys``."""
+    return _spark_hash(keys)
+
+
+def pg_texts(select_sql: str, columns: list[Column], keys: list[Column]) -> exp.Select:
+    """``SELECT <key fingerprint> AS _mvlog_kh, <canonical text of each column> FROM (<select_sql>) v``."""
+    hashed = pg_hashes(select_sql, columns, keys)
+    hashed.set("expressions", [hashed.expressions[0]] + [exp.alias_(pg_text(c), exp.to_identifier(c.name, quoted=True))
+                                                          for c in columns])
+    return hashed
+
+
+def spark_texts(columns: list[Column], keys: list[Column]) -> list[str]:
+    """Spark SQL select expressions: the key fingerprint and each column's canonical text."""
+    return [spark_hashes(columns, keys)[0], *[f"{spark_text(c)} AS {quote_spark(c.name)}" for c in columns]]

@@ -31,6 +31,7 @@ from mvlog.model import Occupant
 from mvlog.warehouse import Warehouse
 
 if TYPE_CHECKING:
+    from mvlog.verify import VerifyResult
     from mvlog.explain import Explanation
 
 
@@ -224,6 +225,20 @@ class Project:
                 "pinned_by": list(found.pinned_by),
             })
         return {"views": views, "logs": log_list}
+
+    def verify(self, names: list[str] | None = None, sample: int | None = None, repair: bool = False,
+               refresh: bool = False) -> list["VerifyResult"]:
+        """Compare views with their queries (``sample``: about that many rows each; None: all);
+        ``refresh`` first; ``repair``: re-merge mismatched keys. See :mod:`mvlog.verify`."""
+        from mvlog.verify import Verifier
+
+        views = self._select_views(names)
+        self.catalog.check()
+        if refresh:
+            self.refresh([v.name for v in views], raise_on_error=True)
+        verifier = Verifier(self.config, self.source, self.catalog, self.registrar, self.jdbc,
+                            lambda: self.warehouse, self.progress)
+        return [verifier.verify(view, sample, repair) for view in views]
 
     def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
         """The most recent refreshes of a view, newest first."""

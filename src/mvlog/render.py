@@ -3,13 +3,16 @@ one line for logs (``mvlog schedule``)."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from rich.markup import escape
 from rich.table import Table
 
 from mvlog.errors import redact
 from mvlog.refresh import RefreshResult
+
+if TYPE_CHECKING:
+    from mvlog.verify import VerifyResult
 
 NUMBERS = ("keys", "inserted", "updated", "deleted", "rows", "seconds")
 
@@ -37,3 +40,30 @@ def result_line(result: RefreshResult) -> str:
     return (f"view={result.view} status=ok method={result.method} keys={result.keys_read} "
             f"inserted={result.rows_inserted} updated={result.rows_updated} deleted={result.rows_deleted} "
             f"rows={result.row_count} seconds={result.seconds:.1f}")
+
+
+def verify_table(results: Iterable["VerifyResult"], secrets: Iterable[str] = ()) -> Table:
+    """A rich table: a row per view (status, rows compared, pending keys, Delta version), then
+    a row per mismatched key shown, with the columns that differ."""
+    secrets = list(secrets)
+    table = Table(title=None, show_edge=False)
+    for column in ("view", "status", "compared", "pending", "mismatched", "version", "seconds", "note"):
+        table.add_column(column, no_wrap=column != "note",
+                         justify="right" if column in ("compared", "pending", "mismatched", "version", "seconds")
+                         else "left")
+    for r in results:
+        colour = {"ok": "green", "repaired": "yellow", "pending": "yellow"}.get(r.status, "red")
+        note = escape(redact(r.reason or "", secrets)) or (f"{r.mode}; repaired {r.repaired} keys" if r.repaired
+                                                            else r.mode)
+        table.add_row(r.view, f"[{colour}]{r.status}[/{colour}]", str(r.rows_compared), str(r.pending_keys),
+                      str(r.mismatched), "" if r.delta_version is None else str(r.delta_version), f"{r.seconds:.1f}",
+                      note)
+        for m in r.mismatches:
+            key = ", ".join(f"{k}={v}" for k, v in m.key.items())
+            if m.delta is None or m.source is None:
+                what = "missing from Delta" if m.delta is None else "not in the query's result"
+            else:
+                what = "; ".join(f"{c}: Delta {m.delta[c]!r}, PostgreSQL {m.source[c]!r}"
+                                 for c in m.source if m.delta.get(c) != m.source[c])
+            table.add_row("", "", "", "", "", "", "", escape(f"{key}: {what}"))
+    return table

@@ -158,6 +158,21 @@ class Source:
         finally:
             conn.close()
 
+    @contextlib.contextmanager
+    def exported_snapshot(self) -> Iterator[tuple[str, Cursor]]:
+        """A read-only REPEATABLE READ transaction and its exported snapshot id (for Spark's JDBC
+        reads to see the same data), held until the block ends."""
+        conn = self.connect()
+        try:
+            conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_export_snapshot()")
+                yield checked_snapshot_id(cur.fetchone()[0]), cur
+        except psycopg2.Error as exc:
+            raise self.error(exc) from None
+        finally:
+            conn.close()
+
     # -- tables and queries ------------------------------------------------------------
 
     def resolve_table(self, cur: Cursor, schema: str | None, name: str) -> TableInfo | None:

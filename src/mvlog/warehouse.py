@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from datetime import datetime
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -349,6 +350,26 @@ class Warehouse:
     def history(self, location: str, limit: int | None = None) -> Any:
         """The Delta commit history of the table as a DataFrame, newest first."""
         return self.spark.sql(f"DESCRIBE HISTORY {delta_table(location)}" + (f" LIMIT {int(limit)}" if limit else ""))
+
+    def mvlog_version(self, location: str) -> tuple[int, datetime | None]:
+        """The table's newest version, and the stamp of the newest commit mvlog wrote in a refresh
+        (None if none has one)."""
+        try:
+            rows = self.history(location).select("version", "userMetadata").collect()
+        except Exception as exc:
+            raise self._fail(f"reading the history of {location} failed", exc) from None
+        if not rows:
+            raise WarehouseError(f"{location} has no Delta history")
+        stamps = (m.get("snaptime") for m in map(_mvlog_metadata, (r["userMetadata"] for r in rows)) if m)
+        stamp = next((s for s in stamps if s), None)
+        return int(rows[0]["version"]), datetime.fromisoformat(stamp) if stamp else None
+
+    def read_version(self, location: str, version: int) -> Any:
+        """The Delta table at ``location`` as of ``version``."""
+        try:
+            return self.spark.read.format("delta").option("versionAsOf", int(version)).load(location)
+        except Exception as exc:
+            raise self._fail(f"reading {location} failed", exc) from None
 
     def last_commit_metadata(self, location: str) -> dict | None:
         """The mvlog metadata of the newest commit, if it was written by mvlog."""

@@ -1,0 +1,293 @@
+"""``mvlog verify``: compare a view's Delta table with its query in PostgreSQL, without moving its rows.
+
+Both sides are read at matching points: PostgreSQL at one exported snapshot, Delta at its
+newest version, whose last mvlog commit must not be newer than the stamp the catalog records
+for the view in that snapshot (else a refresh is between its Delta commit and its record, and
+verify looks again). Changes logged after that stamp are not mismatches: the view keys they
+affect (found as a fast refresh finds them) are *pending* and left out on both sides.
+
+Every row is reduced to a fingerprint (:mod:`mvlog.fingerprint`). ``--full`` compares count and
+fingerprint sums per bucket of view keys (256 numbers a side), then the fingerprints of the
+mismatching buckets' rows; a sample compares the fingerprints of every row in random buckets
+holding about N rows. Either way PostgreSQL computes the query once; only fingerprints travel.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable
+
+from psycopg2 import sql
+from sqlglot import exp
+
+from mvlog import fingerprint, union
+from mvlog.apply import Registrar
+from mvlog.catalog import Catalog
+from mvlog.config import Config, ViewConfig
+from mvlog.errors import MvlogError, UsageError, WarehouseError
+from mvlog.fingerprint import KEY_HASH, ROW_HASH, Column
+from mvlog.jdbc import JdbcSource
+from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, RefreshMethod
+from mvlog.plan import plan_refresh
+from mvlog.source import Cursor, Source
+from mvlog.sparksql import quote_spark
+from mvlog.warehouse import Warehouse, WriteCounts
+
+SHOWN = 20  # mismatched keys described per view
+ATTEMPTS = 5  # times verify looks again while a refresh is between its Delta commit and its record
+
+
+@dataclass
+class Mismatch:
+    """One view key (a keyless view: one row) whose rows differ: each side's columns as canonical text."""
+
+    key: dict[str, str | None]
+    delta: dict[str, str | None] | None  # None: no such row in Delta
+    source: dict[str, str | None] | None  # None: no such row in PostgreSQL
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "delta": self.delta, "postgres": self.source}
+
+
+@dataclass
+class VerifyResult:
+    view: str
+    mode: str  # "full" or "sample"
+    status: str = "ok"  # ok, mismatch, repaired, pending, failed
+    rows_compared: int = 0
+    pending_keys: int = 0
+    mismatched: int = 0
+    mismatches: list[Mismatch] = field(default_factory=list)
+    delta_version: int | None = None
+    snaptime: datetime | None = None
+    repaired: int = 0
+    reason: str | None = None  # why the view was not compared (pending), or the error
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "view": self.view, "mode": self.mode, "status": self.status, "rows_compared": self.rows_compared,
+            "pending_keys": self.pending_keys, "mismatched": self.mismatched,
+            "mismatches": [m.to_json() for m in self.mismatches], "delta_version": self.delta_version,
+            "snaptime": self.snaptime.isoformat() if self.snaptime else None, "repaired": self.repaired,
+            "reason": self.reason, "seconds": round(self.seconds, 3),
+        }
+
+
+def _pg_sql(text: str) -> sql.SQL:
+    """SQL text for a statement run with parameters: a literal % (in a view's query) doubled."""
+    return sql.SQL(text.replace("%", "%%"))
+
+
+class Verifier:
+    """Verifies views of one project (see the module docstring)."""
+
+    def __init__(self, config: Config, source: Source, catalog: Catalog, registrar: Registrar, jdbc: JdbcSource,
+                 warehouse: Callable[[], Warehouse], progress: Callable[[str], None]):
+        self.config = config
+        self.source = source
+        self.catalog = catalog
+        self.registrar = registrar
+        self.jdbc = jdbc
+        self._warehouse = warehouse
+        self.progress = progress
+
+    @property
+    def warehouse(self) -> Warehouse:
+        return self._warehouse()
+
+    def verify(self, view: ViewConfig, sample: int | None, repair: bool = False) -> VerifyResult:
+        """Compare one view (``sample``: about that many rows; None: all of them); with ``repair``,
+        re-merge the mismatched keys from PostgreSQL (holding the view's refresh lock throughout,
+        so no refresh lands between the comparison and the repair)."""
+        started = time.monotonic()
+        result = VerifyResult(view.name, "sample" if sample else "full")
+        try:
+            if repair:
+                with self.catalog.lock_views([view.name]):
+                    self._verify(view, sample, result, repair)
+            else:
+                self._verify(view, sample, result, repair)
+        except MvlogError as exc:
+            result.status, result.reason = "failed", str(exc)
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _verify(self, view: ViewConfig, sample: int | None, result: VerifyResult, repair: bool) -> None:
+        shape = self.registrar.check(view).shape
+        location = self.config.view_location(view.name)
+        self.progress(f"{view.name}: verifying")
+        for _ in range(ATTEMPTS):
+            with self.source.exported_snapshot() as (snapshot, cur):
+                cur.execute("SELECT last_snaptime, needs_complete FROM mvlog.views WHERE name = %s", (view.name,))
+                row = cur.fetchone()
+                if row is None or row[0] is None:
+                    raise UsageError(f"view {view.name} has not been refreshed yet; run 'mvlog refresh' first")
+                stamp, needs_complete = row
+                version, written = self.warehouse.mvlog_version(location)
+                if written is not None and written > stamp:
+                    time.sleep(1)  # a refresh committed to Delta and has not recorded it yet
+                    continue
+                result.delta_version, result.snaptime = version, stamp
+                self._compare(view, shape, location, snapshot, cur, stamp, needs_complete, sample, result, repair)
+                return
+        raise WarehouseError(f"the Delta table of view {view.name} holds a refresh the catalog has not recorded "
+                             f"(one is running, or died after its commit); run 'mvlog refresh' and verify again")
+
+    def _compare(self, view, shape, location, snapshot, cur, stamp, needs_complete, sample, result, repair) -> None:
+        spark = self.warehouse.spark
+        delta = self.warehouse.read_version(location, result.delta_version)
+        columns = [Column(name, dtype) for name, dtype in delta.dtypes]
+        fingerprint.check_columns(columns)
+        keyed = bool(shape.fast_possible and shape.key_columns)
+        by_name = {c.name: c for c in columns}
+        keys = [by_name[k] for k in shape.key_columns] if keyed else []
+
+        whole = self._pending_view(shape, cur, stamp, needs_complete)
+        if whole:
+            result.status, result.reason = "pending", whole
+            return
+        pending = self._pending_keys(shape, location, cur, stamp, keys) if keyed else []
+        result.pending_keys = len(pending)
+
+        pg_hashed = _pg_sql(fingerprint.pg_hashes(shape.select_sql, columns, keys).sql(dialect="postgres"))
+        spark_hashed = delta.selectExpr(*fingerprint.spark_hashes(columns, keys))
+        if pending:
+            pending_df = spark.createDataFrame([(h,) for h in pending], f"{KEY_HASH} string")
+            spark_hashed = spark_hashed.join(pending_df, KEY_HASH, "left_anti")
+        pg_kept = sql.SQL("SELECT * FROM ({}) AS h WHERE NOT (h.{} = ANY(%s))").format(
+            pg_hashed, sql.Identifier(KEY_HASH))
+        params: tuple = (pending,)
+
+        if sample:
+            total = spark_hashed.count()
+            wanted = max(1, math.ceil(256 * sample / max(total, 1)))
+            buckets = sorted(random.sample([f"{i:02x}" for i in range(256)], min(256, wanted)))
+        else:
+            cur.execute(_pg_sql(fingerprint.pg_bucket_sums_sql()).format(pg_kept), params)
+            pg_sums = {b: (int(n), s) for b, n, s in cur.fetchall()}
+            table = f"mvlog_verify_{view.name}_{id(result)}"
+            spark_hashed.createOrReplaceTempView(table)
+            try:
+                spark_sums = {r["bucket"]: (int(r["n"]), r["s"])
+                              for r in spark.sql(fingerprint.spark_bucket_sums(quote_spark(table))).collect()}
+            finally:
+                spark.catalog.dropTempView(table)
+            result.rows_compared = sum(n for n, _ in pg_sums.values())
+            buckets = sorted(b for b in set(pg_sums) | set(spark_sums) if pg_sums.get(b) != spark_sums.get(b))
+        pairs_pg, pairs_delta = self._pairs(cur, pg_kept, params, spark_hashed, buckets)
+        if sample:
+            result.rows_compared = max(sum(pairs_pg.values()), sum(pairs_delta.values()))
+        bad = sorted({kh for kh, _ in (pairs_pg - pairs_delta) + (pairs_delta - pairs_pg)})
+        result.mismatched = len(bad)
+        if not bad:
+            return
+        result.status = "mismatch"
+        result.mismatches = self._describe(cur, shape, columns, keys, delta, bad[:SHOWN])
+        if repair and keyed:
+            result.repaired = self._repair(view, shape, location, snapshot, stamp, delta, columns, keys, bad).keys_read
+            result.status = "repaired"
+        elif repair:
+            raise UsageError(f"view {view.name} has no view key to re-merge by; run 'mvlog refresh --complete "
+                             f"{view.name}' to rebuild it")
+
+    def _pending_view(self, shape, cur: Cursor, stamp: datetime, needs_complete: str | None) -> str | None:
+        """Why the whole view is pending (its next refresh is complete, or it cannot find its keys), if it is."""
+        if needs_complete:
+            return f"its next refresh is complete ({needs_complete})"
+        for log in shape.logs:
+            cur.execute(sql.SQL('SELECT count(*), count(*) FILTER (WHERE "dmltype$$" = \'T\') FROM {} '
+                                'WHERE "snaptime$$" > %s').format(sql.Identifier("mvlog", log.log_name)), (stamp,))
+            rows, truncations = cur.fetchone()
+            if truncations:
+                return f"{log.qualified_table} was truncated since the last refresh"
+            if rows and not (shape.fast_possible and shape.key_columns):
+                return f"{rows} changes to {log.qualified_table} since the last refresh (complete-refresh view)"
+        return None
+
+    def _pending_keys(self, shape, location: str, cur: Cursor, stamp: datetime, keys: list[Column]) -> list[str]:
+        """Fingerprints of the view keys that changes logged after ``stamp`` affect."""
+        plan = plan_refresh(shape, location, RefreshMethod.FAST, stamp, None, True)
+        null_keys = []
+        for check in union.null_keys_checks(shape, stamp):
+            if check:
+                cur.execute(check)
+                null_keys.append(bool(cur.fetchone()[0]))
+            else:
+                null_keys.append(False)
+        key_columns = [Column(f"{CHANGED_KEY_PREFIX}{i}", k.spark_type) for i, k in enumerate(keys)]
+        hashed = fingerprint.pg_hashes(plan.read_sql(tuple(null_keys)), key_columns, key_columns)
+        cur.execute(f"SELECT DISTINCT {KEY_HASH} FROM ({hashed.sql(dialect='postgres')}) AS p")
+        return [r[0] for r in cur.fetchall()]
+
+    def _pairs(self, cur: Cursor, pg_kept: sql.Composable, params: tuple, spark_hashed: Any,
+               buckets: list[str]) -> tuple[Counter, Counter]:
+        """(key fingerprint, row fingerprint) pairs of the given buckets, as multisets, from each side."""
+        if not buckets:
+            return Counter(), Counter()
+        cur.execute(sql.SQL("SELECT {k}, {r} FROM ({q}) AS p WHERE substr({k}, 1, %s) = ANY(%s)").format(
+            k=sql.Identifier(KEY_HASH), r=sql.Identifier(ROW_HASH), q=pg_kept),
+            params + (fingerprint.BUCKET_DIGITS, buckets))
+        pg = Counter(map(tuple, cur.fetchall()))
+        rows = spark_hashed.where(
+            f"substr({KEY_HASH}, 1, {fingerprint.BUCKET_DIGITS}) IN ({_spark_strings(buckets)})").collect()
+        return pg, Counter((r[KEY_HASH], r[ROW_HASH]) for r in rows)
+
+    def _describe(self, cur: Cursor, shape, columns: list[Column], keys: list[Column], delta: Any,
+                  bad: list[str]) -> list[Mismatch]:
+        """Both sides' rows of the mismatched key fingerprints ``bad``, as canonical text."""
+        texts = fingerprint.pg_texts(shape.select_sql, columns, keys)
+        cur.execute(sql.SQL("SELECT * FROM ({}) AS t WHERE {} = ANY(%s)").format(
+            _pg_sql(texts.sql(dialect="postgres")), sql.Identifier(KEY_HASH)), (bad,))
+        names = [c.name for c in columns]
+        pg_rows = {r[0]: dict(zip(names, r[1:])) for r in cur.fetchall()}
+        delta_rows = {r[0]: dict(zip(names, r[1:]))
+                      for r in delta.selectExpr(*fingerprint.spark_texts(columns, keys))
+                      .where(f"{KEY_HASH} IN ({_spark_strings(bad)})").collect()}
+        described = []
+        for kh in bad:
+            either = pg_rows.get(kh) or delta_rows.get(kh) or {}
+            key = {k.name: either.get(k.name) for k in keys} if keys else {"row": kh}
+            described.append(Mismatch(key, delta_rows.get(kh), pg_rows.get(kh)))
+        return described
+
+    def _repair(self, view: ViewConfig, shape, location: str, snapshot: str, stamp: datetime, delta: Any,
+                columns: list[Column], keys: list[Column], bad: list[str]) -> WriteCounts:
+        """Re-merge the keys ``bad``: their rows in PostgreSQL (read at the verify snapshot, where
+        keys with nothing pending are as at the view's stamp), or their deletion; one Delta
+        commit, recorded in the history."""
+        source_sql = exp.select(exp.Star(), exp.alias_(exp.true(), PRESENT)).from_(
+            exp.Subquery(this=exp.maybe_parse(shape.select_sql, dialect="postgres"),
+                         alias=exp.TableAlias(this=exp.to_identifier("v", quoted=True)))
+        ).where(exp.In(this=fingerprint.pg_key_hash(keys, "v"), expressions=[exp.Literal.string(h) for h in bad]))
+        source_rows = self.warehouse.read(self.jdbc, source_sql.sql(dialect="postgres"), snapshot)
+        values = [quote_spark(c.name) for c in columns]
+        key_aliases = [f"{quote_spark(k.name)} AS {quote_spark(CHANGED_KEY_PREFIX + str(i))}"
+                       for i, k in enumerate(keys)]
+        present = source_rows.selectExpr(*key_aliases, *values, quote_spark(PRESENT))
+        in_source = source_rows.selectExpr(f"{fingerprint.spark_key_hash(keys)} AS {KEY_HASH}")
+        gone = (delta.selectExpr(f"{fingerprint.spark_key_hash(keys)} AS {KEY_HASH}", *values)
+                .where(f"{KEY_HASH} IN ({_spark_strings(bad)})").join(in_source, KEY_HASH, "left_anti")
+                .selectExpr(*key_aliases, *[f"CAST(NULL AS {c.spark_type}) AS {quote_spark(c.name)}" for c in columns],
+                            f"CAST(NULL AS BOOLEAN) AS {quote_spark(PRESENT)}"))
+        staged = self.warehouse.stage(present.unionByName(gone))
+        history = self.catalog.history_start(view.name, RefreshMethod.FAST,
+                                             f"verify --repair: {len(bad)} mismatched keys re-merged", stamp)
+        metadata = {"view": view.name, "snaptime": stamp.isoformat(), "method": "repair"}
+        try:
+            counts = self.warehouse.merge(location, staged, shape.key_columns, metadata)
+        except MvlogError as exc:
+            self.catalog.history_end(history, WriteCounts(), error=str(exc))
+            raise
+        self.catalog.history_end(history, counts)
+        return counts
+
+
+def _spark_strings(values: list[str]) -> str:
+    """Spark SQL string literals, comma-separated (md5 fingerprints and bucket prefixes: hex digits)."""
+    return ", ".join(exp.Literal.string(v).sql("spark") for v in values)
