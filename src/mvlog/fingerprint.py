@@ -89,7 +89,8 @@ def spark_text(column: Column) -> str:
     return f"to_json({c})"  # array
 
 
-def _spark_hash(columns: list[Column]) -> str:
+def spark_fingerprint(columns: list[Column]) -> str:
+    """Spark SQL: the fingerprint over ``columns`` (a row's: all of them; a key's: its columns)."""
     tokens = [f"coalesce(CAST(char_length({t}) AS STRING) || ':' || {t}, '~')" for t in map(spark_text, columns)]
     return f"md5({' || '.join(tokens) if tokens else repr('')})"
 
@@ -97,8 +98,8 @@ def _spark_hash(columns: list[Column]) -> str:
 def spark_hashes(columns: list[Column], keys: list[Column]) -> list[str]:
     """Spark SQL select expressions: the key fingerprint (the row's, for a view without a key)
     and the row fingerprint, as ``_mvlog_kh`` and ``_mvlog_rh``."""
-    row = _spark_hash(columns)
-    return [f"{_spark_hash(keys) if keys else row} AS {KEY_HASH}", f"{row} AS {ROW_HASH}"]
+    row = spark_fingerprint(columns)
+    return [f"{spark_fingerprint(keys) if keys else row} AS {KEY_HASH}", f"{row} AS {ROW_HASH}"]
 
 
 def spark_bucket_sums(hashed: str) -> str:
@@ -140,7 +141,8 @@ def pg_text(column: Column, alias: str = "v") -> exp.Expression:
     return _pg(f"array_to_json({c_sql})::text")
 
 
-def _pg_hash(columns: list[Column], alias: str) -> exp.Expression:
+def pg_fingerprint(columns: list[Column], alias: str = "v") -> exp.Expression:
+    """PostgreSQL: the fingerprint over ``columns`` of the relation ``alias``."""
     tokens = []
     for column in columns:
         text = pg_text(column, alias).sql(dialect=DIALECT)
@@ -150,11 +152,14 @@ def _pg_hash(columns: list[Column], alias: str) -> exp.Expression:
 
 def pg_hashes(select_sql: str, columns: list[Column], keys: list[Column]) -> exp.Select:
     """``SELECT <key fingerprint> AS _mvlog_kh, <row fingerprint> AS _mvlog_rh FROM (<select_sql>) v``."""
-    row = _pg_hash(columns, "v")
-    key = _pg_hash(keys, "v") if keys else row.copy()
-    source = exp.Subquery(this=exp.maybe_parse(select_sql, dialect=DIALECT),
-                          alias=exp.TableAlias(this=exp.to_identifier("v", quoted=True)))
-    return exp.select(exp.alias_(key, KEY_HASH), exp.alias_(row, ROW_HASH)).from_(source)
+    row = pg_fingerprint(columns)
+    key = pg_fingerprint(keys) if keys else row.copy()
+    return exp.select(exp.alias_(key, KEY_HASH), exp.alias_(row, ROW_HASH)).from_(_pg_source(select_sql))
+
+
+def _pg_source(select_sql: str) -> exp.Subquery:
+    return exp.Subquery(this=exp.maybe_parse(select_sql, dialect=DIALECT),
+                        alias=exp.TableAlias(this=exp.to_identifier("v", quoted=True)))
 
 
 def pg_bucket_sums_sql() -> str:
@@ -166,24 +171,14 @@ def pg_bucket_sums_sql() -> str:
             f'FROM ({{}}) AS h GROUP BY 1')
 
 
-def pg_key_hash(keys: list[Column], alias: str = "v") -> exp.Expression:
-    """PostgreSQL: the key fingerprint over ``keys`` of the relation ``alias``."""
-    return _pg_hash(keys, alias)
-
-
-def spark_key_hash(keys: list[Column]) -> str:
-    """Spark SQL: the key fingerprint over ``keys``."""
-    return _spark_hash(keys)
-
-
 def pg_texts(select_sql: str, columns: list[Column], keys: list[Column]) -> exp.Select:
     """``SELECT <key fingerprint> AS _mvlog_kh, <canonical text of each column> FROM (<select_sql>) v``."""
-    hashed = pg_hashes(select_sql, columns, keys)
-    hashed.set("expressions", [hashed.expressions[0]] + [exp.alias_(pg_text(c), exp.to_identifier(c.name, quoted=True))
-                                                          for c in columns])
-    return hashed
+    key = pg_fingerprint(keys or columns)
+    texts = [exp.alias_(pg_text(c), exp.to_identifier(c.name, quoted=True)) for c in columns]
+    return exp.select(exp.alias_(key, KEY_HASH), *texts).from_(_pg_source(select_sql))
 
 
 def spark_texts(columns: list[Column], keys: list[Column]) -> list[str]:
     """Spark SQL select expressions: the key fingerprint and each column's canonical text."""
-    return [spark_hashes(columns, keys)[0], *[f"{spark_text(c)} AS {quote_spark(c.name)}" for c in columns]]
+    return [f"{spark_fingerprint(keys or columns)} AS {KEY_HASH}",
+            *[f"{spark_text(c)} AS {quote_spark(c.name)}" for c in columns]]

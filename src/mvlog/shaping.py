@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from mvlog.analysis import (DIALECT, Analysis, NotKeyable, SemiJoin, ViewClass, group_expressions, identifier_name,
                             join_side, partition_by, root_join, window_parts)
-from mvlog.sqltree import full_join_parts, item_alias, root_first
+from mvlog.sqltree import conjuncts, full_join_parts, item_alias, root_first
 from mvlog.changes import union_of
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.shape import (BRANCH_COLUMN, ROW_KEY_COLUMN, RangeKey, TableKey, ViewShape, add_hidden, col, downgrade,
@@ -302,8 +302,7 @@ def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -
     core.set("joins", joins)
     where = select.args.get("where")
     if where is not None:
-        conjuncts = where.this.flatten() if isinstance(where.this, exp.And) else [where.this]
-        kept = [c.copy() for c in conjuncts if _on_tables(c, prefix)]
+        kept = [c.copy() for c in conjuncts(where.this) if _on_tables(c, prefix)]
         if kept:
             core.where(exp.and_(*kept), copy=False)
     return core

@@ -101,11 +101,15 @@ def _strict_in(node: exp.Expression, alias: str) -> bool:
     return False
 
 
+def conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+    """The operands of a condition's top-level ANDs (the condition itself if it has none)."""
+    return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
+
+
 def null_rejecting(condition: exp.Expression, alias: str) -> bool:
     """Whether ``condition`` cannot be true for a row in which ``alias`` is NULL-extended: one of
     its conjuncts compares (or tests IS NOT NULL) an expression that is NULL then."""
-    conjuncts = condition.flatten() if isinstance(condition, exp.And) else [condition]
-    for conjunct in conjuncts:
+    for conjunct in conjuncts(condition):
         conjunct = conjunct.unnest()
         if isinstance(conjunct, _COMPARISONS) and any(
                 _strict_in(side, alias) for side in (conjunct.this, conjunct.args.get("expression"))

@@ -32,6 +32,7 @@ from mvlog.config import Config, ViewConfig
 from mvlog.errors import MvlogError, UsageError, WarehouseError
 from mvlog.fingerprint import KEY_HASH, ROW_HASH, Column
 from mvlog.jdbc import JdbcSource
+from mvlog.logs import StampedSnapshot
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, RefreshMethod
 from mvlog.plan import plan_refresh
 from mvlog.source import Cursor, Source
@@ -134,12 +135,15 @@ class Verifier:
                     time.sleep(1)  # a refresh committed to Delta and has not recorded it yet
                     continue
                 result.delta_version, result.snaptime = version, stamp
-                self._compare(view, shape, location, snapshot, cur, stamp, needs_complete, sample, result, repair)
+                # The snapshot read as a refresh reads its own: windows after the view's stamp.
+                at = StampedSnapshot(stamp, snapshot, cur.connection, self.source)
+                self._compare(view, shape, location, at, cur, needs_complete, sample, result, repair)
                 return
         raise WarehouseError(f"the Delta table of view {view.name} holds a refresh the catalog has not recorded "
                              f"(one is running, or died after its commit); run 'mvlog refresh' and verify again")
 
-    def _compare(self, view, shape, location, snapshot, cur, stamp, needs_complete, sample, result, repair) -> None:
+    def _compare(self, view, shape, location, at: StampedSnapshot, cur, needs_complete, sample, result,
+                 repair) -> None:
         spark = self.warehouse.spark
         delta = self.warehouse.read_version(location, result.delta_version)
         columns = [Column(name, dtype) for name, dtype in delta.dtypes]
@@ -148,11 +152,11 @@ class Verifier:
         by_name = {c.name: c for c in columns}
         keys = [by_name[k] for k in shape.key_columns] if keyed else []
 
-        whole = self._pending_view(shape, cur, stamp, needs_complete)
+        whole = _pending_view(shape, at, needs_complete, keyed)
         if whole:
             result.status, result.reason = "pending", whole
             return
-        pending = self._pending_keys(shape, location, cur, stamp, keys) if keyed else []
+        pending = self._pending_keys(shape, location, at, keys) if keyed else []
         result.pending_keys = len(pending)
 
         pg_hashed = _pg_sql(fingerprint.pg_hashes(shape.select_sql, columns, keys).sql(dialect="postgres"))
@@ -190,40 +194,20 @@ class Verifier:
         result.status = "mismatch"
         result.mismatches = self._describe(cur, shape, columns, keys, delta, bad[:SHOWN])
         if repair and keyed:
-            result.repaired = self._repair(view, shape, location, snapshot, stamp, delta, columns, keys, bad).keys_read
+            result.repaired = self._repair(view, shape, location, at, delta, columns, keys, bad).keys_read
             result.status = "repaired"
         elif repair:
             raise UsageError(f"view {view.name} has no view key to re-merge by; run 'mvlog refresh --complete "
                              f"{view.name}' to rebuild it")
 
-    def _pending_view(self, shape, cur: Cursor, stamp: datetime, needs_complete: str | None) -> str | None:
-        """Why the whole view is pending (its next refresh is complete, or it cannot find its keys), if it is."""
-        if needs_complete:
-            return f"its next refresh is complete ({needs_complete})"
-        for log in shape.logs:
-            cur.execute(sql.SQL('SELECT count(*), count(*) FILTER (WHERE "dmltype$$" = \'T\') FROM {} '
-                                'WHERE "snaptime$$" > %s').format(sql.Identifier("mvlog", log.log_name)), (stamp,))
-            rows, truncations = cur.fetchone()
-            if truncations:
-                return f"{log.qualified_table} was truncated since the last refresh"
-            if rows and not (shape.fast_possible and shape.key_columns):
-                return f"{rows} changes to {log.qualified_table} since the last refresh (complete-refresh view)"
-        return None
-
-    def _pending_keys(self, shape, location: str, cur: Cursor, stamp: datetime, keys: list[Column]) -> list[str]:
-        """Fingerprints of the view keys that changes logged after ``stamp`` affect."""
-        plan = plan_refresh(shape, location, RefreshMethod.FAST, stamp, None, True)
-        null_keys = []
-        for check in union.null_keys_checks(shape, stamp):
-            if check:
-                cur.execute(check)
-                null_keys.append(bool(cur.fetchone()[0]))
-            else:
-                null_keys.append(False)
+    def _pending_keys(self, shape, location: str, at: StampedSnapshot, keys: list[Column]) -> list[str]:
+        """Fingerprints of the view keys that changes logged after the view's stamp affect: the
+        keys a fast refresh would read now."""
+        plan = plan_refresh(shape, location, RefreshMethod.FAST, at.time, None, True)
+        null_keys = tuple(bool(check and at.query(check)[0][0]) for check in union.null_keys_checks(shape, at.time))
         key_columns = [Column(f"{CHANGED_KEY_PREFIX}{i}", k.spark_type) for i, k in enumerate(keys)]
-        hashed = fingerprint.pg_hashes(plan.read_sql(tuple(null_keys)), key_columns, key_columns)
-        cur.execute(f"SELECT DISTINCT {KEY_HASH} FROM ({hashed.sql(dialect='postgres')}) AS p")
-        return [r[0] for r in cur.fetchall()]
+        hashed = fingerprint.pg_hashes(plan.read_sql(null_keys), key_columns, key_columns)
+        return [r[0] for r in at.query(f"SELECT DISTINCT {KEY_HASH} FROM ({hashed.sql(dialect='postgres')}) AS p")]
 
     def _pairs(self, cur: Cursor, pg_kept: sql.Composable, params: tuple, spark_hashed: Any,
                buckets: list[str]) -> tuple[Counter, Counter]:
@@ -256,7 +240,7 @@ class Verifier:
             described.append(Mismatch(key, delta_rows.get(kh), pg_rows.get(kh)))
         return described
 
-    def _repair(self, view: ViewConfig, shape, location: str, snapshot: str, stamp: datetime, delta: Any,
+    def _repair(self, view: ViewConfig, shape, location: str, at: StampedSnapshot, delta: Any,
                 columns: list[Column], keys: list[Column], bad: list[str]) -> WriteCounts:
         """Re-merge the keys ``bad``: their rows in PostgreSQL (read at the verify snapshot, where
         keys with nothing pending are as at the view's stamp), or their deletion; one Delta
@@ -264,21 +248,21 @@ class Verifier:
         source_sql = exp.select(exp.Star(), exp.alias_(exp.true(), PRESENT)).from_(
             exp.Subquery(this=exp.maybe_parse(shape.select_sql, dialect="postgres"),
                          alias=exp.TableAlias(this=exp.to_identifier("v", quoted=True)))
-        ).where(exp.In(this=fingerprint.pg_key_hash(keys, "v"), expressions=[exp.Literal.string(h) for h in bad]))
-        source_rows = self.warehouse.read(self.jdbc, source_sql.sql(dialect="postgres"), snapshot)
+        ).where(exp.In(this=fingerprint.pg_fingerprint(keys), expressions=[exp.Literal.string(h) for h in bad]))
+        source_rows = self.warehouse.read(self.jdbc, source_sql.sql(dialect="postgres"), at.snapshot)
         values = [quote_spark(c.name) for c in columns]
         key_aliases = [f"{quote_spark(k.name)} AS {quote_spark(CHANGED_KEY_PREFIX + str(i))}"
                        for i, k in enumerate(keys)]
         present = source_rows.selectExpr(*key_aliases, *values, quote_spark(PRESENT))
-        in_source = source_rows.selectExpr(f"{fingerprint.spark_key_hash(keys)} AS {KEY_HASH}")
-        gone = (delta.selectExpr(f"{fingerprint.spark_key_hash(keys)} AS {KEY_HASH}", *values)
+        in_source = source_rows.selectExpr(f"{fingerprint.spark_fingerprint(keys)} AS {KEY_HASH}")
+        gone = (delta.selectExpr(f"{fingerprint.spark_fingerprint(keys)} AS {KEY_HASH}", *values)
                 .where(f"{KEY_HASH} IN ({_spark_strings(bad)})").join(in_source, KEY_HASH, "left_anti")
                 .selectExpr(*key_aliases, *[f"CAST(NULL AS {c.spark_type}) AS {quote_spark(c.name)}" for c in columns],
                             f"CAST(NULL AS BOOLEAN) AS {quote_spark(PRESENT)}"))
         staged = self.warehouse.stage(present.unionByName(gone))
         history = self.catalog.history_start(view.name, RefreshMethod.FAST,
-                                             f"verify --repair: {len(bad)} mismatched keys re-merged", stamp)
-        metadata = {"view": view.name, "snaptime": stamp.isoformat(), "method": "repair"}
+                                             f"verify --repair: {len(bad)} mismatched keys re-merged", at.time)
+        metadata = {"view": view.name, "snaptime": at.time.isoformat(), "method": "repair"}
         try:
             counts = self.warehouse.merge(location, staged, shape.key_columns, metadata)
         except MvlogError as exc:
@@ -286,6 +270,19 @@ class Verifier:
             raise
         self.catalog.history_end(history, counts)
         return counts
+
+
+def _pending_view(shape, at: StampedSnapshot, needs_complete: str | None, keyed: bool) -> str | None:
+    """Why the whole view is pending (its next refresh is complete, or it has no keys to leave
+    out), if it is."""
+    if needs_complete:
+        return f"its next refresh is complete ({needs_complete})"
+    for log in shape.logs:
+        if at.truncated_since(log, at.time):
+            return f"{log.qualified_table} was truncated since the last refresh"
+        if not keyed and at.window_has_rows(log, at.time):
+            return f"{log.qualified_table} changed since the last refresh (a complete-refresh view)"
+    return None
 
 
 def _spark_strings(values: list[str]) -> str:
