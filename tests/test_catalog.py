@@ -85,3 +85,25 @@ def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
     assert data["snaptime"] == stamp.isoformat() and data["error"] is None and data["id"] == done
     with pytest.raises(UsageError, match="view nope is not registered"):
         registered.history("nope")
+
+
+def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
+    """A catalog of version 2 (before refresh_history.delta_version) is refused by name; installing
+    again (what 'mvlog apply' does) upgrades it in place, keeping the history."""
+    catalog = registered.catalog
+    stamp = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    first = catalog.history_start("v", RefreshMethod.COMPLETE, "the view is new", stamp)
+    catalog.history_end(first, WriteCounts(rows_inserted=3, version=0))
+    db.execute("ALTER TABLE mvlog.refresh_history DROP COLUMN delta_version")
+    db.execute("DELETE FROM mvlog.schema_version WHERE version = 3")
+    with pytest.raises(UsageError, match="catalog in this database is version 2, this mvlog needs 3; run 'mvlog apply'"):
+        catalog.check()
+    with registered.source.transaction() as cur:
+        catalog.install(cur)
+    catalog.check()
+    # A refresh that wrote nothing keeps the version its predecessor recorded; one that failed has none.
+    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(version=7))
+    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts())
+    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(), error="boom")
+    assert [(h.status, h.delta_version, h.rows_inserted) for h in catalog.history("v")] == [
+        ("failed", None, 0), ("succeeded", 7, 0), ("succeeded", 7, 0), ("succeeded", None, 3)]

@@ -23,7 +23,7 @@ from mvlog.source import Cursor, Source, log_identifier, read_sql
 from mvlog.keymap import drop_keymap_sql
 from mvlog.shape import keymap_name
 
-SCHEMA_VERSION = 2  # the newest sql/NNN_*.sql catalog version (002 gained mvlog.analyze)
+SCHEMA_VERSION = 3  # the newest sql/NNN_*.sql catalog version (004: refresh_history.delta_version)
 @dataclass(frozen=True)
 class ViewState:
     """What the catalog knows of a registered view between refreshes."""
@@ -96,6 +96,7 @@ class HistoryRow:
     rows_updated: int | None
     rows_deleted: int | None
     error: str | None
+    delta_version: int | None = None  # the Delta version the view was left at (None: unknown, or failed)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -131,6 +132,7 @@ class Catalog:
         """
         cur.execute(read_sql("001_schema.sql"))
         cur.execute(read_sql("002_ddl_capture.sql"))
+        cur.execute(read_sql("004_history_versions.sql"))
         cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         if cur.fetchone()[0]:
             cur.execute(read_sql("003_event_triggers.sql"))
@@ -313,16 +315,23 @@ class Catalog:
     def history_end(self, history_id: int, counts: Any, error: str | None = None,
                     method: RefreshMethod | None = None, reason: str | None = None) -> None:
         """Finish a history row: failed with ``error``, else succeeded (with the method and reason
-        the refresh ended with). ``counts``: keys_read, rows_inserted/updated/deleted."""
+        the refresh ended with). ``counts``: keys_read, rows_inserted/updated/deleted and the Delta
+        version written; a success that wrote nothing records the version of the view's last
+        success, which still holds it."""
         self.source.query(
             """
-            UPDATE mvlog.refresh_history SET finished_at = clock_timestamp(), status = %s, error = %s,
+            UPDATE mvlog.refresh_history AS h SET finished_at = clock_timestamp(), status = %s, error = %s,
                    keys_read = %s, rows_inserted = %s, rows_updated = %s, rows_deleted = %s,
-                   method = coalesce(%s, method), reason = coalesce(%s, reason)
+                   method = coalesce(%s, method), reason = coalesce(%s, reason),
+                   delta_version = CASE WHEN %s IS NOT NULL THEN NULL ELSE coalesce(%s, (
+                       SELECT p.delta_version FROM mvlog.refresh_history AS p
+                       WHERE p.view_name = h.view_name AND p.id < h.id AND p.status = 'succeeded'
+                         AND p.delta_version IS NOT NULL
+                       ORDER BY p.id DESC LIMIT 1)) END
             WHERE id = %s
             """,
             ("failed" if error else "succeeded", error, counts.keys_read, counts.rows_inserted, counts.rows_updated,
-             counts.rows_deleted, method.value if method else None, reason, history_id),
+             counts.rows_deleted, method.value if method else None, reason, error, counts.version, history_id),
         )
 
     def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
@@ -332,12 +341,34 @@ class Catalog:
         rows = self.source.query(
             """
             SELECT id, started_at, finished_at, extract(epoch FROM finished_at - started_at)::float8, status, method,
-                   reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error
+                   reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version
             FROM mvlog.refresh_history WHERE view_name = %s ORDER BY id DESC LIMIT %s
             """,
             (name, limit),
         )
         return [HistoryRow(*row) for row in rows]
+
+    def versions_as_of(self, names: Sequence[str], at: datetime) -> tuple[datetime, dict[str, int | None]] | None:
+        """The newest stamp at or before ``at`` that every one of ``names`` was refreshed to (a refresh
+        group's views share their stamps), and the Delta version each was left at by that refresh
+        (None where the history predates recorded versions); None if there is no such stamp."""
+        rows = self.source.query(
+            """
+            WITH common AS (
+                SELECT snaptime FROM mvlog.refresh_history
+                WHERE view_name = ANY(%(names)s) AND status = 'succeeded' AND snaptime <= %(at)s
+                GROUP BY snaptime HAVING count(DISTINCT view_name) = %(n)s
+                ORDER BY snaptime DESC LIMIT 1)
+            SELECT DISTINCT ON (h.view_name) h.view_name, h.snaptime, h.delta_version
+            FROM mvlog.refresh_history AS h JOIN common USING (snaptime)
+            WHERE h.view_name = ANY(%(names)s) AND h.status = 'succeeded'
+            ORDER BY h.view_name, h.id DESC
+            """,
+            {"names": list(names), "at": at, "n": len(set(names))},
+        )
+        if not rows:
+            return None
+        return rows[0][1], {name: version for name, _, version in rows}
 
     # -- status -----------------------------------------------------------------------------------
 

@@ -251,12 +251,14 @@ def history(ctx: click.Context, view: str, limit: int, as_json: bool) -> None:
         _emit_json(rows)
         return
     table = Table(show_edge=False)
-    for column in ("started", "seconds", "status", "method", "keys", "inserted", "updated", "deleted", "reason / error"):
+    for column in ("started", "seconds", "status", "method", "snaptime", "version", "keys", "inserted", "updated",
+                   "deleted", "reason / error"):
         table.add_column(column, no_wrap=column != "reason / error")
     for r in rows:
         table.add_row(r["started_at"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["status"],
-                      r["method"] or "-", *[str(r[k] if r[k] is not None else "") for k in
-                                             ("keys_read", "rows_inserted", "rows_updated", "rows_deleted")],
+                      r["method"] or "-", r["snaptime"] or "",
+                      *[str(r[k] if r[k] is not None else "") for k in
+                        ("delta_version", "keys_read", "rows_inserted", "rows_updated", "rows_deleted")],
                       _state(ctx).redact(r["error"]) if r["error"] else (r["reason"] or ""))
     out.print(table)
 

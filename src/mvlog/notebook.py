@@ -3,6 +3,7 @@
     import mvlog.notebook as mvn
     spark = mvn.session()                      # $MVLOG_CONFIG, else ./mvlog.yaml
     mvn.read_view("revenue_by_nation").show()
+    mvn.read_view("revenue_by_nation", as_of="2026-11-23 09:00+00")   # as the source was then
     mvn.history("revenue_by_nation")           # mvlog's refresh log, newest first
     mvn.delta_history("revenue_by_nation")     # the Delta commits, with mvlog's userMetadata
 
@@ -12,6 +13,7 @@ no path; passing ``config_path`` to any of them loads (and remembers) that file 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from mvlog.config import Config, load_config
@@ -72,18 +74,49 @@ def location(name: str, config_path: str | None = None) -> str:
     return config.view_location(_view_name(config, name))
 
 
-def read_view(name: str, config_path: str | None = None):
-    """The view as a Spark DataFrame, without mvlog's internal ``_mvlog_…`` columns."""
+def read_view(name: str, config_path: str | None = None, *, as_of: datetime | str | None = None):
+    """The view as a Spark DataFrame, without mvlog's internal ``_mvlog_…`` columns.
+
+    ``as_of``: a source time (a datetime, or ISO text such as ``"2026-11-23 09:00+00"``; without a
+    time zone it is read in the database's, as PostgreSQL reads one). The view is read at the
+    Delta version of its newest refresh whose stamp is at or before that time — the source as of
+    that stamp. For a view of a refresh group, the stamp is the newest one every view of the
+    group was refreshed to, so reads of the group's views at one ``as_of`` agree with each other.
+    """
     path = location(name, config_path)  # an unknown name fails here, before Spark starts
-    df = _spark(None).read.format("delta").load(path)
+    spark = _spark(None)
+    if as_of is None:
+        df = spark.read.format("delta").load(path)
+    else:
+        version, _ = version_as_of(name, as_of)
+        df = spark.read.format("delta").option("versionAsOf", version).load(path)
     return df.drop(*[c for c in df.columns if c.startswith(HIDDEN_PREFIX)])
+
+
+def version_as_of(name: str, as_of: datetime | str, config_path: str | None = None) -> tuple[int, datetime]:
+    """The Delta version :func:`read_view` reads for ``as_of``, and the source stamp it reflects."""
+    from mvlog.project import Project
+
+    config = _load(config_path)
+    at = _timestamp(as_of)
+    with Project(config) as project:
+        return project.version_as_of(_view_name(config, name), at)
+
+
+def _timestamp(value: datetime | str) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    try:
+        return datetime.fromisoformat(str(value).strip())
+    except ValueError:
+        raise UsageError(f"as_of {value!r} is not a timestamp (e.g. '2026-11-23 09:00:00+00:00')") from None
 
 
 def history(name: str, config_path: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
     """mvlog's refresh history of the view, newest first, as a list of dicts.
 
     Keys: id, started_at, finished_at, seconds, status, method, reason, snaptime,
-    keys_read, rows_inserted, rows_updated, rows_deleted, error.
+    keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version.
     """
     from mvlog.project import Project
 

@@ -33,6 +33,7 @@ INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
 DEFAULT_INDEXED_COLUMNS = 32
 WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
 OWNER_COMMITS = 100  # newest commits searched for the view mvlog wrote a table for
+OWN_COMMIT_SEARCH = 20  # newest commits searched for the one a write just made (others may follow it)
 # What Spark says when a path holds no Delta table (or nothing at all).
 NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
 
@@ -45,6 +46,7 @@ class WriteCounts:
     rows_inserted: int = 0
     rows_updated: int = 0
     rows_deleted: int = 0
+    version: int | None = None  # the Delta version that holds the write; None if nothing was committed
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,16 @@ class Warehouse:
 
     def _last_commit(self, location: str) -> dict:
         return self.spark.sql(f"DESCRIBE HISTORY {delta_table(location)} LIMIT 1").collect()[0].asDict()
+
+    def _own_commit(self, location: str, metadata: dict) -> dict | None:
+        """The newest commit that carries ``metadata``: the one this process's write just made (or,
+        when Delta skipped an already-applied transaction, the one that applied it first). An
+        OPTIMIZE or another view's refresh may have committed since, so it is searched for."""
+        expected = json.loads(json.dumps(metadata, default=str))
+        for row in self.history(location, OWN_COMMIT_SEARCH).collect():
+            if _mvlog_metadata(row["userMetadata"]) == expected:
+                return row.asDict()
+        return None  # buried under later commits: the write stands, its version is not known
 
     def exists(self, location: str) -> bool:
         return self._detail(location) is not None
@@ -227,13 +239,15 @@ class Warehouse:
                 self._index_columns(location, detail, indexed)
             with self._commit_settings(metadata, txn):
                 writer.save(location)
-            history = self._last_commit(location)
+            commit = self._own_commit(location, metadata)
         except (SourceError, WarehouseError):
             raise
         except Exception as exc:
             raise self._fail(f"writing {location} failed", exc) from None
-        written = int((history["operationMetrics"] or {}).get("numOutputRows", 0))
-        return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before)
+        commit = commit or {}
+        written = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
+        return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before,
+                           version=_int_or_none(commit.get("version")))
 
     def _index_columns(self, location: str, detail: dict, count: int) -> None:
         """Make an existing table collect statistics on at least its first ``count`` columns (a
@@ -296,14 +310,19 @@ class Warehouse:
             raise
         except Exception as exc:
             raise self._fail(f"merging into {location} failed", exc) from None
+        try:
+            version = _int_or_none((self._own_commit(location, metadata) or {}).get("version"))
+        except Exception as exc:
+            raise self._fail(f"reading the history of {location} failed", exc) from None
         if not rows:  # Delta skipped the commit: this (txnAppId, txnVersion) was applied already
-            return WriteCounts()
+            return WriteCounts(version=version)
         row = rows[0]
         return WriteCounts(
             keys_read=staged.rows,
             rows_inserted=int(row["num_inserted_rows"]),
             rows_updated=int(row["num_updated_rows"]),
             rows_deleted=int(row["num_deleted_rows"]),
+            version=version,
         )
 
     def optimize(self, location: str, view: str, cluster_column: str | None, rows_per_file: int,
@@ -351,18 +370,32 @@ class Warehouse:
         """The Delta commit history of the table as a DataFrame, newest first."""
         return self.spark.sql(f"DESCRIBE HISTORY {delta_table(location)}" + (f" LIMIT {int(limit)}" if limit else ""))
 
-    def mvlog_version(self, location: str) -> tuple[int, datetime | None]:
-        """The table's newest version, and the stamp of the newest commit mvlog wrote in a refresh
-        (None if none has one)."""
+    def _stamped_versions(self, location: str) -> list[tuple[int, datetime | None]]:
+        """Every version in the table's history, newest first, with the stamp of the newest commit
+        mvlog wrote in a refresh at or before it (OPTIMIZE and VACUUM keep the stamp before them)."""
         try:
             rows = self.history(location).select("version", "userMetadata").collect()
         except Exception as exc:
             raise self._fail(f"reading the history of {location} failed", exc) from None
         if not rows:
             raise WarehouseError(f"{location} has no Delta history")
-        stamps = (m.get("snaptime") for m in map(_mvlog_metadata, (r["userMetadata"] for r in rows)) if m)
-        stamp = next((s for s in stamps if s), None)
-        return int(rows[0]["version"]), datetime.fromisoformat(stamp) if stamp else None
+        stamped: list[tuple[int, datetime | None]] = []
+        stamp = None
+        for row in reversed(rows):
+            written = (_mvlog_metadata(row["userMetadata"]) or {}).get("snaptime")
+            stamp = datetime.fromisoformat(written) if written else stamp
+            stamped.append((int(row["version"]), stamp))
+        return stamped[::-1]
+
+    def mvlog_version(self, location: str) -> tuple[int, datetime | None]:
+        """The table's newest version, and the stamp of the newest commit mvlog wrote in a refresh
+        (None if none has one)."""
+        return self._stamped_versions(location)[0]
+
+    def version_at(self, location: str, stamp: datetime) -> int | None:
+        """The newest version of the table that holds the view as of ``stamp`` (from the stamps in
+        its commits); None if no version is that old."""
+        return next((v for v, s in self._stamped_versions(location) if s is not None and s <= stamp), None)
 
     def read_version(self, location: str, version: int) -> Any:
         """The Delta table at ``location`` as of ``version``."""
@@ -389,6 +422,10 @@ def _mvlog_metadata(user_metadata: str | None) -> dict | None:
     except (ValueError, KeyError, TypeError):
         return None
     return metadata if isinstance(metadata, dict) else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _lost_commit_race(exc: BaseException) -> bool:
