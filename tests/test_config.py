@@ -53,6 +53,7 @@ def test_object_store_warehouse_is_kept_as_is():
         (("  - name: open_orders", "  - name: Customer_Revenue"), "view name 'Customer_Revenue' is already used by views[0]"),
         (("  - table: public.customers", "  - table: public.orders"), "table 'public.orders' is already listed at logs[0]"),
         (('    schedule: "*/5 * * * *"', '    schedule: "every minute"'), "is not a valid cron expression"),
+        (('    schedule: "*/5 * * * *"', '    freshness: 10 minutes'), "views[0].freshness (customer_revenue): '10 minutes' is not a duration (e.g. 30s, 10m"),
         (("warehouse: ./warehouse\n", ""), "missing required key 'warehouse'"),
         (("    query: SELECT id FROM public.orders WHERE status = 'open'", ""), "views[1] (open_orders): missing required key 'query'"),
         (("logs:\n  - table: public.orders\n  - table: public.customers", "logs: public.orders"), "logs: Input should be a valid list"),
@@ -70,6 +71,20 @@ def test_invalid_config_names_the_place(change, message):
         parse_config(text)
     assert message in str(info.value)
     assert "s3cret" not in str(info.value)
+
+
+def test_freshness_is_a_duration():
+    from datetime import timedelta
+
+    from mvlog.config import parse_duration
+
+    config = parse_config(VALID.replace('    schedule: "*/5 * * * *"', '    freshness: 1h30m'))
+    assert config.views[0].freshness == timedelta(minutes=90)
+    assert [parse_duration(v) for v in ("45s", "10m", "2h", "1d", 90, "120")] == [
+        timedelta(seconds=s) for s in (45, 600, 7200, 86400, 90, 120)]
+    for bad in ("0s", "-5m", "5 min", "m", True):
+        with pytest.raises(ValueError, match="is not a duration"):
+            parse_duration(bad)
 
 
 def test_an_empty_logs_or_views_key_is_an_empty_list():

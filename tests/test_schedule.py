@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 import yaml
 
@@ -22,6 +24,27 @@ pytestmark = pytest.mark.integration
 def succeeded_after(db, view: str, after_id: int) -> int:
     return db.execute("SELECT count(*) FROM mvlog.refresh_history WHERE view_name = %s AND status = 'succeeded' "
                       "AND id > %s AND keys_read > 0", (view, after_id))[0][0]
+
+
+def follow(process: subprocess.Popen) -> list[str]:
+    """The process's stdout lines as they come (a reader thread appends them)."""
+    import threading
+
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def wait_for_line(lines: list[str], text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(text in line for line in lines):
+        assert time.monotonic() < deadline, f"no {text!r} in {lines}"
+        time.sleep(0.2)
 
 
 def test_schedule_refreshes_on_cron_and_stops_cleanly(db, tmp_path):
@@ -92,5 +115,81 @@ def test_schedule_units():
                                 "  - {name: c, query: 'SELECT 1', schedule: '* * * * *', group: g}\n")
     with pytest.raises(ConfigError, match="views of refresh group g have different schedules"):
         units_of(clash)
-    with pytest.raises(ConfigError, match="no view has a schedule"):
+    with pytest.raises(ConfigError, match="no view has a schedule or a freshness target"):
         units_of(parse_config(base + "  - {name: d, query: 'SELECT 1'}\n"))
+
+
+def test_freshness_units():
+    """A group keeps its strictest target; a unit waits while its lag, plus what its last refresh
+    took, plus the time to its next look, stays under the target; nothing pending never fires."""
+    base = "source: {dsn: 'host=h'}\nwarehouse: w\nviews:\n"
+    config = parse_config(base + "  - {name: a, query: 'SELECT 1', freshness: 10m}\n"
+                                 "  - {name: b, query: 'SELECT 1', freshness: 1h, group: g}\n"
+                                 "  - {name: c, query: 'SELECT 1', freshness: 5m, group: g, schedule: '0 * * * *'}\n")
+    a, g = units_of(config)
+    assert (a.freshness, a.cron, a.poll) == (timedelta(minutes=10), None, 30.0)
+    assert (g.views, g.freshness, g.cron, g.poll) == (["b", "c"], timedelta(minutes=5), "0 * * * *", 30.0)
+    a.last_seconds = 20
+    assert a.fresh_enough(0.0) and a.fresh_enough(549.0) and not a.fresh_enough(551.0)
+    assert not a.fresh_enough(None)  # never built
+    start = datetime(2026, 1, 1, 10, 0, 1, tzinfo=timezone.utc)
+    a.advance(start)
+    assert a.next_at == start + timedelta(seconds=30)
+    g.advance(start)  # the cron's next firing is an hour away; the freshness look comes first
+    assert g.next_at == start + timedelta(seconds=30)
+    assert not g.cron_due(start + timedelta(minutes=30), start) and g.cron_due(start + timedelta(hours=1), start)
+    assert units_of(parse_config(base + "  - {name: q, query: 'SELECT 1', freshness: 5s}\n"))[0].poll == 1.0
+
+
+def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path):
+    """`freshness: 30s`: nothing is refreshed while nothing is pending; a change is applied after the
+    scheduler has let it wait (batching) and before the target; `mvlog status` shows the lag and
+    whether the day met the target. A view with a 1h target and pending changes waits."""
+    db.execute("CREATE TABLE f (id int PRIMARY KEY, a int); INSERT INTO f SELECT g, g FROM generate_series(1, 20) g")
+    config = tmp_path / "mvlog.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"dsn": db.dsn}, "warehouse": str(tmp_path / "wh"),
+        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}},
+        "logs": [{"table": "f"}],
+        "views": [{"name": "fresh30", "freshness": "30s", "query": "SELECT id, a FROM f"},
+                  {"name": "hourly", "freshness": "1h", "query": "SELECT a % 3 AS r, count(*) AS n FROM f GROUP BY 1"}],
+    }))
+    run = lambda *args: subprocess.run([sys.executable, "-m", "mvlog", "-q", "-c", str(config), *args],  # noqa: E731
+                                       capture_output=True, text=True, timeout=300,
+                                       env={**os.environ, "COLUMNS": "250"})  # rich: one line per view
+    assert run("apply").returncode == 0
+    built = db.execute("SELECT coalesce(max(id), 0) FROM mvlog.refresh_history")[0][0]
+    errors = tmp_path / "schedule.err"
+    scheduler = subprocess.Popen([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "schedule"],
+                                 stdout=subprocess.PIPE, stderr=errors.open("w"), text=True)
+    lines = follow(scheduler)
+    try:
+        wait_for_line(lines, "ready: Spark started", 120)
+        time.sleep(8)  # several looks (every 3 s) with nothing pending
+        assert db.execute("SELECT count(*) FROM mvlog.refresh_history WHERE id > %s", (built,))[0][0] == 0
+
+        db.execute("UPDATE f SET a = a + 100 WHERE id IN (1, 2)")
+        changed = time.monotonic()
+        deadline = changed + 90
+        while time.monotonic() < deadline and not succeeded_after(db, "fresh30", built):
+            time.sleep(0.2)
+        assert succeeded_after(db, "fresh30", built) == 1
+        ((lag, waited),) = db.execute(
+            "SELECT extract(epoch FROM finished_at - oldest_change), extract(epoch FROM started_at - oldest_change) "
+            "FROM mvlog.refresh_history WHERE view_name = 'fresh30' AND id > %s", (built,))
+        assert 3 < waited and lag < 30, (waited, lag)  # it batched, and it met the target
+        status = json.loads(run("status", "--json").stdout)
+    finally:
+        scheduler.send_signal(signal.SIGTERM)
+        scheduler.wait(timeout=120)
+    stdout, stderr = "\n".join(lines), errors.read_text()
+    assert scheduler.returncode == 0, stderr
+    assert "fresh30: lag" in stdout and "nears the target 30s: refreshing" in stdout, stdout
+    views = {v["name"]: v for v in status["views"]}
+    assert views["fresh30"]["lag_seconds"] == 0 and views["fresh30"]["freshness_seconds"] == 30
+    assert views["fresh30"]["freshness_missed_last_day"] is False
+    assert views["hourly"]["lag_seconds"] > 0 and views["hourly"]["freshness_missed_last_day"] is False
+    assert db.execute("SELECT count(*) FROM mvlog.refresh_history WHERE view_name = 'hourly' AND id > %s",
+                      (built,))[0][0] == 0
+    human = run("status").stdout
+    assert "30s (met)" in human and "1h00m (met)" in human

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Sequence
 from psycopg2 import sql
 
 from mvlog.errors import ConcurrentRefreshError, UsageError
-from mvlog.locks import LOCK_HOLDER, take_view_lock, view_lock_holder
+from mvlog.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.source import Cursor, Source, log_identifier, read_sql
 from mvlog.keymap import drop_keymap_sql
@@ -97,6 +97,7 @@ class HistoryRow:
     rows_deleted: int | None
     error: str | None
     delta_version: int | None = None  # the Delta version the view was left at (None: unknown, or failed)
+    lag_seconds: float | None = None  # from the start of the oldest change applied to the finish
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -267,6 +268,7 @@ class Catalog:
         deadline = time.monotonic() + wait
         try:
             with conn.cursor() as cur:
+                keep_lock_session_alive(cur)
                 for name in sorted(names):  # one order everywhere: two groups never wait for each other
                     if not take_view_lock(cur, name, deadline - time.monotonic()):
                         raise ConcurrentRefreshError(name, view_lock_holder(cur, name))
@@ -313,7 +315,8 @@ class Catalog:
         return rows[0][0]
 
     def history_end(self, history_id: int, counts: Any, error: str | None = None,
-                    method: RefreshMethod | None = None, reason: str | None = None) -> None:
+                    method: RefreshMethod | None = None, reason: str | None = None,
+                    oldest_change: datetime | None = None) -> None:
         """Finish a history row: failed with ``error``, else succeeded (with the method and reason
         the refresh ended with). ``counts``: keys_read, rows_inserted/updated/deleted and the Delta
         version written; a success that wrote nothing records the version of the view's last
@@ -322,7 +325,7 @@ class Catalog:
             """
             UPDATE mvlog.refresh_history AS h SET finished_at = clock_timestamp(), status = %s, error = %s,
                    keys_read = %s, rows_inserted = %s, rows_updated = %s, rows_deleted = %s,
-                   method = coalesce(%s, method), reason = coalesce(%s, reason),
+                   method = coalesce(%s, method), reason = coalesce(%s, reason), oldest_change = %s,
                    delta_version = CASE WHEN %s IS NOT NULL THEN NULL ELSE coalesce(%s, (
                        SELECT p.delta_version FROM mvlog.refresh_history AS p
                        WHERE p.view_name = h.view_name AND p.id < h.id AND p.status = 'succeeded'
@@ -331,7 +334,8 @@ class Catalog:
             WHERE id = %s
             """,
             ("failed" if error else "succeeded", error, counts.keys_read, counts.rows_inserted, counts.rows_updated,
-             counts.rows_deleted, method.value if method else None, reason, error, counts.version, history_id),
+             counts.rows_deleted, method.value if method else None, reason, oldest_change, error, counts.version,
+             history_id),
         )
 
     def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
@@ -341,7 +345,8 @@ class Catalog:
         rows = self.source.query(
             """
             SELECT id, started_at, finished_at, extract(epoch FROM finished_at - started_at)::float8, status, method,
-                   reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version
+                   reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version,
+                   extract(epoch FROM finished_at - oldest_change)::float8
             FROM mvlog.refresh_history WHERE view_name = %s ORDER BY id DESC LIMIT %s
             """,
             (name, limit),
@@ -369,6 +374,18 @@ class Catalog:
         if not rows:
             return None
         return rows[0][1], {name: version for name, _, version in rows}
+
+    def lags_since(self, name: str, since: datetime) -> list[float]:
+        """The lags (seconds) that the view's successful refreshes finished since ``since`` ended."""
+        rows = self.source.query(
+            """
+            SELECT extract(epoch FROM finished_at - oldest_change)::float8 FROM mvlog.refresh_history
+            WHERE view_name = %s AND status = 'succeeded' AND finished_at >= %s AND oldest_change IS NOT NULL
+            ORDER BY id
+            """,
+            (name, since),
+        )
+        return [row[0] for row in rows]
 
     # -- status -----------------------------------------------------------------------------------
 

@@ -138,16 +138,20 @@ def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: s
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Per view: staleness, pending changes, last refresh, rows. Per log: size and oldest change."""
+    from mvlog.render import duration_text, freshness_text
+
     data = _project(ctx).status()
     if as_json:
         _emit_json(data)
         return
     views = Table(title="views", show_edge=False, title_justify="left")
-    for column in ("view", "class", "refresh", "staleness", "pending", "rows", "last refresh", "location"):
+    for column in ("view", "class", "refresh", "staleness", "lag", "freshness (last day)", "pending", "rows",
+                   "last refresh", "location"):
         views.add_column(column)
     for v in data["views"]:
         color = {"fresh": "green", "stale": "yellow"}.get(v["staleness"], "red")
         views.add_row(v["name"], v["class"], v["refresh"], f"[{color}]{v['staleness']}[/{color}]",
+                      duration_text(v["lag_seconds"]), freshness_text(v),
                       str(v["pending_log_rows"]), "" if v["rows"] is None else str(v["rows"]),
                       f"{v['last_refresh'] or 'never'} ({v['last_method'] or '-'})", v["location"])
     out.print(views)

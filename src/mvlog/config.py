@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,22 @@ DEFAULT_CONFIG = "mvlog.yaml"
 CONFIG_ENV = "MVLOG_CONFIG"
 VIEW_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_DURATION = re.compile(r"(\d+)\s*([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: Any) -> timedelta:
+    """``30s``, ``10m``, ``2h``, ``1d`` or a sum of them (``1h30m``); a bare number is seconds."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return timedelta(seconds=value)
+    text = str(value).strip().lower().replace(" ", "")
+    text = text + "s" if text.isdigit() else text
+    parts = _DURATION.findall(text)
+    if not parts or "".join(f"{n}{u}" for n, u in parts) != text or all(int(n) == 0 for n, _ in parts):
+        raise ValueError(f"{value!r} is not a duration (e.g. 30s, 10m, 2h, 1d, 1h30m)")
+    return timedelta(seconds=sum(int(n) * _UNIT_SECONDS[u] for n, u in parts))
 
 
 class _Strict(BaseModel):
@@ -63,6 +80,8 @@ class ViewConfig(_Strict):
     query: str = Field(min_length=1)
     refresh: RefreshMethod = RefreshMethod.FORCE
     schedule: str | None = None
+    # Target lag: `mvlog schedule` refreshes the view before its oldest unapplied change is older.
+    freshness: timedelta | None = None
     group: str | None = None
 
     @field_validator("name")
@@ -74,6 +93,11 @@ class ViewConfig(_Strict):
                 "letters, digits and underscores (at most 63 characters)"
             )
         return value
+
+    @field_validator("freshness", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> timedelta | None:
+        return None if value is None else parse_duration(value)
 
     @field_validator("schedule")
     @classmethod

@@ -16,6 +16,18 @@ VIEW_LOCK_NAMESPACE = 0x6D767677  # "mvvw": advisory lock held for the whole ref
 LOCK_HOLDER = f"mvlog pid {os.getpid()} on {socket.gethostname()}"
 
 
+# The lock session's TCP keepalives, as PostgreSQL sends them: a lock whose holder's host died (no
+# FIN, no RST) is released after about 10 + 5 * 3 s instead of the kernel's default two hours, so
+# another scheduler can take the view over. (Ignored on a Unix socket, where death is seen at once.)
+LOCK_KEEPALIVES = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
+
+
+def keep_lock_session_alive(cur: Cursor) -> None:
+    """Make the server notice a dead holder of this session's locks within seconds."""
+    for name, value in LOCK_KEEPALIVES.items():
+        cur.execute("SELECT set_config(%s, %s, false)", (name, value))
+
+
 def take_view_lock(cur: Cursor, name: str, wait: float) -> bool:
     """Take a view's lock, waiting up to ``wait`` seconds for its holder; False if it stayed held."""
     if wait <= 0:

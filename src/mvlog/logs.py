@@ -225,6 +225,11 @@ class Logs:
         finally:
             holder.close()
 
+    def oldest_pending(self, logs: Sequence[LogInfo], after: datetime | None) -> datetime | None:
+        """When the oldest transaction a consumer at ``after`` has not applied started (its log rows
+        are stamped later, or not stamped yet); None if there is none."""
+        return self.source.query(oldest_change_sql(logs), {"after": after})[0][0] if logs else None
+
     def pending_rows(self, log: LogInfo, after: datetime | None) -> int:
         """Log rows a consumer at ``after`` has not consumed (stamped later, or not stamped yet)."""
         rows = self.source.query(
@@ -248,6 +253,16 @@ class Logs:
                 cur.execute(sql.SQL('DELETE FROM {} WHERE "snaptime$$" <= %s').format(log_identifier(log)), (until,))
                 deleted[log.qualified_table] = cur.rowcount
         return deleted
+
+
+def oldest_change_sql(logs: Sequence[LogInfo]) -> sql.Composed:
+    """The start time of the oldest transaction with log rows stamped after ``%(after)s`` (or not
+    stamped yet) in any of ``logs``: a log row's ``xact_time$$`` is its writer's
+    ``transaction_timestamp()``."""
+    per_log = sql.SQL(" UNION ALL ").join(
+        sql.SQL('SELECT min("xact_time$$") FROM {} WHERE %(after)s::timestamptz IS NULL OR "snaptime$$" > %(after)s')
+        .format(log_identifier(log)) for log in logs)
+    return sql.SQL("SELECT min(m) FROM ({}) AS p(m)").format(per_log)
 
 
 @dataclass
@@ -287,6 +302,11 @@ class StampedSnapshot:
     def truncated_since(self, log: LogInfo, after: datetime | None) -> bool:
         """Whether the table was truncated in this refresh's window for a consumer at ``after``."""
         return self._window_has(log, after, sql.SQL("\"dmltype$$\" = 'T'"))
+
+    def oldest_change(self, logs: Sequence[LogInfo], after: datetime | None) -> datetime | None:
+        """When the oldest transaction whose changes are in this refresh's window (for a consumer at
+        ``after``) started; None if the window is empty."""
+        return self.query(oldest_change_sql(logs), {"after": after})[0][0] if logs else None
 
     def window_size(self, log: LogInfo, after: datetime | None) -> WindowSize:
         """How many distinct keys of the table this window changed, and the table's estimated rows."""

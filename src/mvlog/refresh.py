@@ -265,9 +265,11 @@ class Refresher:
                      phases: Phases) -> RefreshResult:
         view, plan = planned.view, planned.plan
         history_id = self.catalog.history_start(view.name, plan.method, plan.reason, stamped.time)
-        counts = WriteCounts()
+        counts, oldest = WriteCounts(), None
         try:
             plan = self._after_stamp(view, plan, stamped)
+            if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
+                oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
             counts = self._write(plan, stamped, phases)
             if plan.method is RefreshMethod.COMPLETE:
                 row_count = counts.rows_inserted
@@ -280,7 +282,7 @@ class Refresher:
         except MvlogError as exc:
             self.catalog.history_end(history_id, counts, error=str(exc))
             return RefreshResult.failed(view.name, exc, started, plan, stamped.time)
-        self.catalog.history_end(history_id, counts, method=plan.method, reason=plan.reason)
+        self.catalog.history_end(history_id, counts, method=plan.method, reason=plan.reason, oldest_change=oldest)
         return RefreshResult(view.name, plan.method, plan.reason, stamped.time, counts.keys_read, counts.rows_inserted,
                              counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started,
                              phases=phases.seconds)

@@ -67,3 +67,27 @@ def verify_table(results: Iterable["VerifyResult"], secrets: Iterable[str] = ())
                                  for c in m.source if m.delta.get(c) != m.source[c])
             table.add_row("", "", "", "", "", "", "", escape(f"{key}: {what}"))
     return table
+
+
+def duration_text(seconds: float | None) -> str:
+    """``45s``, ``12m05s``, ``3h20m``, ``2d04h``; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def freshness_text(view: dict) -> str:
+    """A status row's freshness target, and whether the last day missed it."""
+    target = view.get("freshness_seconds")
+    if target is None:
+        return "-"
+    if view.get("freshness_missed_last_day"):
+        return f"{duration_text(target)} [red](missed: {duration_text(view['max_lag_last_day_seconds'])})[/red]"
+    return f"{duration_text(target)} [green](met)[/green]"

@@ -1,4 +1,10 @@
-"""``mvlog schedule``: refresh views and groups on their cron schedules with one warm SparkSession.
+"""``mvlog schedule``: refresh views and groups on their cron schedules and freshness targets with
+one warm SparkSession.
+
+A unit (a view, or every view of a refresh group) fires on its cron schedule, or — with a
+``freshness:`` target — when the lag of its stalest view (time since the oldest change it has
+not applied started) plus what its last refresh took would pass the target before the next
+check; never while its logs hold nothing pending for it.
 
 One process; the units that are due at the same moment are refreshed together, up to the
 configuration's ``concurrency`` at once on the one Spark (never two of the same view; across
@@ -13,15 +19,19 @@ from __future__ import annotations
 import signal
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from croniter import croniter
 
 from mvlog.config import Config
-from mvlog.errors import ConfigError
+from mvlog.errors import ConfigError, MvlogError
 from mvlog.project import Project
-from mvlog.render import result_line
+from mvlog.render import duration_text, result_line
+
+
+FRESHNESS_POLL_MIN = 1.0  # seconds between freshness checks: a tenth of the target, within these bounds
+FRESHNESS_POLL_MAX = 30.0
 
 
 @dataclass
@@ -30,31 +40,71 @@ class Unit:
 
     name: str
     views: list[str]
-    cron: str
+    cron: str | None = None
     group: str | None = None
+    freshness: timedelta | None = None
     next_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    last_seconds: float = 0.0  # what its last refresh took: a freshness unit starts that much early
 
     def advance(self, after: datetime) -> None:
+        """The next moment to fire (cron) or to look at the lag (freshness), after ``after``."""
+        if self.cron is None:
+            self.next_at = after + timedelta(seconds=self.poll)
+            return
         seconds_first = len(self.cron.split()) == 6
         self.next_at = croniter(self.cron, after, second_at_beginning=seconds_first).get_next(datetime)
+        if self.freshness is not None:
+            self.next_at = min(self.next_at, after + timedelta(seconds=self.poll))
+
+    @property
+    def poll(self) -> float:
+        target = self.freshness.total_seconds() if self.freshness else FRESHNESS_POLL_MAX
+        return min(max(target / 10, FRESHNESS_POLL_MIN), FRESHNESS_POLL_MAX)
+
+    def cron_due(self, now: datetime, previous: datetime) -> bool:
+        """Whether a cron firing falls in (previous, now]."""
+        if self.cron is None:
+            return False
+        seconds_first = len(self.cron.split()) == 6
+        return croniter(self.cron, previous, second_at_beginning=seconds_first).get_next(datetime) <= now
+
+    def fresh_enough(self, lag: float | None) -> bool:
+        """Whether the unit's lag can wait for the next check (None: a view was never built)."""
+        if self.freshness is None:
+            return True
+        if lag is None:
+            return False
+        return lag == 0 or lag + self.last_seconds + self.poll < self.freshness.total_seconds()
+
+    def describe(self) -> str:
+        when = [f"on {self.cron!r}"] if self.cron else []
+        if self.freshness is not None:
+            when.append(f"at most {duration_text(self.freshness.total_seconds())} behind")
+        return f"{self.name} ({', '.join(self.views)}) {' and '.join(when)}"
 
 
 def units_of(config: Config) -> list[Unit]:
-    """Scheduled units: views with a schedule; a group's views must share one schedule."""
+    """Scheduled units: views with a schedule or a freshness target; a group's views must share one
+    schedule, and the group keeps the strictest freshness target of its views."""
     units: dict[str, Unit] = {}
     for view in config.views:
-        if view.schedule is None:
+        if view.schedule is None and view.freshness is None:
             continue
         if view.group is None:
-            units[view.name] = Unit(view.name, [view.name], view.schedule)
+            units[view.name] = Unit(view.name, [view.name], view.schedule, freshness=view.freshness)
             continue
-        unit = units.setdefault(f"group {view.group}", Unit(f"group {view.group}", [], view.schedule, view.group))
-        if unit.cron != view.schedule:
+        name = f"group {view.group}"
+        unit = units.setdefault(name, Unit(name, [], view.schedule, view.group, view.freshness))
+        if unit.cron != view.schedule and unit.cron is not None and view.schedule is not None:
             raise ConfigError(f"the views of refresh group {view.group} have different schedules "
                               f"({unit.cron!r} and {view.schedule!r}); give them one")
+        unit.cron = unit.cron or view.schedule
+        if view.freshness is not None:
+            unit.freshness = min(unit.freshness or view.freshness, view.freshness)
         unit.views.append(view.name)
     if not units:
-        raise ConfigError("no view has a schedule: add schedule: '<cron>' to the views to refresh")
+        raise ConfigError("no view has a schedule or a freshness target: add schedule: '<cron>' or "
+                          "freshness: 10m to the views to refresh")
     return list(units.values())
 
 
@@ -81,19 +131,53 @@ class Scheduler:
     def run(self) -> None:
         now = datetime.now(timezone.utc)
         for unit in self.units:
+            unit.last_seconds = self._last_seconds(unit)
             unit.advance(now)
-            self.log(f"scheduled {unit.name} ({', '.join(unit.views)}) on {unit.cron!r}; next {unit.next_at:%H:%M:%S}")
+            self.log(f"scheduled {unit.describe()}; next look {unit.next_at:%H:%M:%S}")
         self.project.warehouse  # start Spark once, before the first refresh is due
+        self.log("ready: Spark started")
+        looked = {unit.name: now for unit in self.units}
         while not self.stop.is_set():
             wait = (min(u.next_at for u in self.units) - datetime.now(timezone.utc)).total_seconds()
             if wait > 0 and self.stop.wait(wait):
                 break
             now = datetime.now(timezone.utc)
-            due = [u for u in self.units if u.next_at <= now]
+            looking = [u for u in self.units if u.next_at <= now]
+            due = self.due(looking, looked, now)
             self.refresh(due)
-            for unit in due:
-                unit.advance(max(datetime.now(timezone.utc), unit.next_at))
+            for unit in looking:
+                looked[unit.name] = now
+                unit.advance(max(datetime.now(timezone.utc), now))
         self.log("stopped")
+
+    def _last_seconds(self, unit: Unit) -> float:
+        """What the unit's last successful refresh took (its views' longest), from the history."""
+        took = []
+        for name in self._views(unit):
+            try:
+                took += [h.seconds for h in self.project.history(name, 5) if h.status == "succeeded" and h.seconds][:1]
+            except MvlogError:
+                pass  # not registered yet: its first refresh says why
+        return max(took, default=0.0)
+
+    def due(self, looking: list[Unit], looked: dict[str, datetime], now: datetime) -> list[Unit]:
+        """The units to refresh now: a cron firing since they were last looked at, or a lag that
+        would pass their freshness target before the next look."""
+        due = []
+        for unit in looking:
+            if unit.cron_due(now, looked[unit.name]):
+                due.append(unit)
+                continue
+            if unit.freshness is None:
+                continue
+            lags = self.project.lags(self._views(unit))
+            lag = None if None in lags.values() else max(lags.values(), default=0.0)
+            if not unit.fresh_enough(lag):
+                self.log(f"{unit.name}: lag {duration_text(lag)} + last refresh {duration_text(unit.last_seconds)} "
+                         f"nears the target {duration_text(unit.freshness.total_seconds())}: refreshing"
+                         if lag is not None else f"{unit.name}: not built yet: refreshing")
+                due.append(unit)
+        return due
 
     def _views(self, unit: Unit) -> list[str]:
         """The views a unit refreshes: a group's are all of its views, scheduled or not."""
@@ -104,11 +188,17 @@ class Scheduler:
     def refresh(self, units: list[Unit]) -> None:
         """Refresh the due units together (concurrently, up to the configuration's bound); retry
         the units with transient failures, with exponential backoff."""
+        if not units:
+            return
         pending = list(units)
         for attempt in range(self.max_retries + 1):
             results = self.project.refresh([name for unit in pending for name in self._views(unit)])
             for result in results:
                 self.log(result_line(result))
+            seconds = {r.view: r.seconds for r in results if not r.error and not r.skipped}
+            for unit in pending:
+                took = [seconds[v] for v in self._views(unit) if v in seconds]
+                unit.last_seconds = max(took, default=unit.last_seconds)
             transient = {r.view for r in results if r.error and r.transient}
             pending = [unit for unit in pending if transient & set(self._views(unit))]
             if not pending or attempt == self.max_retries or self.stop.is_set():
