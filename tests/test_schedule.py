@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from mvlog.config import parse_config
+from mvlog.pgtemp import free_port
 from mvlog.errors import ConfigError
 from mvlog.schedule import units_of
 
@@ -38,6 +39,17 @@ def follow(process: subprocess.Popen) -> list[str]:
 
     threading.Thread(target=read, daemon=True).start()
     return lines
+
+
+def scrape(port: int) -> dict[tuple, float]:
+    """The scheduler's metrics: (name, sorted labels) -> value."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def wait_for_line(lines: list[str], text: str, timeout: float) -> None:
@@ -160,7 +172,9 @@ def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path):
     assert run("apply").returncode == 0
     built = db.execute("SELECT coalesce(max(id), 0) FROM mvlog.refresh_history")[0][0]
     errors = tmp_path / "schedule.err"
-    scheduler = subprocess.Popen([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "schedule"],
+    port = free_port()
+    scheduler = subprocess.Popen([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "schedule",
+                                  "--metrics-port", str(port)],
                                  stdout=subprocess.PIPE, stderr=errors.open("w"), text=True)
     lines = follow(scheduler)
     try:
@@ -179,6 +193,13 @@ def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path):
             "FROM mvlog.refresh_history WHERE view_name = 'fresh30' AND id > %s", (built,))
         assert 3 < waited and lag < 30, (waited, lag)  # it batched, and it met the target
         status = json.loads(run("status", "--json").stdout)
+        # Prometheus metrics, scraped over HTTP: the refresh counted, the gauges brought up to date.
+        ((updated,),) = db.execute("SELECT rows_updated FROM mvlog.refresh_history WHERE view_name = 'fresh30' "
+                                   "AND id > %s", (built,))
+        deadline = time.monotonic() + 30
+        while (metrics := scrape(port)).get(("mvlog_view_lag_seconds", (("view", "hourly"),)), 0) <= 0:
+            assert time.monotonic() < deadline, metrics
+            time.sleep(1)
     finally:
         scheduler.send_signal(signal.SIGTERM)
         scheduler.wait(timeout=120)
@@ -193,3 +214,11 @@ def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path):
                       (built,))[0][0] == 0
     human = run("status").stdout
     assert "30s (met)" in human and "1h00m (met)" in human
+    assert metrics[("mvlog_refreshes_total", (("method", "fast"), ("status", "ok"), ("view", "fresh30")))] == 1
+    assert metrics[("mvlog_refresh_rows_total", (("change", "updated"), ("view", "fresh30")))] == updated == 2
+    assert metrics[("mvlog_refresh_keys_read_total", (("view", "fresh30"),))] == 2
+    assert metrics[("mvlog_view_freshness_target_seconds", (("view", "fresh30"),))] == 30
+    assert metrics[("mvlog_view_lag_seconds", (("view", "fresh30"),))] == 0
+    assert metrics[("mvlog_log_rows", (("table", "public.f"),))] >= 2  # kept for hourly
+    assert metrics[("mvlog_log_bytes", (("table", "public.f"),))] > 0
+    assert f"serving metrics on http://127.0.0.1:{port}/metrics" in stdout

@@ -199,9 +199,14 @@ def explain(ctx: click.Context, view: str, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              help="Serve Prometheus metrics on this port (/metrics).")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="Address the metrics are served on (0.0.0.0: every interface).")
 @click.pass_context
-def schedule(ctx: click.Context) -> None:
-    """Refresh each view or group on its cron schedule, with one warm SparkSession, until SIGTERM/SIGINT."""
+def schedule(ctx: click.Context, metrics_port: int | None, metrics_host: str) -> None:
+    """Refresh each view or group on its cron schedule and within its freshness target, with one warm
+    SparkSession, until SIGTERM/SIGINT."""
     from mvlog.schedule import Scheduler
 
     state = _state(ctx)
@@ -210,7 +215,14 @@ def schedule(ctx: click.Context) -> None:
         click.echo(f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ} {state.redact(line)}", err=False)
         sys.stdout.flush()
 
-    scheduler = Scheduler(_project(ctx), log)
+    metrics = None
+    if metrics_port is not None:
+        from mvlog.metrics import SchedulerMetrics
+
+        metrics = SchedulerMetrics()
+        metrics.serve(metrics_port, metrics_host)
+        log(f"serving metrics on http://{metrics_host}:{metrics_port}/metrics")
+    scheduler = Scheduler(_project(ctx), log, metrics=metrics)
     scheduler.install_signal_handlers()
     scheduler.run()
 

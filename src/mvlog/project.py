@@ -214,6 +214,11 @@ class Project:
                 "pending_log_rows": pending, "rows": row.row_count, "base_tables": sorted(row.tables),
                 **self._freshness(row, [logs[t] for t in row.tables if t in logs]),
             })
+        return {"views": views, "logs": self.log_status(logs)}
+
+    def log_status(self, logs: dict[str, LogInfo] | None = None) -> list[dict[str, Any]]:
+        """Per log: rows, bytes, the oldest change some view has not consumed, views that pin it."""
+        logs = self.logs.registered() if logs is None else logs
         now = datetime.now(timezone.utc)
         log_list = []
         for table, log in sorted(logs.items()):
@@ -225,7 +230,7 @@ class Project:
                 "oldest_unconsumed_age_seconds": round((now - oldest).total_seconds(), 3) if oldest else None,
                 "pinned_by": list(found.pinned_by),
             })
-        return {"views": views, "logs": log_list}
+        return log_list
 
     def lags(self, names: list[str]) -> dict[str, float | None]:
         """The current lag of each named view (see :meth:`lag`)."""

@@ -20,7 +20,7 @@ import signal
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from croniter import croniter
 
@@ -28,6 +28,9 @@ from mvlog.config import Config
 from mvlog.errors import ConfigError, MvlogError
 from mvlog.project import Project
 from mvlog.render import duration_text, result_line
+
+if TYPE_CHECKING:
+    from mvlog.metrics import SchedulerMetrics
 
 
 FRESHNESS_POLL_MIN = 1.0  # seconds between freshness checks: a tenth of the target, within these bounds
@@ -111,8 +114,10 @@ def units_of(config: Config) -> list[Unit]:
 class Scheduler:
     """The long-running loop behind ``mvlog schedule``."""
 
-    def __init__(self, project: Project, log: Callable[[str], None], max_retries: int = 3, backoff: float = 2.0):
+    def __init__(self, project: Project, log: Callable[[str], None], max_retries: int = 3, backoff: float = 2.0,
+                 metrics: "SchedulerMetrics | None" = None):
         self.project = project
+        self.metrics = metrics
         self.units = units_of(project.config)
         self.log = log
         self.max_retries = max_retries
@@ -136,6 +141,7 @@ class Scheduler:
             self.log(f"scheduled {unit.describe()}; next look {unit.next_at:%H:%M:%S}")
         self.project.warehouse  # start Spark once, before the first refresh is due
         self.log("ready: Spark started")
+        self._update_gauges()
         looked = {unit.name: now for unit in self.units}
         while not self.stop.is_set():
             wait = (min(u.next_at for u in self.units) - datetime.now(timezone.utc)).total_seconds()
@@ -145,10 +151,19 @@ class Scheduler:
             looking = [u for u in self.units if u.next_at <= now]
             due = self.due(looking, looked, now)
             self.refresh(due)
+            self._update_gauges()
             for unit in looking:
                 looked[unit.name] = now
                 unit.advance(max(datetime.now(timezone.utc), now))
         self.log("stopped")
+
+    def _update_gauges(self) -> None:
+        if self.metrics is None:
+            return
+        try:
+            self.metrics.update_gauges(self.project)
+        except MvlogError as exc:  # the database is away: the gauges keep their last values
+            self.log(f"metrics not updated: {exc}")
 
     def _last_seconds(self, unit: Unit) -> float:
         """What the unit's last successful refresh took (its views' longest), from the history."""
@@ -195,6 +210,8 @@ class Scheduler:
             results = self.project.refresh([name for unit in pending for name in self._views(unit)])
             for result in results:
                 self.log(result_line(result))
+                if self.metrics is not None:
+                    self.metrics.observe(result)
             seconds = {r.view: r.seconds for r in results if not r.error and not r.skipped}
             for unit in pending:
                 took = [seconds[v] for v in self._views(unit) if v in seconds]
