@@ -83,6 +83,8 @@ class ViewConfig(_Strict):
     # Target lag: `mvlog schedule` refreshes the view before its oldest unapplied change is older.
     freshness: timedelta | None = None
     group: str | None = None
+    # Delta Change Data Feed on the view's table: downstream jobs read what each refresh changed.
+    change_feed: bool = False
 
     @field_validator("name")
     @classmethod

@@ -40,6 +40,7 @@ class ApplyReport(Registration):
     """What ``mvlog apply`` did: the registration, then the builds of new (or changed) views."""
 
     builds: list[RefreshResult] = field(default_factory=list)
+    change_feeds: dict[str, bool] = field(default_factory=dict)  # views whose change feed was turned on/off
 
 
 class Project:
@@ -141,6 +142,10 @@ class Project:
         pending = [v.name for v in self.config.views if v.name in unbuilt or not occupants[v.name].delta]
         if pending:
             report.builds = self.refresh(pending, complete=True)
+        for view in self.config.views:  # a change_feed: setting changed on a built view
+            # No lock needed: a MERGE that meets this metadata commit runs again (warehouse.merge).
+            if self.warehouse.set_change_feed(self.config.view_location(view.name), view.name, view.change_feed):
+                report.change_feeds[view.name] = view.change_feed
         return report
 
     def _check_locations(self) -> dict[str, Occupant]:

@@ -324,7 +324,14 @@ class Refresher:
         df = self.warehouse.read(self.jdbc, plan.read_sql(), stamped.snapshot, plan.partitions)
         checkpoint("after_read")
         with phases("write"):
-            return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns)
+            return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns,
+                                          change_feed=self._change_feed(plan.view))
+
+    def _change_feed(self, name: str) -> bool:
+        try:
+            return self.config.view(name).change_feed
+        except KeyError:
+            return False
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int) -> None:
         """After the Delta commit: bring the key map to S and record last_V = S, in one transaction

@@ -3,8 +3,8 @@ one warm SparkSession.
 
 A unit (a view, or every view of a refresh group) fires on its cron schedule, or — with a
 ``freshness:`` target — when the lag of its stalest view (time since the oldest change it has
-not applied started) plus what its last refresh took would pass the target before the next
-check; never while its logs hold nothing pending for it.
+not applied started) plus what its last refresh took, plus a tenth of the target to spare,
+would pass the target before the next check; never while its logs hold nothing pending for it.
 
 One process; the units that are due at the same moment are refreshed together, up to the
 configuration's ``concurrency`` at once on the one Spark (never two of the same view; across
@@ -77,7 +77,9 @@ class Unit:
             return True
         if lag is None:
             return False
-        return lag == 0 or lag + self.last_seconds + self.poll < self.freshness.total_seconds()
+        # A tenth of the target to spare: a refresh can take longer than the last one did.
+        target = self.freshness.total_seconds()
+        return lag == 0 or lag + self.last_seconds + self.poll + target / 10 < target
 
     def describe(self) -> str:
         when = [f"on {self.cron!r}"] if self.cron else []
@@ -166,11 +168,11 @@ class Scheduler:
             self.log(f"metrics not updated: {exc}")
 
     def _last_seconds(self, unit: Unit) -> float:
-        """What the unit's last successful refresh took (its views' longest), from the history."""
+        """The longest of the unit's last successful refreshes (up to 5 per view), from the history."""
         took = []
         for name in self._views(unit):
             try:
-                took += [h.seconds for h in self.project.history(name, 5) if h.status == "succeeded" and h.seconds][:1]
+                took += [h.seconds for h in self.project.history(name, 5) if h.status == "succeeded" and h.seconds]
             except MvlogError:
                 pass  # not registered yet: its first refresh says why
         return max(took, default=0.0)

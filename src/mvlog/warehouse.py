@@ -30,6 +30,7 @@ OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
 BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
 MERGE_ATTEMPTS = 3  # a MERGE that lost a commit race to another writer of the table runs again
 INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
+CHANGE_FEED = "delta.enableChangeDataFeed"
 DEFAULT_INDEXED_COLUMNS = 32
 WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
 OWNER_COMMITS = 100  # newest commits searched for the view mvlog wrote a table for
@@ -221,7 +222,7 @@ class Warehouse:
                 self.spark.conf.unset(key)
 
     def replace(self, location: str, df: Any, metadata: dict, txn: tuple[str, int] | None = None,
-                key_columns: tuple[str, ...] = ()) -> WriteCounts:
+                key_columns: tuple[str, ...] = (), change_feed: bool = False) -> WriteCounts:
         """Atomically replace the table's contents (and schema) with ``df``: one Delta commit.
 
         Delta keeps min/max statistics (which MERGE uses to skip files) for the first 32
@@ -233,7 +234,9 @@ class Warehouse:
         indexed = indexed if indexed > DEFAULT_INDEXED_COLUMNS else None
         try:
             writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-            if indexed and detail is None:  # a new table takes its properties from the writer
+            if detail is None and change_feed:  # a new table takes its properties from the writer
+                writer = writer.option(CHANGE_FEED, "true")
+            if indexed and detail is None:
                 writer = writer.option(INDEXED_COLUMNS, str(indexed))
             elif indexed:
                 self._index_columns(location, detail, indexed)
@@ -248,6 +251,23 @@ class Warehouse:
         written = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
         return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before,
                            version=_int_or_none(commit.get("version")))
+
+    def set_change_feed(self, location: str, view: str, enabled: bool) -> bool:
+        """Turn the table's Change Data Feed on or off (a metadata-only commit); False if it was
+        already so, or there is no table yet (its first write sets it)."""
+        detail = self._detail(location)
+        if detail is None:
+            return False
+        current = str((detail["properties"] or {}).get(CHANGE_FEED, "false")).lower() == "true"
+        if current == enabled:
+            return False
+        try:
+            with self._commit_settings({"view": view, "operation": "change_feed"}):
+                self.spark.sql(f"ALTER TABLE {delta_table(location)} "
+                               f"SET TBLPROPERTIES ('{CHANGE_FEED}' = '{str(enabled).lower()}')").collect()
+        except Exception as exc:
+            raise self._fail(f"setting the change feed of {location} failed", exc) from None
+        return True
 
     def _index_columns(self, location: str, detail: dict, count: int) -> None:
         """Make an existing table collect statistics on at least its first ``count`` columns (a
