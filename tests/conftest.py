@@ -140,7 +140,7 @@ def make_project(db, tmp_path, request) -> Callable[..., "Project"]:
 
     projects = []
 
-    def make(logs: list[str], views: list[dict], extra: str = "", spark_mode: str = "local",
+    def make(logs: list[str | dict], views: list[dict], extra: str = "", spark_mode: str = "local",
              warehouse: str | None = None) -> Project:
         import yaml
 
@@ -151,7 +151,7 @@ def make_project(db, tmp_path, request) -> Callable[..., "Project"]:
             "source": {"dsn": db.dsn},
             "warehouse": warehouse or str(tmp_path / "warehouse"),
             "spark": spark,
-            "logs": [{"table": t} for t in logs],
+            "logs": [t if isinstance(t, dict) else {"table": t} for t in logs],
             "views": views,
         }
         path = tmp_path / "mvlog.yaml"

@@ -20,7 +20,7 @@ from mvlog.catalog import Catalog, ViewRegistration, ViewState
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, RefreshError, SourceError
 from mvlog.logs import Logs
-from mvlog.model import HIDDEN_PREFIX, LogInfo, RefreshMethod, TableInfo, log_name_for
+from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, TableInfo, log_name_for
 from mvlog import plan as planner
 from mvlog.shape import ViewShape, downgrade
 from mvlog.shaping import shape_view
@@ -45,6 +45,7 @@ class Registration:
 
     logs_created: list[str] = field(default_factory=list)
     logs_unchanged: list[str] = field(default_factory=list)
+    logs_skipped: list[str] = field(default_factory=list)  # tables a pattern matched but cannot log, and why
     views_registered: list[str] = field(default_factory=list)
     views_unregistered: list[str] = field(default_factory=list)
 
@@ -155,15 +156,47 @@ class Registrar:
             last_ddl = (ddl[-1][1], ddl[-1][2]) if ddl else None
         return planner.needs_complete(state.needs_complete, check.key_changed, columns_changed, last_ddl)
 
+    def declared_tables(self, cur: Cursor, skipped: list[str] | None = None) -> list[tuple[str, TableInfo]]:
+        """The tables ``logs:`` names, each with where it is named (``logs[2]``): listed ones, and
+        those a schema's pattern matches now. A matched table without a primary key is left out,
+        and said so in ``skipped``; a listed one that does not exist is an error."""
+        found: dict[int, tuple[str, TableInfo]] = {}
+        for index, entry in enumerate(self.config.logs):
+            where = f"logs[{index}]"
+            try:
+                if entry.table is not None:
+                    table = self.resolve_named_table(cur, entry.table)
+                    if table is None:
+                        raise ConfigError(f"table {entry.table} does not exist")
+                    found.setdefault(table.oid, (where, table))
+                    continue
+                if entry.schema_name == MVLOG_SCHEMA:
+                    raise ConfigError(f"schema {MVLOG_SCHEMA} holds mvlog's own tables; its tables cannot be logged")
+                names = self.source.tables_matching(cur, entry.schema_name, entry.pattern)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            if not names and skipped is not None:
+                skipped.append(f"{entry.schema_name}.{entry.pattern}: no table matches (yet)")
+            for name in names:
+                table = self.source.resolve_table(cur, entry.schema_name, name)
+                if table is None or table.oid in found:
+                    continue
+                if not table.key:
+                    if skipped is not None:
+                        skipped.append(f"{table.qualified}: it has no primary key")
+                    continue
+                found[table.oid] = (where, table)
+        return list(found.values())
+
     def declared_logs(self, cur: Cursor) -> dict[int, LogInfo]:
         """Logs as they are, or as ``apply`` would create them for the tables under ``logs:``."""
         logs = {log.table_oid: log for log in self.logs.registered().values()} if self.catalog.is_installed() else {}
-        for entry in self.config.logs:
-            try:
-                table = self.resolve_named_table(cur, entry.table)
-            except ConfigError:
-                continue  # apply reports it
-            if table is not None and table.key and table.oid not in logs:
+        try:
+            declared = self.declared_tables(cur)
+        except ConfigError:
+            declared = []  # apply reports it
+        for _, table in declared:
+            if table.key and table.oid not in logs:
                 logs[table.oid] = LogInfo.for_table(table, log_name_for(table))
         return logs
 
@@ -171,12 +204,8 @@ class Registrar:
         """Install the catalog, create the logs and register the views, in the caller's transaction."""
         self.catalog.install(cur)
         logs: dict[int, LogInfo] = {}
-        for index, entry in enumerate(self.config.logs):
-            where = f"logs[{index}]"
+        for where, table in self.declared_tables(cur, report.logs_skipped):
             try:
-                table = self.resolve_named_table(cur, entry.table)
-                if table is None:
-                    raise ConfigError(f"table {entry.table} does not exist")
                 log, outcome = self.logs.ensure(cur, table)
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None

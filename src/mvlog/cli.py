@@ -87,6 +87,8 @@ def apply(ctx: click.Context) -> None:
         out.print(f"log created on {table}")
     for table in report.logs_unchanged:
         out.print(f"log on {table} is up to date")
+    for note in report.logs_skipped:
+        out.print(f"not logged: {note}")
     for name in report.views_registered:
         out.print(f"view {name} registered")
     for name in report.views_unregistered:

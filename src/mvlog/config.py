@@ -72,7 +72,24 @@ class SparkConfig(_Strict):
 
 
 class LogConfig(_Strict):
-    table: str = Field(min_length=1)
+    """One table (``table: sales.orders``), or every table of a schema whose name matches a
+    shell-style pattern (``schema: sales``, ``tables: "order_*"``; default ``*``)."""
+
+    table: str | None = Field(default=None, min_length=1)
+    schema_name: str | None = Field(default=None, alias="schema", min_length=1)
+    tables: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "LogConfig":
+        if self.table is not None and (self.schema_name is not None or self.tables is not None):
+            raise ValueError("give either table, or schema with tables, not both")
+        if self.table is None and self.schema_name is None:
+            raise ValueError("give table (one table) or schema (with tables: a name pattern)")
+        return self
+
+    @property
+    def pattern(self) -> str:
+        return self.tables or "*"
 
 
 class ViewConfig(_Strict):
@@ -140,7 +157,7 @@ class Config(_Strict):
             seen[view.name.lower()] = i
         tables: dict[str, int] = {}
         for i, log in enumerate(self.logs):
-            key = log.table.strip()
+            key = log.table.strip() if log.table else f"{log.schema_name}.{log.pattern}"
             if key in tables:
                 raise ValueError(f"logs[{i}]: table {key!r} is already listed at logs[{tables[key]}]")
             tables[key] = i

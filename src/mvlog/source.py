@@ -9,6 +9,7 @@ pasted into strings.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import re
 from importlib import resources
 from pathlib import Path
@@ -174,6 +175,20 @@ class Source:
             conn.close()
 
     # -- tables and queries ------------------------------------------------------------
+
+    def tables_matching(self, cur: Cursor, schema: str, pattern: str) -> list[str]:
+        """Names of the tables (not partitions) in ``schema`` matching the shell-style ``pattern``."""
+        cur.execute("SELECT to_regnamespace(%s) IS NOT NULL", (schema,))
+        if not cur.fetchone()[0]:
+            raise ConfigError(f"schema {schema} does not exist")
+        cur.execute(
+            """
+            SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT c.relispartition ORDER BY c.relname
+            """,
+            (schema,),
+        )
+        return [name for (name,) in cur.fetchall() if fnmatch.fnmatchcase(name, pattern)]
 
     def resolve_table(self, cur: Cursor, schema: str | None, name: str) -> TableInfo | None:
         """Look a table up as PostgreSQL would (search_path when unqualified)."""
