@@ -94,6 +94,8 @@ def apply(ctx: click.Context) -> None:
     for name in report.views_unregistered:
         out.print(f"view {name} is no longer in the configuration: unregistered (its Delta table is kept)")
     _print_results(ctx, report.builds)
+    for table in report.tables_registered:
+        out.print(f"catalog table {table} registered")
     for name, enabled in report.change_feeds.items():
         out.print(f"view {name}: change data feed turned {'on' if enabled else 'off'}")
     if any(r.error for r in report.builds):

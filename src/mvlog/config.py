@@ -129,12 +129,29 @@ class ViewConfig(_Strict):
         return value
 
 
+class CatalogConfig(_Strict):
+    """Where views are registered as tables in the Spark session catalog (Spark's own, or the Hive
+    metastore ``spark.conf`` points at)."""
+
+    database: str
+
+    @field_validator("database")
+    @classmethod
+    def _valid_database(cls, value: str) -> str:
+        if not VIEW_NAME.match(value):
+            raise ValueError("a database name must start with a letter or underscore and contain only letters, "
+                             "digits and underscores")
+        return value
+
+
 class Config(_Strict):
     source: SourceConfig
     warehouse: str = Field(min_length=1)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     # How many refresh units (a view, or a refresh group) one command refreshes at once.
     concurrency: int = Field(default=4, ge=1, le=64)
+    # Register every view as an external Delta table <database>.<view name> (None: paths only).
+    catalog: CatalogConfig | None = None
     logs: list[LogConfig] = Field(default_factory=list)
     views: list[ViewConfig] = Field(default_factory=list)
     # Where the file was read from; relative warehouse paths are resolved against it.
@@ -183,6 +200,10 @@ class Config(_Strict):
     def view_location(self, name: str) -> str:
         """Where a view's Delta table lives: ``<warehouse>/<view name>``."""
         return f"{self.warehouse_uri}/{name}"
+
+    def table_name(self, name: str) -> str | None:
+        """The view's name in the Spark catalog (``<database>.<view name>``); None without ``catalog:``."""
+        return f"{self.catalog.database}.{name}" if self.catalog else None
 
 
 def _expand_env(text: str, where: str) -> str:

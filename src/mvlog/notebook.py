@@ -2,7 +2,7 @@
 
     import mvlog.notebook as mvn
     spark = mvn.session()                      # $MVLOG_CONFIG, else ./mvlog.yaml
-    mvn.read_view("revenue_by_nation").show()
+    mvn.read_view("revenue_by_nation").show()   # by name (<catalog.database>.<view>) with catalog:, else by path
     mvn.read_view("revenue_by_nation", as_of="2026-11-23 09:00+00")   # as the source was then
     mvn.history("revenue_by_nation")           # mvlog's refresh log, newest first
     mvn.delta_history("revenue_by_nation")     # the Delta commits, with mvlog's userMetadata
@@ -85,7 +85,10 @@ def read_view(name: str, config_path: str | None = None, *, as_of: datetime | st
     """
     path = location(name, config_path)  # an unknown name fails here, before Spark starts
     spark = _spark(None)
-    if as_of is None:
+    table = _config.table_name(_view_name(_config, name)) if _config else None
+    if as_of is None and table is not None and spark.catalog.tableExists(table):
+        df = spark.table(table)  # catalog: the view by its name
+    elif as_of is None:
         df = spark.read.format("delta").load(path)
     else:
         version, _ = version_as_of(name, as_of)

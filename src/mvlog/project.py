@@ -41,6 +41,7 @@ class ApplyReport(Registration):
 
     builds: list[RefreshResult] = field(default_factory=list)
     change_feeds: dict[str, bool] = field(default_factory=dict)  # views whose change feed was turned on/off
+    tables_registered: list[str] = field(default_factory=list)  # catalog tables created (catalog:)
 
 
 class Project:
@@ -58,6 +59,7 @@ class Project:
         self.reporter = reporter or Reporter()
         self._message = progress
         self._warehouse: Warehouse | None = None
+        self._in_catalog: set[str] = set()  # views known to be registered in the Spark catalog
         self.refresher = Refresher(config, self.source, self.catalog, self.logs, self.registrar, self.jdbc,
                                    lambda: self.warehouse, self.reporter, self.progress)
 
@@ -141,12 +143,28 @@ class Project:
         unbuilt = self.catalog.unbuilt_views()
         pending = [v.name for v in self.config.views if v.name in unbuilt or not occupants[v.name].delta]
         if pending:
-            report.builds = self.refresh(pending, complete=True)
+            report.builds = self.refresh(pending, complete=True, register=False)  # registered below
         for view in self.config.views:  # a change_feed: setting changed on a built view
             # No lock needed: a MERGE that meets this metadata commit runs again (warehouse.merge).
             if self.warehouse.set_change_feed(self.config.view_location(view.name), view.name, view.change_feed):
                 report.change_feeds[view.name] = view.change_feed
+        built = {r.view for r in report.builds if not r.error} | {v.name for v in self.config.views
+                                                                   if occupants[v.name].delta}
+        report.tables_registered = self._register_tables(sorted(built))
         return report
+
+    def _register_tables(self, names: list[str]) -> list[str]:
+        """Register built views in the Spark catalog (``catalog:``); the names newly registered."""
+        if self.config.catalog is None:
+            return []
+        database, registered = self.config.catalog.database, []
+        for name in names:
+            if name in self._in_catalog:  # checked by this process already: no Spark job per refresh
+                continue
+            if self.warehouse.register_table(database, name, self.config.view_location(name)):
+                registered.append(f"{database}.{name}")
+            self._in_catalog.add(name)
+        return registered
 
     def _check_locations(self) -> dict[str, Occupant]:
         """What each view's location holds; refuse (before anything is applied) to write a view
@@ -168,7 +186,7 @@ class Project:
 
     def refresh(self, names: list[str] | None = None, complete: bool = False, group: str | None = None,
                 raise_on_error: bool = False, concurrency: int | None = None,
-                wait: float = 0.0) -> list[RefreshResult]:
+                wait: float = 0.0, register: bool = True) -> list[RefreshResult]:
         """Refresh views: named ones, a group's, or all. Views of one group share one stamp and
         snapshot; up to ``concurrency`` (default: the configuration's) views or groups at once.
         A view another process is refreshing is waited for up to ``wait`` seconds, then skipped."""
@@ -176,6 +194,9 @@ class Project:
         self.catalog.check()
         self.warehouse  # noqa: B018  start Spark first: no view's time includes the JVM start
         results = self.refresher.run(views, complete, concurrency or self.config.concurrency, self._lane, wait)
+        # A session catalog of Spark's own forgets its tables with the process: register them again.
+        if register:
+            self._register_tables([r.view for r in results if r.status == "succeeded"])
         failed = [r for r in results if r.error]
         if failed and raise_on_error:
             raise RefreshError(f"refresh of view {failed[0].view} failed: {failed[0].error}")
@@ -345,6 +366,9 @@ class Project:
                 done.append((name, location))
         lines = []
         for name, location in done:
+            if self.config.catalog is not None:
+                self.warehouse.unregister_table(self.config.catalog.database, name)
+                self._in_catalog.discard(name)
             if delete_data:
                 self.warehouse.delete(location)
                 lines.append(f"view {name} dropped, Delta table {location} deleted")

@@ -269,6 +269,34 @@ class Warehouse:
             raise self._fail(f"setting the change feed of {location} failed", exc) from None
         return True
 
+    def register_table(self, database: str, name: str, location: str) -> bool:
+        """Make ``database.name`` an external table of the Delta table at ``location`` in the session
+        catalog (creating the database); False if it is one already. A table of that name that
+        is something else is refused, not replaced."""
+        table = f"{quote_spark(database)}.{quote_spark(name)}"
+        try:
+            if self.spark.catalog.tableExists(f"{database}.{name}"):
+                here = (self._detail(location) or {}).get("location")
+                there = self.spark.sql(f"DESCRIBE DETAIL {table}").collect()[0]["location"]
+                if here is not None and there != here:
+                    raise WarehouseError(f"catalog table {database}.{name} is {there}, not this view's table "
+                                         f"{location}; drop it, or choose another catalog.database")
+                return False
+            self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_spark(database)}").collect()
+            self.spark.sql(f"CREATE TABLE {table} USING DELTA LOCATION {spark_literal(location)}").collect()
+        except WarehouseError:
+            raise
+        except Exception as exc:
+            raise self._fail(f"registering {database}.{name} in the Spark catalog failed", exc) from None
+        return True
+
+    def unregister_table(self, database: str, name: str) -> None:
+        """Remove ``database.name`` from the session catalog; an external table's data stays."""
+        try:
+            self.spark.sql(f"DROP TABLE IF EXISTS {quote_spark(database)}.{quote_spark(name)}").collect()
+        except Exception as exc:
+            raise self._fail(f"removing {database}.{name} from the Spark catalog failed", exc) from None
+
     def _index_columns(self, location: str, detail: dict, count: int) -> None:
         """Make an existing table collect statistics on at least its first ``count`` columns (a
         metadata-only commit before the rewrite; an index count, unlike a list of column
