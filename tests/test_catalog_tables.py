@@ -44,6 +44,11 @@ def test_views_are_catalog_tables(db, make_project, tmp_path):
                                                           spark.table(f"{database}.kinds").collect()}
     assert f"{database}.kinds" in read._jdf.queryExecution().analyzed().toString()  # read by its name
 
+    # A session whose catalog lost the names (a new kernel, a new engine) gets them from mvn.session().
+    spark.sql(f"DROP TABLE {database}.items")
+    mvn.session(str(tmp_path / "mvlog.yaml"))
+    assert spark.table(f"{database}.items").count() == 24
+
     # Drop unregisters; the Delta table stays where it was.
     assert project.drop_views(["kinds"]) == [f"view kinds dropped (its Delta table {project.config.view_location('kinds')} is kept)"]
     assert not spark.catalog.tableExists(f"{database}.kinds")

@@ -61,11 +61,20 @@ def session(config_path: str | None = None):
     or a Spark Connect session when ``spark.remote`` (or ``$SPARK_REMOTE``) names a server.
 
     Loads ``config_path`` (default: ``$MVLOG_CONFIG``, else ``./mvlog.yaml``) and remembers
-    it for :func:`read_view`, :func:`history` and :func:`delta_history`.
+    it for :func:`read_view`, :func:`history` and :func:`delta_history`. With ``catalog:``,
+    the built views are registered as ``<database>.<view>`` in the session's catalog.
     """
     global _config
     _config = load_config(config_path)
-    return _spark(None)
+    spark = _spark(None)
+    if _config.catalog is not None:  # a catalog of the session's own starts empty: name the views
+        from mvlog.warehouse import Warehouse
+
+        warehouse = Warehouse(spark, _config.warehouse_uri)
+        for view in _config.views:
+            if warehouse.exists(_config.view_location(view.name)):
+                warehouse.register_table(_config.catalog.database, view.name, _config.view_location(view.name))
+    return spark
 
 
 def location(name: str, config_path: str | None = None) -> str:
