@@ -84,6 +84,18 @@ def change(dsn: str, rows: int, fraction: float, seed: int, pattern: str) -> int
         return cur.rowcount
 
 
+def write_config(folder: Path, dsn: str, kinds: list[str]) -> Path:
+    """mvlog.yaml for the orders/customers views ``kinds``, with a warehouse in ``folder``."""
+    config = folder / "mvlog.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"dsn": dsn}, "warehouse": str(folder / "wh"),
+        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "6g"}},
+        "logs": [{"table": "customers"}, {"table": "orders"}],
+        "views": [{"name": k, "refresh": "fast", "query": VIEWS[k]} for k in kinds],
+    }))
+    return config
+
+
 def cold_refresh(config: Path, view: str) -> float:
     """Seconds of a fresh ``mvlog refresh VIEW`` process."""
     t = time.perf_counter()
@@ -109,13 +121,7 @@ def main() -> None:
         t = time.perf_counter()
         load(pg.dsn(), args.rows)
         print(f"loaded {args.rows} orders in {time.perf_counter() - t:.1f} s")
-        config = Path(tmp) / "mvlog.yaml"
-        config.write_text(yaml.safe_dump({
-            "source": {"dsn": pg.dsn()}, "warehouse": str(Path(tmp) / "wh"),
-            "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "6g"}},
-            "logs": [{"table": "customers"}, {"table": "orders"}],
-            "views": [{"name": k, "refresh": "fast", "query": VIEWS[k]} for k in kinds],
-        }))
+        config = write_config(Path(tmp), pg.dsn(), kinds)
         with Project(load_config(config)) as project:
             t = time.perf_counter()
             project.warehouse  # noqa: B018  (starts Spark)

@@ -22,14 +22,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import psycopg2
-import yaml
 from psycopg2 import sql
 
 from mvlog import fingerprint
 from mvlog.config import load_config
 from mvlog.pgtemp import TempPostgres
 from mvlog.project import Project
-from refresh_vs_complete import VIEWS, change, load
+from refresh_vs_complete import change, load, write_config
 
 
 def source_part(dsn: str, project: Project, view: str) -> float:
@@ -67,13 +66,7 @@ def main() -> None:
         t = time.perf_counter()
         load(pg.dsn(), args.rows)
         print(f"loaded {args.rows} orders in {time.perf_counter() - t:.1f} s", flush=True)
-        config = Path(tmp) / "mvlog.yaml"
-        config.write_text(yaml.safe_dump({
-            "source": {"dsn": pg.dsn()}, "warehouse": str(Path(tmp) / "wh"),
-            "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "6g"}},
-            "logs": [{"table": "customers"}, {"table": "orders"}],
-            "views": [{"name": k, "refresh": "fast", "query": VIEWS[k]} for k in kinds],
-        }))
+        config = write_config(Path(tmp), pg.dsn(), kinds)
         rows_out = []
         with Project(load_config(config)) as project:
             project.apply()

@@ -139,6 +139,8 @@ def test_two_schedulers_share_the_views_and_survive_a_sigkill(db, tmp_path, conn
             assert finished <= started, f"{view}: two refreshes overlapped"
         after_kill = [r for r in rows if r[0].timestamp() > killed_at and r[2] == "succeeded"]
         assert after_kill, f"{view}: no refresh after the kill"
+        # Taken over at the survivor's next firings (every 2 s), not after some lease ran out.
+        assert after_kill[0][0].timestamp() - killed_at < 10, (view, after_kill[0][0], killed_at)
     interrupted = [r for v in ("copy", "sums") for r in refreshes(db, v) if r[2] == "failed"]
     assert [e for *_, e in interrupted] == ["interrupted: the refresh process ended before finishing"]
     with Project(load_config(config)) as project:
