@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from mvlog.analysis import analyze
 from mvlog.apply import Registrar, Registration
-from mvlog.catalog import Catalog, HistoryRow, ViewStatusRow
+from mvlog.catalog import Catalog, HistoryRow
 from mvlog.config import Config, ViewConfig, load_config
+from mvlog.freshness import Freshness
 from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
 from mvlog import plan as planner
 from mvlog.logs import Logs
@@ -55,6 +56,7 @@ class Project:
         self.catalog = Catalog(self.source)
         self.logs = Logs(self.source)
         self.registrar = Registrar(config, self.source, self.catalog, self.logs)
+        self.freshness = Freshness(config, self.catalog, self.logs)
         self.jdbc = JdbcSource.from_dsn(config.source.dsn)
         self.reporter = reporter or Reporter()
         self._message = progress
@@ -238,7 +240,7 @@ class Project:
                 "last_refresh": row.last_refresh_at.isoformat() if row.last_refresh_at else None,
                 "last_method": row.last_method, "staleness": staleness, "needs_complete_reason": needs,
                 "pending_log_rows": pending, "rows": row.row_count, "base_tables": sorted(row.tables),
-                **self._freshness(row, [logs[t] for t in row.tables if t in logs]),
+                **self.freshness.status_fields(row, [logs[t] for t in row.tables if t in logs]),
             })
         return {"views": views, "logs": self.log_status(logs)}
 
@@ -259,36 +261,8 @@ class Project:
         return log_list
 
     def lags(self, names: list[str]) -> dict[str, float | None]:
-        """The current lag of each named view (see :meth:`lag`)."""
-        logs = self.logs.registered()
-        rows = {row.name: row for row in self.catalog.view_status_rows() if row.name in names}
-        return {name: self.lag(rows[name].last_snaptime, [logs[t] for t in rows[name].tables if t in logs])
-                if name in rows else None for name in names}
-
-    def lag(self, last_snaptime: datetime | None, logs: list[LogInfo]) -> float | None:
-        """Seconds since the oldest change the view has not applied started (0: nothing pending;
-        None: never refreshed). Measured from the writer's transaction start, so a long
-        transaction counts from its beginning: the lag is never underestimated."""
-        if last_snaptime is None:
-            return None
-        oldest = self.logs.oldest_pending(logs, last_snaptime)
-        return max(0.0, (datetime.now(timezone.utc) - oldest).total_seconds()) if oldest else 0.0
-
-    def _freshness(self, row: ViewStatusRow, logs: list[LogInfo]) -> dict[str, Any]:
-        """Status fields of the view's lag and its freshness target (``missed``: over the last day)."""
-        lag = self.lag(row.last_snaptime, logs)
-        try:
-            target = self.config.view(row.name).freshness
-        except KeyError:
-            target = None
-        day = self.catalog.lags_since(row.name, datetime.now(timezone.utc) - timedelta(days=1))
-        worst = max([*day, lag or 0.0])
-        return {
-            "lag_seconds": None if lag is None else round(lag, 3),
-            "freshness_seconds": target.total_seconds() if target else None,
-            "max_lag_last_day_seconds": round(worst, 3),
-            "freshness_missed_last_day": (worst > target.total_seconds()) if target else None,
-        }
+        """The current lag of each named view (see :mod:`mvlog.freshness`)."""
+        return self.freshness.lags(names)
 
     def verify(self, names: list[str] | None = None, sample: int | None = None, repair: bool = False,
                refresh: bool = False) -> list["VerifyResult"]:

@@ -54,8 +54,7 @@ class Unit:
         if self.cron is None:
             self.next_at = after + timedelta(seconds=self.poll)
             return
-        seconds_first = len(self.cron.split()) == 6
-        self.next_at = croniter(self.cron, after, second_at_beginning=seconds_first).get_next(datetime)
+        self.next_at = self._next_firing(after)
         if self.freshness is not None:
             self.next_at = min(self.next_at, after + timedelta(seconds=self.poll))
 
@@ -66,10 +65,11 @@ class Unit:
 
     def cron_due(self, now: datetime, previous: datetime) -> bool:
         """Whether a cron firing falls in (previous, now]."""
-        if self.cron is None:
-            return False
-        seconds_first = len(self.cron.split()) == 6
-        return croniter(self.cron, previous, second_at_beginning=seconds_first).get_next(datetime) <= now
+        return self.cron is not None and self._next_firing(previous) <= now
+
+    def _next_firing(self, after: datetime) -> datetime:
+        seconds_first = len(self.cron.split()) == 6  # 6 fields: seconds first
+        return croniter(self.cron, after, second_at_beginning=seconds_first).get_next(datetime)
 
     def fresh_enough(self, lag: float | None) -> bool:
         """Whether the unit's lag can wait for the next check (None: a view was never built)."""
