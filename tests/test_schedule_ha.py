@@ -141,8 +141,11 @@ def test_two_schedulers_share_the_views_and_survive_a_sigkill(db, tmp_path, conn
         assert after_kill, f"{view}: no refresh after the kill"
         # Taken over at the survivor's next firings (every 2 s), not after some lease ran out.
         assert after_kill[0][0].timestamp() - killed_at < 10, (view, after_kill[0][0], killed_at)
+    # The killed scheduler's refreshes in flight (one per view at most: it may have been refreshing
+    # both at once) are the only failures, and say they were interrupted.
     interrupted = [r for v in ("copy", "sums") for r in refreshes(db, v) if r[2] == "failed"]
-    assert [e for *_, e in interrupted] == ["interrupted: the refresh process ended before finishing"]
+    assert 1 <= len(interrupted) <= 2
+    assert {e for *_, e in interrupted} == {"interrupted: the refresh process ended before finishing"}
     with Project(load_config(config)) as project:
         for view in ("copy", "sums"):
             assert_view_matches(project, view)
