@@ -104,3 +104,20 @@ def test_cli_exit_code_and_json(project, capsys):
     assert main(["-q", "-c", config, "verify", "items", "--json"]) == 1
     out, err = capsys.readouterr()
     assert '"status": "mismatch"' in out and "Error: view items differs from its query in 1 keys" in err
+
+
+def test_verify_and_repair_over_spark_connect(db, make_project):
+    """The same comparison and repair on a Spark Connect server (``spark.remote``)."""
+    db.execute(SETUP)
+    project = make_project(["item"], VIEWS[:1], spark_mode="connect")
+    assert not [r for r in project.apply().builds if r.error]
+    assert [r.status for r in project.verify(sample=None)] == ["ok"]
+    corrupt(project, "items", "DELETE FROM {t} WHERE id = 4", "UPDATE {t} SET amount = 0 WHERE id = 7")
+    db.execute("UPDATE item SET label = 'pending' WHERE id = 15")
+    (found,) = project.verify(sample=None)
+    assert found.status == "mismatch" and mismatched_keys(found, "id") == {"4", "7"} and found.pending_keys == 1
+    (repaired,) = project.verify(sample=None, repair=True)
+    assert repaired.status == "repaired" and repaired.repaired == 2
+    assert [r.status for r in project.verify(sample=None)] == ["ok"]
+    refresh_ok(project)
+    assert_view_matches(project, "items")
