@@ -343,3 +343,20 @@ def test_apply_is_idempotent(db, make_project):
     assert second.logs_created == [] and second.logs_unchanged == ["public.items"]
     assert second.builds == [] and second.views_registered == []
     assert catalog() == before
+
+
+def test_grouping_sets_are_refreshed_completely_and_say_why(db, make_project):
+    """GROUP BY ROLLUP / GROUPING SETS / CUBE: complete refresh (force), with the reason; refused
+    as refresh: fast at apply."""
+    db.execute("CREATE TABLE g (id int PRIMARY KEY, a text, b int, c numeric(8,2));"
+               "INSERT INTO g SELECT i, 'a' || (i % 3), i % 2, i FROM generate_series(1, 40) i")
+    rollup = "SELECT a, b, sum(c) AS total, count(*) AS n FROM g GROUP BY ROLLUP (a, b)"
+    with pytest.raises(ConfigError, match="GROUPING SETS, CUBE and ROLLUP are not incrementally maintainable"):
+        make_project(["g"], [{"name": "r", "refresh": "fast", "query": rollup}]).apply()
+    project = make_project(["g"], [{"name": "r", "query": rollup}])
+    assert not [r for r in project.apply().builds if r.error]
+    assert "GROUPING SETS, CUBE and ROLLUP" in " ".join(c.reason for c in project.explain("r").capabilities)
+    db.execute("UPDATE g SET c = c + 1 WHERE id <= 5; DELETE FROM g WHERE id = 6")
+    result = refresh_ok(project)["r"]
+    assert result.method == "complete" and "GROUPING SETS" in result.reason
+    assert_view_matches(project, "r")

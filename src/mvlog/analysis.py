@@ -249,6 +249,15 @@ class NotKeyable(Exception):
     """Why a view's groups cannot key it."""
 
 
+def has_grouping_sets(group: exp.Group | None) -> bool:
+    """Whether a GROUP BY has GROUPING SETS, ROLLUP or CUBE (sqlglot keeps them as items of the
+    GROUP BY, or, in older versions, as its arguments)."""
+    if group is None:
+        return False
+    return (any(isinstance(e, (exp.GroupingSets, exp.Rollup, exp.Cube)) for e in group.expressions)
+            or any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")))
+
+
 def group_expressions(select: exp.Select) -> list[exp.Expression]:
     """What ``select`` groups by (DISTINCT: its outputs, each once; positions resolved; none: [])."""
     group = select.args.get("group")
@@ -257,7 +266,7 @@ def group_expressions(select: exp.Select) -> list[exp.Expression]:
         return [e for i, e in enumerate(outputs) if e not in outputs[:i]]
     if group is None:
         return []
-    if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
+    if has_grouping_sets(group):
         raise NotKeyable("GROUPING SETS, CUBE and ROLLUP are not incrementally maintainable")
     result = []
     for item in group.expressions:
@@ -391,6 +400,9 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
         reasons.append("SELECT DISTINCT * is not incrementally maintainable: name the columns")
     if tree.args.get("limit") or tree.args.get("offset") or tree.args.get("fetch"):
         reasons.append("LIMIT/OFFSET is not incrementally maintainable")
+    if has_grouping_sets(tree.args.get("group")):
+        reasons.append("GROUPING SETS, CUBE and ROLLUP are not incrementally maintainable "
+                       "(define one aggregate view per grouping set instead)")
     if any(s is not tree for s in tree.find_all(exp.Select)):
         if not_null is None:  # not qualified: which table a column belongs to is unknown
             reasons.append("subqueries are not incrementally maintainable without the catalog's columns")
