@@ -270,7 +270,7 @@ class Refresher:
             plan = self._after_stamp(view, plan, stamped)
             if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
                 oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
-            counts = self._write(plan, stamped, phases)
+            counts = self._write(plan, stamped, phases, view.change_feed)
             if plan.method is RefreshMethod.COMPLETE:
                 row_count = counts.rows_inserted
             else:
@@ -302,7 +302,7 @@ class Refresher:
             return plan
         return planner.with_partitions(plan, self.source.column_stats(key.log, key.base_column))
 
-    def _write(self, plan: RefreshPlan, stamped: StampedSnapshot, phases: Phases) -> WriteCounts:
+    def _write(self, plan: RefreshPlan, stamped: StampedSnapshot, phases: Phases, change_feed: bool) -> WriteCounts:
         """Read the plan's rows at the stamp's snapshot and write them: one Delta commit."""
         metadata = {"view": plan.view, "snaptime": stamped.time.isoformat(), "method": plan.method.value}
         txn = (f"mvlog:{plan.view}", int(stamped.time.timestamp() * 1_000_000))
@@ -324,14 +324,7 @@ class Refresher:
         df = self.warehouse.read(self.jdbc, plan.read_sql(), stamped.snapshot, plan.partitions)
         checkpoint("after_read")
         with phases("write"):
-            return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns,
-                                          change_feed=self._change_feed(plan.view))
-
-    def _change_feed(self, name: str) -> bool:
-        try:
-            return self.config.view(name).change_feed
-        except KeyError:
-            return False
+            return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, change_feed)
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int) -> None:
         """After the Delta commit: bring the key map to S and record last_V = S, in one transaction

@@ -180,15 +180,12 @@ class Scheduler:
     def due(self, looking: list[Unit], looked: dict[str, datetime], now: datetime) -> list[Unit]:
         """The units to refresh now: a cron firing since they were last looked at, or a lag that
         would pass their freshness target before the next look."""
-        due = []
-        for unit in looking:
-            if unit.cron_due(now, looked[unit.name]):
-                due.append(unit)
-                continue
-            if unit.freshness is None:
-                continue
-            lags = self.project.lags(self._views(unit))
-            lag = None if None in lags.values() else max(lags.values(), default=0.0)
+        due = [unit for unit in looking if unit.cron_due(now, looked[unit.name])]
+        watched = [unit for unit in looking if unit.freshness is not None and unit not in due]
+        lags = self.project.lags([name for unit in watched for name in self._views(unit)]) if watched else {}
+        for unit in watched:
+            views = [lags[name] for name in self._views(unit)]
+            lag = None if None in views else max(views, default=0.0)
             if not unit.fresh_enough(lag):
                 self.log(f"{unit.name}: lag {duration_text(lag)} + last refresh {duration_text(unit.last_seconds)} "
                          f"nears the target {duration_text(unit.freshness.total_seconds())}: refreshing"

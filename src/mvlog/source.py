@@ -178,7 +178,7 @@ class Source:
 
     def tables_matching(self, cur: Cursor, schema: str, pattern: str) -> list[str]:
         """Names of the tables (not partitions) in ``schema`` matching the shell-style ``pattern``."""
-        cur.execute("SELECT to_regnamespace(%s) IS NOT NULL", (schema,))
+        cur.execute("SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = %s)", (schema,))  # as matched below
         if not cur.fetchone()[0]:
             raise ConfigError(f"schema {schema} does not exist")
         cur.execute(

@@ -101,9 +101,10 @@ class Warehouse:
         when Delta skipped an already-applied transaction, the one that applied it first). An
         OPTIMIZE or another view's refresh may have committed since, so it is searched for."""
         expected = json.loads(json.dumps(metadata, default=str))
-        for row in self.history(location, OWN_COMMIT_SEARCH).collect():
-            if _mvlog_metadata(row["userMetadata"]) == expected:
-                return row.asDict()
+        for limit in (1, OWN_COMMIT_SEARCH):  # nearly always the newest: read one commit file, not 20
+            for row in self.history(location, limit).collect():
+                if _mvlog_metadata(row["userMetadata"]) == expected:
+                    return row.asDict()
         return None  # buried under later commits: the write stands, its version is not known
 
     def exists(self, location: str) -> bool:
