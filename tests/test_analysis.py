@@ -99,3 +99,17 @@ def test_tables_and_identifier_case():
 def test_unparsable_or_not_a_query(query):
     with pytest.raises(ConfigError):
         analyze(query)
+
+
+def test_untyped_literals_of_a_union_take_the_column_types():
+    """A fast refresh reads each branch on its own, where a bare NULL or quoted literal would be text."""
+    analysis = analyze("SELECT id, amount, day FROM a UNION ALL SELECT id, NULL, '2024-01-01' FROM b "
+                       "UNION ALL SELECT NULL, amount, day FROM c", None, ["id", "amount", "day"],
+                       ["integer", "numeric(10,2)", "date"])
+    assert analysis.reasons == []
+    first, second, third = (b.query for b in analysis.branches)
+    assert first == "SELECT id, amount, day FROM a"
+    assert second == "SELECT id, CAST(NULL AS DECIMAL(10, 2)) AS \"amount\", CAST('2024-01-01' AS DATE) AS \"day\" FROM b"
+    assert third == 'SELECT CAST(NULL AS INT) AS "id", amount, day FROM c'
+    # without the types (no database at hand) the branches stay as written
+    assert analyze("SELECT id FROM a UNION ALL SELECT NULL FROM b").branches[1].query == "SELECT NULL FROM b"

@@ -74,10 +74,11 @@ VIEWS = [
     {"name": "distinct_simple", "refresh": "fast", "query": "SELECT DISTINCT status, priority FROM orders"},
     {"name": "distinct_left", "refresh": "fast",
      "query": "SELECT DISTINCT c.segment, n.region FROM customers c LEFT JOIN nation n ON n.id = c.nation_id"},
-    {"name": "union_rows_and_groups", "refresh": "fast",  # a simple branch and an aggregate over a join
+    {"name": "union_rows_and_groups", "refresh": "fast",  # a simple branch, an aggregate over a join, and
+     # a bare NULL, which a branch read on its own would type text
      "query": "SELECT id, amount AS value, 'order' AS kind FROM orders WHERE status = 'open' UNION ALL "
               "SELECT c.id, sum(o.amount), 'customer' FROM customers c JOIN orders o ON o.customer_id = c.id "
-              "GROUP BY c.id"},
+              "GROUP BY c.id UNION ALL SELECT n.id, NULL, 'nation' FROM nation n"},
     {"name": "union_outer_and_total", "refresh": "fast",  # an outer join, a table, a global aggregate
      "query": "SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON c.id = o.customer_id UNION ALL "
               "SELECT n.id, n.name FROM nation n UNION ALL SELECT count(*), 'orders' FROM orders"},

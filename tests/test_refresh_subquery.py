@@ -44,6 +44,26 @@ VIEWS = [
     {"name": "exists_agg", "refresh": "fast",
      "query": "SELECT c.nation_id, count(*) AS n FROM customers c WHERE EXISTS "
               "(SELECT 1 FROM orders o WHERE o.customer_id = c.id) GROUP BY c.nation_id"},
+    # subqueries over several tables: their rows are combinations, tied to the outer row together
+    {"name": "exists_region_1", "refresh": "fast",
+     "query": "SELECT o.id, o.amount FROM orders o WHERE EXISTS (SELECT 1 FROM customers c JOIN nation n "
+              "ON n.id = c.nation_id WHERE c.id = o.customer_id AND n.region = 1)"},
+    {"name": "no_region_2_orders", "refresh": "fast",  # the subquery's ON reads the outer row
+     "query": "SELECT c.id FROM customers c WHERE NOT EXISTS (SELECT 1 FROM orders o JOIN nation n "
+              "ON n.id = c.nation_id AND n.region = 2 WHERE o.customer_id = c.id)"},
+    {"name": "nation_revenue", "refresh": "fast",
+     "query": "SELECT n.id, n.name, (SELECT sum(o.amount) FROM customers c JOIN orders o ON o.customer_id = c.id "
+              "WHERE c.nation_id = n.id) AS revenue FROM nation n"},
+    {"name": "in_open_nations", "refresh": "fast",  # IN over a comma join
+     "query": "SELECT c.id, c.name FROM customers c WHERE c.nation_id IN "
+              "(SELECT c.nation_id FROM customers c, orders o WHERE o.customer_id = c.id AND o.status = 'open')"},
+    # aggregates over a derived DISTINCT and over a UNION: one aggregate over their branches
+    {"name": "agg_over_distinct", "refresh": "fast",
+     "query": "SELECT s.customer_id, count(*) AS statuses FROM (SELECT DISTINCT customer_id, status FROM orders) s "
+              "GROUP BY s.customer_id"},
+    {"name": "agg_over_union", "refresh": "fast",
+     "query": "SELECT s.segment, count(*) AS n FROM (SELECT c.segment, o.status FROM orders o JOIN customers c "
+              "ON c.id = o.customer_id UNION SELECT segment, 'none' FROM customers) s GROUP BY s.segment"},
     {"name": "union_cte_exists", "refresh": "fast",
      "query": "WITH big AS (SELECT id, amount FROM orders WHERE amount > 100) SELECT id, amount FROM big "
               "UNION ALL SELECT c.id, NULL::numeric FROM customers c WHERE EXISTS "
@@ -102,3 +122,27 @@ def test_semi_join_refresh_reads_only_affected_rows(db, make_project):
     fetched = after["orders"][2] - before["orders"][2]
     assert fetched <= 1000, f"{fetched} orders rows fetched"
     assert_view_matches(project, "with_open_orders")
+
+
+def test_subquery_over_a_join_reads_only_affected_rows(db, make_project):
+    """200k orders: an EXISTS over customers JOIN nation finds the affected orders through the
+    primary keys and the orders.customer_id index; customers and orders are never scanned."""
+    build_large_shop(db)
+    db.execute("INSERT INTO nation VALUES (1, 'France', 1), (2, 'Japan', 2), (3, 'Peru', 1); ANALYZE nation")
+    project = make_project(["nation", "customers", "orders"], [
+        {"name": "region_1_orders", "refresh": "fast",
+         "query": "SELECT o.id, o.amount FROM orders o WHERE EXISTS (SELECT 1 FROM customers c JOIN nation n "
+                  "ON n.id = c.nation_id WHERE c.id = o.customer_id AND n.region = 1)"},
+    ])
+    project.apply()
+    db.execute("UPDATE orders SET customer_id = 3 WHERE id = 10")     # order 10 moves to a region-1 customer
+    db.execute("UPDATE customers SET nation_id = 2 WHERE id = 5")     # customer 5's two orders leave region 1
+    before = {t: table_stats(db, t) for t in ("orders", "customers")}
+    results = refresh_ok(project)
+    after = {t: stats_after(db, t, before[t]) for t in ("orders", "customers")}
+    assert results["region_1_orders"].method == "fast"
+    assert results["region_1_orders"].keys_read == 3  # orders 10, 5 and 100005
+    for table in ("orders", "customers"):
+        assert after[table][0] == before[table][0], f"a sequential scan read {table}"
+    assert after["orders"][2] - before["orders"][2] <= 1000
+    assert_view_matches(project, "region_1_orders")

@@ -73,7 +73,7 @@ def test_output_names_are_postgres_names():
 def test_semi_join_lineage_conditions():
     positive = _analyze("SELECT id FROM orders WHERE customer_id IN (SELECT id FROM customers WHERE segment = 'x')")
     (semi,) = positive.semi_joins
-    assert semi.table.name == "customers"
+    assert [t.name for t in semi.tables] == ["customers"]
     assert semi.condition.sql(dialect="postgres") == (
         '"customers"."id" = "orders"."customer_id" AND "customers"."segment" = \'x\'')
     # NOT IN over NOT NULL columns is NOT EXISTS with the equality
@@ -85,8 +85,25 @@ def test_semi_join_lineage_conditions():
     # two subqueries under one alias: the second is renamed, in the lineage and in the query
     twice = _analyze("SELECT c.id FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)"
                      " AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.status = 'x')")
-    assert twice.reasons == [] and [s.table.alias for s in twice.semi_joins] == ["o", "o_2"]
+    assert twice.reasons == [] and [s.tables[0].alias for s in twice.semi_joins] == ["o", "o_2"]
     assert '"o_2"."status"' in twice.tree.sql(dialect="postgres")
+
+
+def test_subquery_over_several_tables_joins_the_lineage_as_one_item():
+    analysis = _analyze("SELECT o.id FROM orders o JOIN customers c ON c.id = o.customer_id WHERE EXISTS "
+                        "(SELECT 1 FROM orders p JOIN customers c ON c.id = p.customer_id, customers n "
+                        "WHERE p.customer_id = o.customer_id AND n.id = c.nation_id AND c.segment = 'x')")
+    assert analysis.reasons == [] and analysis.view_class is ViewClass.JOIN
+    (semi,) = analysis.semi_joins
+    assert [t.alias for t in semi.tables] == ["p", "c_2", "n"]  # the inner c is renamed, in its ON too
+    assert [t.alias for t in analysis.tables] == ["o", "c", "p", "c_2", "n"]
+    assert semi.condition.sql(dialect="postgres") == (
+        '"c_2"."id" = "p"."customer_id" AND ("p"."customer_id" = "o"."customer_id" AND "n"."id" = "c_2"."nation_id" '
+        'AND "c_2"."segment" = \'x\')')
+    # USING is qualified into ON
+    using = _analyze("SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c JOIN orders p USING (id) "
+                     "WHERE c.id = o.customer_id)")
+    assert using.reasons == [] and len(using.semi_joins[0].tables) == 2
 
 
 @pytest.mark.parametrize(
@@ -97,8 +114,10 @@ def test_semi_join_lineage_conditions():
         ("SELECT id FROM orders WHERE amount > (SELECT avg(amount) FROM orders)", "uncorrelated"),
         ("SELECT id FROM orders WHERE customer_id NOT IN (SELECT nation_id FROM customers WHERE segment = 'x')",
          "depends on NULLs"),
-        ("SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c JOIN orders p ON p.id = c.id "
-         "WHERE c.id = o.customer_id)", "more than one table"),
+        ("SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c LEFT JOIN orders p ON p.id = c.id "
+         "WHERE c.id = o.customer_id)", "outer join"),
+        ("SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM orders p JOIN (SELECT customer_id, count(*) AS n "
+         "FROM orders GROUP BY 1) s ON s.customer_id = p.customer_id WHERE p.id = o.id)", "over a subquery"),
         ("SELECT * FROM (SELECT customer_id, count(*) AS n FROM orders GROUP BY 1) s JOIN customers c ON c.id = s.customer_id",
          "FROM items other than tables"),
         ("SELECT * FROM (SELECT o.*, row_number() OVER (PARTITION BY customer_id ORDER BY id) AS rn FROM orders o) s "
@@ -128,6 +147,17 @@ def test_aggregate_over_union_all_moves_the_groups_and_filter_into_each_branch()
                       'WHERE "c"."segment" = \'x\' AND 0 > 1')
 
 
+def test_aggregate_over_distinct_or_union_is_one_over_its_branches():
+    over_distinct = _analyze("SELECT s.customer_id, count(*) AS n FROM (SELECT DISTINCT customer_id, status "
+                             "FROM orders) s GROUP BY s.customer_id")
+    assert over_distinct.view_class is ViewClass.AGGREGATE and over_distinct.over_union, over_distinct.reasons
+    (unit,) = over_distinct.branches
+    assert unit.tree.sql(dialect="postgres") == 'SELECT DISTINCT "orders"."customer_id" FROM "public"."orders" AS "orders"'
+    over_union = _analyze("SELECT s.id, count(*) AS n FROM (SELECT customer_id AS id FROM orders UNION "
+                          "SELECT DISTINCT id FROM customers) s GROUP BY s.id")
+    assert over_union.view_class is ViewClass.AGGREGATE and len(over_union.branches) == 2, over_union.reasons
+
+
 @pytest.mark.parametrize(
     ("query", "reason"),
     [
@@ -136,7 +166,9 @@ def test_aggregate_over_union_all_moves_the_groups_and_filter_into_each_branch()
          "SELECT id FROM customers) s GROUP BY s.k", "UNION ALL branch 1: only filters, projections and joins"),
         ("SELECT s.id FROM (SELECT id FROM orders UNION ALL SELECT id FROM customers) s GROUP BY s.id LIMIT 5",
          "only GROUP BY, HAVING and WHERE over a UNION ALL"),
-        ("SELECT s.id FROM (SELECT id FROM orders UNION SELECT id FROM customers) s GROUP BY s.id",
+        ("SELECT s.id FROM (SELECT id FROM orders INTERSECT SELECT id FROM customers) s GROUP BY s.id",
+         "FROM items other than tables"),
+        ("SELECT s.k, count(*) FROM (SELECT DISTINCT ON (customer_id) customer_id AS k FROM orders) s GROUP BY s.k",
          "FROM items other than tables"),
     ],
 )

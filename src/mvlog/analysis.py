@@ -162,13 +162,15 @@ def _function_name(node: exp.Expression) -> str:
     return node.sql_name().lower() if isinstance(node, exp.Func) else ""
 
 
-def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: list[str] | None = None) -> Analysis:
+def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: list[str] | None = None,
+            output_types: list[str] | None = None) -> Analysis:
     """Classify a view query and list why it cannot be fast-refreshed, if it cannot.
 
     A query with CTEs, derived tables or subquery expressions is classified by what it is once
     they are merged (:mod:`mvlog.rewrite`), which needs the ``catalog`` of the tables it reads
     (as written -> resolved); without it such a query is complete-only, and its ``tables`` are
-    every table it reads. ``output_names`` are the names PostgreSQL gives its columns."""
+    every table it reads. ``output_names`` are the names PostgreSQL gives its columns, and
+    ``output_types`` their types (a set operation's untyped literals are cast to them)."""
     tree = parse(query)
     if not isinstance(tree, exp.Query):
         raise ConfigError("the query must be a SELECT statement")
@@ -180,8 +182,30 @@ def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: li
             return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree), [str(exc)])
         not_null = _not_null_columns(tree, catalog)
     if isinstance(tree, exp.SetOperation):
+        if output_types:
+            _type_untyped_literals(tree, output_types, output_names)
         return _analyze_set_operation(query, tree, not_null)
     return _analyze_select(query, tree, not_null)
+
+
+def _type_untyped_literals(tree: exp.SetOperation, types: list[str], names: list[str] | None) -> None:
+    """Cast each branch's bare NULLs and quoted literals to their column's type. The UNION types
+    them from the other branches; a fast refresh reads each branch on its own, where PostgreSQL
+    would type them ``text`` and then fail to match them with the other branches."""
+    for branch in _union_all_branches(tree, distinct=True) or []:
+        if not isinstance(branch, exp.Select) or len(branch.selects) != len(types):
+            continue
+        for i, (projection, type_sql) in enumerate(zip(branch.selects, types)):
+            target = projection.this if isinstance(projection, exp.Alias) else projection
+            if not (isinstance(target, exp.Null) or (isinstance(target, exp.Literal) and target.is_string)):
+                continue
+            try:
+                typed = exp.cast(target.copy(), exp.DataType.build(type_sql, dialect=DIALECT, udt=True))
+            except Exception:  # sqlglot raises several kinds; a type it cannot parse stays untyped
+                continue
+            if target is projection and names:  # a cast is named after its type: keep PostgreSQL's name
+                typed = exp.alias_(typed, exp.to_identifier(names[i], quoted=True))
+            target.replace(typed)
 
 
 def _not_null_columns(tree: exp.Expression, catalog: rewrite.Catalog) -> set[tuple[str, str]]:
@@ -281,13 +305,22 @@ def group_expressions(select: exp.Select) -> list[exp.Expression]:
     return result
 
 
+def _plain_distinct(query: exp.Expression) -> bool:
+    """A SELECT DISTINCT (not DISTINCT ON) that is not itself an aggregate."""
+    distinct = query.args.get("distinct") if isinstance(query, exp.Select) else None
+    return (distinct is not None and distinct.args.get("on") is None and not query.args.get("group")
+            and not own_aggregates(query) and not own_windows(query))
+
+
 def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_null: set[tuple[str, str]]) -> Analysis:
-    """An aggregate over a UNION ALL (``SELECT g, sum(v) FROM (… UNION ALL …) s GROUP BY g``): each
-    branch with the outer WHERE and the groups moved into it (its outputs in place of ``s``'s
-    columns) is a ``SELECT DISTINCT`` of the groups its rows fall in, keyed and key-mapped on its
-    own; an affected group is recomputed by the whole query."""
+    """An aggregate over a UNION ALL (``SELECT g, sum(v) FROM (… UNION ALL …) s GROUP BY g``), a
+    UNION or a SELECT DISTINCT (one branch): each branch with the outer WHERE and the groups moved
+    into it (its outputs in place of ``s``'s columns) is a ``SELECT DISTINCT`` of the groups its
+    rows fall in, keyed and key-mapped on its own; an affected group is recomputed by the whole
+    query. Exact because a row of the derived table is in the group its source rows' outputs give,
+    whether or not a DISTINCT keeps it: a group changes only where a changed row was or is."""
     tables = _base_table_refs(tree)
-    branches = _union_all_branches(source.this)
+    branches = _union_all_branches(source.this, distinct=True)
     alias = identifier_name(source.args["alias"].this) if source.args.get("alias") else None
     if branches is None or alias is None or not (tree.args.get("distinct") or tree.args.get("group") or own_aggregates(tree)):
         return Analysis(query, tree, ViewClass.OTHER, tables, [
@@ -318,7 +351,8 @@ def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_
     units = []
     for i, branch in enumerate(branches, 1):
         if (not isinstance(branch, exp.Select) or len(branch.selects) != len(names) or own_windows(branch)
-                or own_aggregates(branch) or any(branch.args.get(k) for k in ("group", "having", "distinct", "limit"))):
+                or own_aggregates(branch) or any(branch.args.get(k) for k in ("group", "having", "limit"))
+                or (branch.args.get("distinct") and not _plain_distinct(branch))):
             reasons.append(f"UNION ALL branch {i}: only filters, projections and joins under an aggregate are "
                            f"incrementally maintainable")
             continue
@@ -374,8 +408,8 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     if own_windows(window_parts(tree)[1]):
         return _analyze_window(query, tree, not_null)
     source = tree.args["from_"].this if tree.args.get("from_") else None
-    if (not_null is not None and isinstance(source, exp.Subquery) and isinstance(source.this, exp.SetOperation)
-            and not tree.args.get("joins")):
+    if (not_null is not None and isinstance(source, exp.Subquery) and not tree.args.get("joins")
+            and (isinstance(source.this, exp.SetOperation) or _plain_distinct(source.this))):
         return _analyze_over_union(query, tree, source, not_null)
     tables = table_refs(tree)
     semi_joins: list[SemiJoin] = []
@@ -438,4 +472,5 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
         view_class = ViewClass.SIMPLE
     if reasons:
         semi_joins = []
-    return Analysis(query, tree, view_class, tables + [s.table for s in semi_joins], reasons, semi_joins=semi_joins)
+    return Analysis(query, tree, view_class, tables + [t for s in semi_joins for t in s.tables], reasons,
+                    semi_joins=semi_joins)

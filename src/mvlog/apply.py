@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 
 import psycopg2
 import psycopg2.errors
+from sqlglot import exp
 
 from mvlog.analysis import analyze
 from mvlog.catalog import Catalog, ViewRegistration, ViewState
@@ -104,8 +105,11 @@ class Registrar:
             columns = [d[0] for d in described]
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-        if rewrite.needs_rewrite(analysis.tree):  # CTEs and subqueries: analysed as what they merge into
-            analysis = analyze(view.query, catalog, columns)
+        # CTEs and subqueries: analysed as what they merge into; a UNION's branches with their
+        # untyped literals typed as the UNION types them
+        types = self.source.output_types(cur, view.query) if isinstance(analysis.tree, exp.SetOperation) else None
+        if rewrite.needs_rewrite(analysis.tree) or types:
+            analysis = analyze(view.query, catalog, columns, types)
         # A rewritten query names its tables as resolved (schema.name), the others as written.
         known = {**{(t.schema, t.name): t for t in catalog.values()}, **catalog}
         by_alias = {ref.alias: logs[known[(ref.schema, ref.name)].oid] for ref in analysis.tables}

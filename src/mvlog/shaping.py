@@ -165,7 +165,7 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     sides = [join_side(j) for j in joins]
     outer = any(side in ("LEFT", "RIGHT") for side in sides) or bool(analysis.semi_joins)
     refs = root_first(analysis.tables, joins)
-    from_items = len(refs) - len(analysis.semi_joins)
+    from_items = len(refs) - sum(len(semi.tables) for semi in analysis.semi_joins)
     tables = _table_keys(refs, logs_by_alias, from_items)
 
     key_columns, hidden, key_exprs = [], [], []
@@ -293,11 +293,13 @@ def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -
         join.set("side", "LEFT")
         join.set("kind", None)
     prefix = {item_alias(items[0])} | {item_alias(j.this) for j in joins[:first_outer]}
-    for semi in semi_joins:
-        ref = semi.table
-        table = exp.Table(this=ident(ref.name), db=ident(ref.schema) if ref.schema else None,
-                          alias=exp.TableAlias(this=ident(ref.alias)))
-        joins.append(exp.Join(this=table, on=semi.condition.copy(), side="LEFT"))
+    for semi in semi_joins:  # one table, or several cross-joined in parentheses (their ON is in the condition)
+        item, *others = [exp.Table(this=ident(ref.name), db=ident(ref.schema) if ref.schema else None,
+                                   alias=exp.TableAlias(this=ident(ref.alias))) for ref in semi.tables]
+        if others:
+            item.set("joins", [exp.Join(this=other, kind="CROSS") for other in others])
+            item = exp.Subquery(this=item)
+        joins.append(exp.Join(this=item, on=semi.condition.copy(), side="LEFT"))
     core = exp.select(exp.Literal.number(1)).from_(items[0])
     core.set("joins", joins)
     where = select.args.get("where")

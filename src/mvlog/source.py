@@ -242,6 +242,23 @@ class Source:
         cur.execute("RELEASE SAVEPOINT mvlog_describe")
         return columns
 
+    def output_types(self, cur: Cursor, query: str) -> list[str] | None:
+        """The SQL type of each output column of a query as PostgreSQL resolves it, modifiers
+        included (``numeric(10,2)``), from a temporary view that is rolled back; None if it
+        cannot be made (no TEMP privilege)."""
+        cur.execute("SAVEPOINT mvlog_types")
+        try:
+            text = query.strip().rstrip(";").strip()
+            cur.execute(sql.SQL("CREATE TEMP VIEW mvlog_types AS {}").format(sql.SQL(text)))
+            cur.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                        "WHERE attrelid = 'mvlog_types'::regclass AND attnum > 0 ORDER BY attnum")
+            return [row[0] for row in cur.fetchall()]
+        except psycopg2.Error:
+            return None
+        finally:
+            cur.execute("ROLLBACK TO SAVEPOINT mvlog_types")
+            cur.execute("RELEASE SAVEPOINT mvlog_types")
+
     def check_statements(self, cur: Cursor, statements: Sequence[str], setup: Sequence[str] = ()) -> None:
         """Have PostgreSQL parse and plan each statement (EXPLAIN: none of them runs), after the
         ``setup`` statements, in a savepoint that is rolled back; a ConfigError with

@@ -7,16 +7,17 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvlog.sqltree import DIALECT, TableRef, identifier_name, table_refs
+from mvlog.sqltree import DIALECT, TableRef, identifier_name, item_alias, join_side, table_refs
 
 
 @dataclass(frozen=True)
 class SemiJoin:
-    """A table a subquery expression reads, joined to the view's FROM items in its lineage by
-    ``condition``: a row of it can change the subquery's value for a view row only if the two
-    satisfy the condition, before or after the change."""
+    """The tables a subquery expression reads (inner-joined, all conditions in ``condition``),
+    joined to the view's FROM items in its lineage by ``condition``: a combination of their rows
+    can change the subquery's value for a view row only if it satisfies the condition with that
+    row, before or after the change; so a changed row matters only inside such a combination."""
 
-    table: TableRef
+    tables: tuple[TableRef, ...]
     condition: exp.Expression
 
 
@@ -33,17 +34,17 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
         holder = inner.parent.parent if isinstance(inner.parent, exp.Subquery) else inner.parent
         if isinstance(inner.parent, exp.Subquery) and isinstance(holder, (exp.From, exp.Join)):
             continue  # a derived table: the FROM check gives its reason
-        refs = table_refs(inner)
-        if (len(refs) != 1 or inner.args.get("joins") or any(s is not inner for s in inner.find_all(exp.Select))
-                or not isinstance(inner.args["from_"].this, exp.Table)):
-            reasons.append("a subquery over more than one table, or over a subquery, is not incrementally maintainable")
+        refs, why = _inner_tables(inner)
+        if why:
+            reasons.append(why)
             continue
-        ref = refs[0]
-        if ref.alias in taken:
-            ref = _rename_subquery_alias(inner, ref, taken)
-        taken.add(ref.alias)
+        for i, ref in enumerate(refs):
+            if ref.alias in taken:
+                refs[i] = _rename_subquery_alias(inner, ref, taken)
+            taken.add(refs[i].alias)
         where = inner.args.get("where")
-        conditions = [where.this.copy()] if where is not None else []
+        conditions = [j.args["on"].copy() for j in inner.args.get("joins") or [] if j.args.get("on") is not None]
+        conditions += [where.this.copy()] if where is not None else []
         null_sensitive = False
         if isinstance(holder, exp.In) and holder.args.get("query") is inner.parent:
             outer = holder.this.expressions if isinstance(holder.this, exp.Tuple) else [holder.this]
@@ -61,7 +62,8 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
             continue
         condition = exp.and_(*conditions) if conditions else None
         columns = list(condition.find_all(exp.Column)) if condition is not None else []
-        outer_refs = [c for c in columns if identifier_name(c.args.get("table") or "") != ref.alias]
+        aliases = {ref.alias for ref in refs}
+        outer_refs = [c for c in columns if identifier_name(c.args.get("table") or "") not in aliases]
         if len(outer_refs) in (0, len(columns)):
             if null_sensitive:
                 reasons.append(f"{holder.sql(DIALECT)[:80]} is not incrementally maintainable: under NOT or outside "
@@ -72,14 +74,29 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
                                "subquery) is not incrementally maintainable: every view row would depend on every "
                                "row it reads")
             continue
-        semi_joins.append(SemiJoin(ref, condition))
+        semi_joins.append(SemiJoin(tuple(refs), condition))
     return semi_joins, reasons
+
+
+def _inner_tables(inner: exp.Select) -> tuple[list[TableRef], str | None]:
+    """The tables a subquery reads, if they are tables joined by inner or comma joins with ON (an
+    outer join's NULL-extended rows would hold no key of a partner that appears), or why not."""
+    joins = inner.args.get("joins") or []
+    items = [inner.args["from_"].this] + [j.this for j in joins]
+    if (any(not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier) for item in items)
+            or any(s is not inner for s in inner.find_all(exp.Select))):
+        return [], "a subquery over a subquery, a function or VALUES is not incrementally maintainable"
+    if any(join_side(j) not in ("INNER", "CROSS") or j.args.get("using") for j in joins):
+        return [], ("a subquery with an outer join or a join with USING is not incrementally maintainable "
+                    "(write its joins as inner joins with ON)")
+    return table_refs(inner), None
 
 
 def _rename_subquery_alias(inner: exp.Select, ref: TableRef, taken: set[str]) -> TableRef:
     """Inside a subquery its own alias shadows the outer query's; in the lineage both are joined."""
     new = next(f"{ref.alias}_{i}" for i in range(2, 1000) if f"{ref.alias}_{i}" not in taken)
-    table = inner.args["from_"].this
+    table = next(item for item in [inner.args["from_"].this] + [j.this for j in inner.args.get("joins") or []]
+                 if item_alias(item) == ref.alias)
     table.set("alias", exp.TableAlias(this=exp.to_identifier(new, quoted=True)))
     for column in inner.find_all(exp.Column):
         if column.args.get("table") is not None and identifier_name(column.args["table"]) == ref.alias:
