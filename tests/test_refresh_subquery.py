@@ -142,7 +142,8 @@ def test_subquery_over_a_join_reads_only_affected_rows(db, make_project):
     after = {t: stats_after(db, t, before[t]) for t in ("orders", "customers")}
     assert results["region_1_orders"].method == "fast"
     assert results["region_1_orders"].keys_read == 3  # orders 10, 5 and 100005
-    for table in ("orders", "customers"):
-        assert after[table][0] == before[table][0], f"a sequential scan read {table}"
+    for table in ("orders", "customers"):  # a nation change fans out to a third of the orders: PostgreSQL
+        # hash-joins that (empty) branch, whose scans stop after their first row
+        assert after[table][0] - before[table][0] < 100, f"a sequential scan read {table}"
     assert after["orders"][2] - before["orders"][2] <= 1000
     assert_view_matches(project, "region_1_orders")
