@@ -43,7 +43,8 @@ def affected_keys_how(shape: ViewShape) -> str:
                 f"{without.tables[0].log.qualified_table} without a partner ({affected_keys_how(without)})")
     if shape.over_union:
         where = ("either part of the FULL JOIN (its LEFT JOIN, and its right side's rows without a partner)"
-                 if FULL_JOIN_PARTS in shape.select_sql else "any UNION ALL branch")
+                 if FULL_JOIN_PARTS in shape.select_sql else
+                 "any branch of the UNION ALL, UNION or SELECT DISTINCT it aggregates")
         return (f"the groups that changed rows of {where} fall in, before (each part's key map) and "
                 f"after the change, are recomputed by the whole query, every part restricted to them")
     if shape.distinct:
