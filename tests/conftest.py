@@ -7,9 +7,11 @@ reuses the session's Spark.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import uuid
+from collections import Counter
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import psycopg2
@@ -177,9 +179,22 @@ def assert_view_matches(project, view: str) -> None:
     actual = spark.read.format("delta").load(project.config.view_location(view))
     assert visible_columns(actual.columns) == expected.columns, f"{view}: columns differ"
     actual = actual.select(*[actual[c] for c in expected.columns])
-    missing = expected.exceptAll(actual).collect()
-    extra = actual.exceptAll(expected).collect()
+    # EXCEPT ALL both ways, as multisets of the collected rows: the views of the tests are small,
+    # and two collects cost a fraction of Spark's two exceptAll jobs
+    want, have = Counter(map(_comparable, expected.collect())), Counter(map(_comparable, actual.collect()))
+    missing, extra = list((want - have).elements()), list((have - want).elements())
     assert not missing and not extra, f"{view}: missing from Delta {missing[:5]}, extra in Delta {extra[:5]}"
+
+
+def _comparable(value):
+    """A row as a hashable value that compares as Spark's EXCEPT ALL does (NaN equals NaN)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_comparable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _comparable(v)) for k, v in value.items()))
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    return value
 
 
 def refresh_ok(project, names=None, complete=False) -> dict:
