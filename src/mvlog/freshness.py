@@ -14,7 +14,7 @@ from typing import Any
 
 from mvlog.catalog import Catalog, ViewStatusRow
 from mvlog.config import Config
-from mvlog.logs import Logs
+from mvlog.logs import Logs, Pending
 from mvlog.model import LogInfo
 
 
@@ -31,8 +31,7 @@ class Freshness:
         None: the view was never refreshed)."""
         if last_snaptime is None:
             return None
-        oldest = self.logs.oldest_pending(logs, last_snaptime)
-        return max(0.0, (datetime.now(timezone.utc) - oldest).total_seconds()) if oldest else 0.0
+        return _lag(self.logs.pending(logs, last_snaptime).oldest)
 
     def lags(self, names: list[str]) -> dict[str, float | None]:
         """The current lag of each named view (None: not built, or not registered)."""
@@ -41,10 +40,11 @@ class Freshness:
         return {name: self.lag(rows[name].last_snaptime, [logs[t] for t in rows[name].tables if t in logs])
                 if name in rows else None for name in names}
 
-    def status_fields(self, row: ViewStatusRow, logs: list[LogInfo]) -> dict[str, Any]:
-        """``mvlog status`` fields: the lag, the target, and the worst lag of the last day (of the
-        refreshes that finished in it, and now) against the target."""
-        lag = self.lag(row.last_snaptime, logs)
+    def status_fields(self, row: ViewStatusRow, pending: Pending) -> dict[str, Any]:
+        """``mvlog status`` fields: the lag (from ``pending``, the view's unapplied changes), the
+        target, and the worst lag of the last day (of the refreshes that finished in it, and now)
+        against the target."""
+        lag = None if row.last_snaptime is None else _lag(pending.oldest)
         try:
             target = self.config.view(row.name).freshness
         except KeyError:
@@ -57,3 +57,8 @@ class Freshness:
             "max_lag_last_day_seconds": round(worst, 3),
             "freshness_missed_last_day": (worst > target.total_seconds()) if target else None,
         }
+
+
+def _lag(oldest: datetime | None) -> float:
+    """Seconds since ``oldest`` (0: nothing pending)."""
+    return max(0.0, (datetime.now(timezone.utc) - oldest).total_seconds()) if oldest else 0.0

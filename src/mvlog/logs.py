@@ -225,19 +225,19 @@ class Logs:
         finally:
             holder.close()
 
-    def oldest_pending(self, logs: Sequence[LogInfo], after: datetime | None) -> datetime | None:
-        """When the oldest transaction a consumer at ``after`` has not applied started (its log rows
-        are stamped later, or not stamped yet); None if there is none."""
-        return self.source.query(oldest_change_sql(logs), {"after": after})[0][0] if logs else None
-
-    def pending_rows(self, log: LogInfo, after: datetime | None) -> int:
-        """Log rows a consumer at ``after`` has not consumed (stamped later, or not stamped yet)."""
-        rows = self.source.query(
-            sql.SQL('SELECT count(*) FROM {} WHERE %s::timestamptz IS NULL OR "snaptime$$" > %s')
-            .format(log_identifier(log)),
-            (after, after),
-        )
-        return int(rows[0][0])
+    def pending(self, logs: Sequence[LogInfo], after: datetime | None) -> Pending:
+        """What a consumer at ``after`` has not applied of ``logs`` (rows stamped later, or not
+        stamped yet): how many log rows, and when the oldest of their transactions started; one
+        scan of each log."""
+        if not logs:
+            return Pending(0, None)
+        per_log = sql.SQL(" UNION ALL ").join(
+            sql.SQL('SELECT count(*), min("xact_time$$") FROM {} '
+                    'WHERE %(after)s::timestamptz IS NULL OR "snaptime$$" > %(after)s').format(log_identifier(log))
+            for log in logs)
+        rows, oldest = self.source.query(sql.SQL("SELECT sum(n), min(m) FROM ({}) AS p(n, m)").format(per_log),
+                                         {"after": after})[0]
+        return Pending(int(rows or 0), oldest)
 
     def purge(self, logs: Sequence[LogInfo],
               horizon: Callable[[Cursor, LogInfo], datetime | None]) -> dict[str, int]:
@@ -263,6 +263,14 @@ def oldest_change_sql(logs: Sequence[LogInfo]) -> sql.Composed:
         sql.SQL('SELECT min("xact_time$$") FROM {} WHERE %(after)s::timestamptz IS NULL OR "snaptime$$" > %(after)s')
         .format(log_identifier(log)) for log in logs)
     return sql.SQL("SELECT min(m) FROM ({}) AS p(m)").format(per_log)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A consumer's unapplied changes in some logs: log rows, and the oldest one's transaction start."""
+
+    rows: int
+    oldest: datetime | None
 
 
 @dataclass

@@ -216,7 +216,7 @@ class Project:
         logs = self.logs.registered()
         views = []
         for row in self.catalog.view_status_rows():
-            pending = sum(self.logs.pending_rows(logs[t], row.last_snaptime) for t in row.tables if t in logs)
+            pending = self.logs.pending([logs[t] for t in row.tables if t in logs], row.last_snaptime)
             needs, invalid = row.needs_complete, None
             try:
                 view = self.config.view(row.name)
@@ -230,7 +230,7 @@ class Project:
                 staleness, needs = "invalid", invalid
             elif needs or row.last_snaptime is None:
                 staleness = "needs_complete"
-            elif pending:
+            elif pending.rows:
                 staleness = "stale"
             else:
                 staleness = "fresh"
@@ -239,8 +239,8 @@ class Project:
                 "fast_refresh": row.fast_reason is None, "why_not_fast": row.fast_reason, "group": row.group,
                 "last_refresh": row.last_refresh_at.isoformat() if row.last_refresh_at else None,
                 "last_method": row.last_method, "staleness": staleness, "needs_complete_reason": needs,
-                "pending_log_rows": pending, "rows": row.row_count, "base_tables": sorted(row.tables),
-                **self.freshness.status_fields(row, [logs[t] for t in row.tables if t in logs]),
+                "pending_log_rows": pending.rows, "rows": row.row_count, "base_tables": sorted(row.tables),
+                **self.freshness.status_fields(row, pending),
             })
         return {"views": views, "logs": self.log_status(logs)}
 
