@@ -18,8 +18,8 @@ from sqlglot.errors import ParseError
 from mvlog import rewrite
 from mvlog.errors import ConfigError
 from mvlog.model import TableInfo
-from mvlog.sqltree import (DIALECT, TableRef, identifier_name, item_alias, join_side, null_rejecting, own_aggregates,
-                           own_windows, partition_by, root_join, table_refs, window_parts)
+from mvlog.sqltree import (DIALECT, TableRef, from_items, identifier_name, item_alias, join_side, null_rejecting,
+                           own_aggregates, own_windows, partition_by, root_join, table_refs, window_parts)
 from mvlog.subqueries import SemiJoin, subquery_lineage
 
 __all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions", "identifier_name", "join_side",
@@ -418,9 +418,7 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
         reasons.append("common table expressions (WITH) are not incrementally maintainable")
     if not tree.args.get("from_"):
         reasons.append("a query without FROM has no base table to log")
-    sources = ([tree.args["from_"].this] if tree.args.get("from_") else []) + [
-        j.this for j in tree.args.get("joins") or []
-    ]
+    sources = from_items(tree)
     if any(not isinstance(s, exp.Table) or not isinstance(s.this, exp.Identifier) for s in sources):
         reasons.append("FROM items other than tables (subqueries, functions, VALUES) are not incrementally maintainable")
     named = sources and (sources[0].alias or isinstance(sources[0].this, exp.Identifier))

@@ -231,12 +231,7 @@ class Logs:
         scan of each log."""
         if not logs:
             return Pending(0, None)
-        per_log = sql.SQL(" UNION ALL ").join(
-            sql.SQL('SELECT count(*), min("xact_time$$") FROM {} '
-                    'WHERE %(after)s::timestamptz IS NULL OR "snaptime$$" > %(after)s').format(log_identifier(log))
-            for log in logs)
-        rows, oldest = self.source.query(sql.SQL("SELECT sum(n), min(m) FROM ({}) AS p(n, m)").format(per_log),
-                                         {"after": after})[0]
+        rows, oldest = self.source.query(pending_sql(logs), {"after": after})[0]
         return Pending(int(rows or 0), oldest)
 
     def purge(self, logs: Sequence[LogInfo],
@@ -255,14 +250,15 @@ class Logs:
         return deleted
 
 
-def oldest_change_sql(logs: Sequence[LogInfo]) -> sql.Composed:
-    """The start time of the oldest transaction with log rows stamped after ``%(after)s`` (or not
-    stamped yet) in any of ``logs``: a log row's ``xact_time$$`` is its writer's
+def pending_sql(logs: Sequence[LogInfo]) -> sql.Composed:
+    """How many log rows of ``logs`` are stamped after ``%(after)s`` (or not stamped yet), and the
+    start time of the oldest of their transactions: a log row's ``xact_time$$`` is its writer's
     ``transaction_timestamp()``."""
     per_log = sql.SQL(" UNION ALL ").join(
-        sql.SQL('SELECT min("xact_time$$") FROM {} WHERE %(after)s::timestamptz IS NULL OR "snaptime$$" > %(after)s')
-        .format(log_identifier(log)) for log in logs)
-    return sql.SQL("SELECT min(m) FROM ({}) AS p(m)").format(per_log)
+        sql.SQL('SELECT count(*), min("xact_time$$") FROM {} '
+                'WHERE %(after)s::timestamptz IS NULL OR "snaptime$$" > %(after)s').format(log_identifier(log))
+        for log in logs)
+    return sql.SQL("SELECT sum(n), min(m) FROM ({}) AS p(n, m)").format(per_log)
 
 
 @dataclass(frozen=True)
@@ -314,7 +310,7 @@ class StampedSnapshot:
     def oldest_change(self, logs: Sequence[LogInfo], after: datetime | None) -> datetime | None:
         """When the oldest transaction whose changes are in this refresh's window (for a consumer at
         ``after``) started; None if the window is empty."""
-        return self.query(oldest_change_sql(logs), {"after": after})[0][0] if logs else None
+        return self.query(pending_sql(logs), {"after": after})[0][1] if logs else None
 
     def window_size(self, log: LogInfo, after: datetime | None) -> WindowSize:
         """How many distinct keys of the table this window changed, and the table's estimated rows."""

@@ -15,7 +15,7 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 
 from mvlog.model import TableInfo
-from mvlog.sqltree import DIALECT, full_join_parts, identifier_name, join_side, own_aggregates
+from mvlog.sqltree import DIALECT, from_items, full_join_parts, identifier_name, join_side, own_aggregates
 
 # A base table as written in the query (schema or None, name) -> the table PostgreSQL resolves it to.
 Catalog = dict[tuple[str | None, str], TableInfo]
@@ -204,8 +204,7 @@ def _plain_outer(select: exp.Select) -> bool:
 
 def _rename_aliases(inner: exp.Select, taken: set[str]) -> None:
     """Give the inner query's FROM items aliases that the outer query's other FROM items do not use."""
-    sources = [inner.args["from_"].this] + [j.this for j in inner.args.get("joins") or []]
-    for source in sources:
+    for source in from_items(inner):
         old = _source_alias(source)
         if old not in taken:
             taken.add(old)

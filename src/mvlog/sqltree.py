@@ -31,11 +31,15 @@ def identifier_name(node: exp.Identifier | str) -> str:
     return node.this if node.quoted else node.this.lower()
 
 
+def from_items(select: exp.Select) -> list[exp.Expression]:
+    """The items of ``select``'s FROM clause in order: the first, then each join's."""
+    first = [select.args["from_"].this] if select.args.get("from_") else []
+    return first + [join.this for join in select.args.get("joins") or []]
+
+
 def table_refs(select: exp.Select) -> list[TableRef]:
     refs = []
-    sources = [select.args.get("from_").this] if select.args.get("from_") else []
-    sources += [join.this for join in select.args.get("joins") or []]
-    for source in sources:
+    for source in from_items(select):
         if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             schema = identifier_name(source.args["db"]) if source.args.get("db") else None
             name = identifier_name(source.this)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvlog.sqltree import DIALECT, TableRef, identifier_name, item_alias, join_side, table_refs
+from mvlog.sqltree import DIALECT, TableRef, from_items, identifier_name, item_alias, join_side, table_refs
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,7 @@ def _inner_tables(inner: exp.Select) -> tuple[list[TableRef], str | None]:
     """The tables a subquery reads, if they are tables joined by inner or comma joins with ON (an
     outer join's NULL-extended rows would hold no key of a partner that appears), or why not."""
     joins = inner.args.get("joins") or []
-    items = [inner.args["from_"].this] + [j.this for j in joins]
-    if (any(not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier) for item in items)
+    if (any(not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier) for item in from_items(inner))
             or any(s is not inner for s in inner.find_all(exp.Select))):
         return [], "a subquery over a subquery, a function or VALUES is not incrementally maintainable"
     if any(join_side(j) not in ("INNER", "CROSS") or j.args.get("using") for j in joins):
@@ -95,8 +94,7 @@ def _inner_tables(inner: exp.Select) -> tuple[list[TableRef], str | None]:
 def _rename_subquery_alias(inner: exp.Select, ref: TableRef, taken: set[str]) -> TableRef:
     """Inside a subquery its own alias shadows the outer query's; in the lineage both are joined."""
     new = next(f"{ref.alias}_{i}" for i in range(2, 1000) if f"{ref.alias}_{i}" not in taken)
-    table = next(item for item in [inner.args["from_"].this] + [j.this for j in inner.args.get("joins") or []]
-                 if item_alias(item) == ref.alias)
+    table = next(item for item in from_items(inner) if item_alias(item) == ref.alias)
     table.set("alias", exp.TableAlias(this=exp.to_identifier(new, quoted=True)))
     for column in inner.find_all(exp.Column):
         if column.args.get("table") is not None and identifier_name(column.args["table"]) == ref.alias:
