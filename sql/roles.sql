@@ -23,7 +23,7 @@ GRANT USAGE ON SCHEMA mvlog TO mvlog_refresh;
 
 -- The catalog: read it; record stamps, refreshes and their history.
 GRANT SELECT ON mvlog.schema_version, mvlog.logs, mvlog.views, mvlog.view_logs, mvlog.refresh_history,
-                mvlog.ddl_log TO mvlog_refresh;
+                mvlog.ddl_log, mvlog.log_partitions TO mvlog_refresh;
 GRANT UPDATE (last_stamp) ON mvlog.logs TO mvlog_refresh;
 GRANT UPDATE (last_snaptime, last_refresh_at, last_method, needs_complete, row_count, output_signature)
     ON mvlog.views TO mvlog_refresh;

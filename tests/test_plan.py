@@ -104,12 +104,12 @@ def fast_plan(refresh: RefreshMethod = RefreshMethod.FORCE):
 def test_after_the_stamp_a_truncated_table_makes_force_complete_and_fast_refuse():
     plan = fast_plan()
     assert after_stamp(plan, RefreshMethod.FORCE, [], []) is plan  # nothing new: the same plan
-    complete = after_stamp(plan, RefreshMethod.FORCE, ["public.orders"], [])
+    complete = after_stamp(plan, RefreshMethod.FORCE, ["table public.orders was truncated"], [])
     assert complete.method is RefreshMethod.COMPLETE and complete.reason == "table public.orders was truncated"
     assert plan.method is RefreshMethod.FAST  # a new plan; the old one is unchanged
     with pytest.raises(RefreshError, match=r"cannot be fast-refreshed: table public.orders was truncated; "
                                            r"run 'mvlog refresh --complete v'"):
-        after_stamp(fast_plan(RefreshMethod.FAST), RefreshMethod.FAST, ["public.orders"], [])
+        after_stamp(fast_plan(RefreshMethod.FAST), RefreshMethod.FAST, ["table public.orders was truncated"], [])
 
 
 def test_after_the_stamp_only_force_switches_for_a_large_window():
@@ -119,7 +119,7 @@ def test_after_the_stamp_only_force_switches_for_a_large_window():
     kept = after_stamp(fast_plan(RefreshMethod.FAST), RefreshMethod.FAST, [], large)
     assert kept.method is RefreshMethod.FAST
     complete = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
-    assert after_stamp(complete, RefreshMethod.COMPLETE, ["public.orders"], large) is complete
+    assert after_stamp(complete, RefreshMethod.COMPLETE, ["table public.orders was truncated"], large) is complete
 
 
 def test_partitions_apply_to_complete_plans_only():

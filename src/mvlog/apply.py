@@ -8,7 +8,6 @@ whether a view still fits today's tables (:meth:`Registrar.check`).
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -20,6 +19,7 @@ from mvlog.analysis import analyze
 from mvlog.catalog import Catalog, ViewRegistration, ViewState
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, RefreshError, SourceError
+from mvlog.expansion import Expansion, expand_views, redefined_view
 from mvlog.logs import Logs
 from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, TableInfo, log_name_for
 from mvlog import plan as planner
@@ -84,7 +84,9 @@ class Registrar:
         would send, so a view mvlog cannot refresh fast is found before its first refresh."""
         where = f"views[{index}] ({view.name})"
         try:
-            analysis = analyze(view.query)
+            expansion = self.expand(cur, view.query)
+            query = expansion.query
+            analysis = analyze(query)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         catalog: dict[tuple[str | None, str], TableInfo] = {}
@@ -94,22 +96,22 @@ class Registrar:
             if table is None:
                 raise ConfigError(f"{where}: table {ref.display} does not exist")
             if table.oid not in logs:
-                raise ConfigError(
-                    f"{where}: table {table.qualified} has no materialized view log; add it under logs:"
-                )
+                refusal = self.source.log_refusal(cur, table)
+                raise ConfigError(f"{where}: {refusal}" if refusal and "partition of" in refusal else
+                                  f"{where}: table {table.qualified} has no materialized view log; add it under logs:")
             catalog[(ref.schema, ref.name)] = table
             if tuple(c.name for c in table.key) != logs[table.oid].key_columns:
                 key_changed.append(table.qualified)
         try:
-            described = self.source.describe_query(cur, view.query)
+            described = self.source.describe_query(cur, query)
             columns = [d[0] for d in described]
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         # CTEs and subqueries: analysed as what they merge into; a UNION's branches with their
         # untyped literals typed as the UNION types them
-        types = self.source.output_types(cur, view.query) if isinstance(analysis.tree, exp.SetOperation) else None
+        types = self.source.output_types(cur, query) if isinstance(analysis.tree, exp.SetOperation) else None
         if rewrite.needs_rewrite(analysis.tree) or types:
-            analysis = analyze(view.query, catalog, columns, types)
+            analysis = analyze(query, catalog, columns, types)
         # A rewritten query names its tables as resolved (schema.name), the others as written.
         known = {**{(t.schema, t.name): t for t in catalog.values()}, **catalog}
         by_alias = {ref.alias: logs[known[(ref.schema, ref.name)].oid] for ref in analysis.tables}
@@ -122,6 +124,9 @@ class Registrar:
             raise ConfigError(f"{where}: column names starting with {HIDDEN_PREFIX!r} are reserved for mvlog "
                               f"({reserved[0]})")
         shape = shape_view(view.name, analysis, by_alias)
+        if expansion.barrier is not None and shape.fast_possible:
+            shape = downgrade(shape, query, f"it reads security-barrier view {expansion.barrier.name}, which "
+                                            f"PostgreSQL does not merge into the query")
         written: tuple[str, ...] = ()
         if shape.fast_possible:  # check the SQL mvlog generates for it; a view it cannot key is complete-only
             try:
@@ -135,10 +140,14 @@ class Registrar:
                                   else sqlgen.fast_refresh_statements(shape, CHECK_SINCE))
                     self.source.check_statements(cur, statements, stand_in)
             except ConfigError as exc:
-                shape = downgrade(shape, view.query, f"mvlog cannot key this view for fast refresh: {exc}")
+                shape = downgrade(shape, query, f"mvlog cannot key this view for fast refresh: {exc}")
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
             raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
-        return ViewCheck(shape, json.dumps(described), tuple(key_changed), written)
+        return ViewCheck(shape, expansion.signature(described), tuple(key_changed), written)
+
+    def expand(self, cur: Cursor, query: str) -> Expansion:
+        """``query`` with the PostgreSQL views it reads expanded to their definitions."""
+        return expand_views(query, lambda schema, name: self.source.view_definition(cur, schema, name))
 
     def check(self, view: ViewConfig) -> ViewCheck:
         """The view against today's catalog; a query that no longer works makes the view invalid."""
@@ -158,7 +167,8 @@ class Registrar:
         if columns_changed and not state.needs_complete and not check.key_changed:
             ddl = self.catalog.ddl_since([log.table_oid for log in check.shape.logs], state.last_refresh_at)
             last_ddl = (ddl[-1][1], ddl[-1][2]) if ddl else None
-        return planner.needs_complete(state.needs_complete, check.key_changed, columns_changed, last_ddl)
+        redefined = redefined_view(state.output_signature, check.signature) if state.output_signature else None
+        return planner.needs_complete(state.needs_complete, check.key_changed, columns_changed, last_ddl, redefined)
 
     def declared_tables(self, cur: Cursor, skipped: list[str] | None = None) -> list[tuple[str, TableInfo]]:
         """The tables ``logs:`` names, each with where it is named (``logs[2]``): listed ones, and

@@ -23,7 +23,7 @@ from mvlog.source import Cursor, Source, log_identifier, read_sql
 from mvlog.keymap import drop_keymap_sql
 from mvlog.shape import keymap_name
 
-SCHEMA_VERSION = 3  # the newest sql/NNN_*.sql catalog version (004: refresh_history.delta_version)
+SCHEMA_VERSION = 4  # the newest sql/NNN_*.sql catalog version (005: logs of partitioned tables)
 @dataclass(frozen=True)
 class ViewState:
     """What the catalog knows of a registered view between refreshes."""
@@ -134,11 +134,13 @@ class Catalog:
         cur.execute(read_sql("001_schema.sql"))
         cur.execute(read_sql("002_ddl_capture.sql"))
         cur.execute(read_sql("004_history_versions.sql"))
+        cur.execute(read_sql("005_partitions.sql"))
         cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         if cur.fetchone()[0]:
             cur.execute(read_sql("003_event_triggers.sql"))
             return True
-        cur.execute("SELECT count(*) = 2 FROM pg_event_trigger WHERE evtname IN ('mvlog_capture_ddl', 'mvlog_capture_drop')")
+        cur.execute("SELECT count(*) = 4 FROM pg_event_trigger WHERE evtname IN "
+                    "('mvlog_capture_ddl', 'mvlog_capture_drop', 'mvlog_cover_partitions', 'mvlog_partition_drop')")
         return bool(cur.fetchone()[0])
 
     # -- registering views ------------------------------------------------------------------

@@ -55,7 +55,8 @@ def changed_keys_sql(log: LogInfo, since: datetime | None, names: list[str] | tu
     snapshot was taken under the stamping lock, so it sees the rows this refresh stamps with S
     still holding the sentinel, and no row of a later stamp or of a transaction it does not see.
     """
-    condition = exp.NEQ(this=col("dmltype$$"), expression=exp.Literal.string("T"))
+    # rows of keys: not T (a TRUNCATE) or P (a partition dropped or unwatched), which have none
+    condition = exp.In(this=col("dmltype$$"), expressions=[exp.Literal.string(t) for t in "IUD"])
     if since is not None:
         condition = exp.and_(condition, exp.GT(this=col("snaptime$$"), expression=_timestamptz(since)))
     return (

@@ -162,11 +162,13 @@ def status(ctx: click.Context, as_json: bool) -> None:
                       f"{v['last_refresh'] or 'never'} ({v['last_method'] or '-'})", v["location"])
     out.print(views)
     logs = Table(title="logs", show_edge=False, title_justify="left")
-    for column in ("table", "log", "rows", "bytes", "oldest unconsumed change", "pinned by"):
+    for column in ("table", "log", "rows", "bytes", "oldest unconsumed change", "pinned by", "covers"):
         logs.add_column(column)
     for log in data["logs"]:
+        covers = f"{len(log['partitions'])} partitions" if log["partitions"] else "the table"
         logs.add_row(log["table"], log["log"], str(log["rows"]), str(log["bytes"]),
-                     log["oldest_unconsumed_change"] or "-", ", ".join(log["pinned_by"]) or "-")
+                     log["oldest_unconsumed_change"] or "-", ", ".join(log["pinned_by"]) or "-",
+                     covers + (f"; NOT {log['not_covered']}" if log["not_covered"] else ""))
     out.print(logs)
 
 

@@ -20,7 +20,7 @@ from psycopg2 import sql
 from mvlog.errors import ConfigError
 from mvlog.model import MVLOG_SCHEMA, SENTINEL, LogInfo, TableInfo, checked_snapshot_id, log_name_for
 from mvlog.plan import WindowSize
-from mvlog.source import Cursor, Source, log_identifier, read_sql, table_identifier
+from mvlog.source import ESTIMATED_ROWS, Cursor, Source, log_identifier, read_sql, table_identifier
 from mvlog.changes import changed_key_count_sql
 
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of the advisory locks that serialize stamping a log
@@ -67,6 +67,9 @@ class Logs:
         """
         if not table.key:
             raise ConfigError(f"table {table.qualified} has no primary key, so it cannot have a materialized view log")
+        refusal = self.source.log_refusal(cur, table)
+        if refusal:
+            raise ConfigError(refusal)
         cur.execute(
             "SELECT log_name, key_columns, key_types FROM mvlog.logs WHERE table_schema = %s AND table_name = %s",
             (table.schema, table.name),
@@ -79,7 +82,7 @@ class Logs:
             cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(log_identifier(log)))
             outcome = "rekeyed"
         elif row and self._ddl_current(cur, table, log):
-            return log, "unchanged"
+            return log, "unchanged" if not self._cover_partitions(cur, table, "drifted") else "created"
         cur.execute(self._ddl(cur, table, log))
         cur.execute(
             """
@@ -90,7 +93,17 @@ class Logs:
             """,
             (table.schema, table.name, table.oid, log.log_name, list(log.key_columns), list(log.key_types)),
         )
+        # A new or rekeyed log's views refresh completely anyway; an existing log whose partitions
+        # changed unwatched cannot tell what moved.
+        self._cover_partitions(cur, table, "drifted" if row and outcome == "created" else "initial")
         return log, outcome
+
+    @staticmethod
+    def _cover_partitions(cur: Cursor, table: TableInfo, how: str) -> int:
+        """Put the log's triggers on every partition of ``table`` (and off former ones); how many
+        changed (``sql/005_partitions.sql``)."""
+        cur.execute("SELECT mvlog.cover_partitions(%s, %s)", (table.oid, how))
+        return cur.fetchone()[0]
 
     def _ddl_current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:
         """The log table (without an index), its four triggers and their functions are as rendered now."""
@@ -158,11 +171,31 @@ class Logs:
         if cur.fetchone()[0]:
             for event in EVENTS:
                 cur.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(f"mvlog${event}"), table))
+        cur.execute("DELETE FROM mvlog.log_partitions AS p WHERE p.table_oid = %s RETURNING p.partition_oid",
+                    (log.table_oid,))
+        partitions = [oid for (oid,) in cur.fetchall()]
+        cur.execute("SELECT n.nspname, c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+                    "WHERE c.oid = ANY(%s::oid[])", (partitions,))
+        for schema, name in cur.fetchall():
+            for event in EVENTS:
+                cur.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(
+                    sql.Identifier(f"mvlog${event}"), sql.Identifier(schema, name)))
         for event in EVENTS:
             cur.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(
                 sql.Identifier(MVLOG_SCHEMA, f"{log.log_name}${event}")))
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(log_identifier(log)))
         cur.execute("DELETE FROM mvlog.logs WHERE log_name = %s", (log.log_name,))
+
+    def coverage(self, log: LogInfo) -> tuple[list[str], str | None]:
+        """The partitions the log of a partitioned table covers (qualified names; none for a plain
+        table), and the first partition it should cover and does not, or covers and should not."""
+        rows = self.source.query(
+            "SELECT coalesce(format('%%I.%%I', n.nspname, c.relname), p.partition_name) "
+            "FROM mvlog.log_partitions AS p LEFT JOIN pg_class AS c ON c.oid = p.partition_oid "
+            "LEFT JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE p.table_oid = %s ORDER BY 1",
+            (log.table_oid,))
+        drift = self.source.query(UNCOVERED_PARTITION, {"root": log.table_oid})
+        return [name for (name,) in rows], (f"partition {drift[0][0]} {drift[0][1]}" if drift else None)
 
     # -- stamping, windows, purging --------------------------------------------------------
 
@@ -261,6 +294,34 @@ def pending_sql(logs: Sequence[LogInfo]) -> sql.Composed:
     return sql.SQL("SELECT sum(n), min(m) FROM ({}) AS p(n, m)").format(per_log)
 
 
+# A member of a logged table's partition tree (or inheritance tree) that its log does not cover, or
+# a covered one that left the tree, at the current snapshot: pg_inherits read by a query sees the
+# snapshot, where pg_partition_tree() would read the newest catalog.
+UNCOVERED_PARTITION = """
+WITH RECURSIVE tree(relid) AS (
+    SELECT %(root)s::oid
+    UNION ALL
+    SELECT i.inhrelid FROM pg_inherits AS i JOIN tree AS t ON i.inhparent = t.relid
+)
+SELECT name, what FROM (
+    SELECT (SELECT format('%%I.%%I', n.nspname, c.relname) FROM pg_class AS c
+            JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE c.oid = t.relid), 'is not covered by its log'
+    FROM tree AS t
+    WHERE t.relid <> %(root)s
+      AND (NOT EXISTS (SELECT FROM mvlog.log_partitions AS p WHERE p.partition_oid = t.relid)
+           OR (SELECT count(*) FROM pg_trigger AS g
+               WHERE g.tgrelid = t.relid
+                 AND g.tgname IN ('mvlog$insert', 'mvlog$update', 'mvlog$delete', 'mvlog$truncate')) < 4)
+    UNION ALL
+    SELECT p.partition_name, 'is covered by its log but left the table'
+    FROM mvlog.log_partitions AS p
+    WHERE p.table_oid = %(root)s AND p.partition_oid NOT IN (SELECT t.relid FROM tree AS t)
+) AS drift(name, what)
+ORDER BY name
+LIMIT 1
+"""
+
+
 @dataclass(frozen=True)
 class Pending:
     """A consumer's unapplied changes in some logs: log rows, and the oldest one's transaction start."""
@@ -303,9 +364,22 @@ class StampedSnapshot:
         """Whether the log holds rows in this refresh's window for a consumer at ``after``."""
         return self._window_has(log, after, sql.SQL("true"))
 
-    def truncated_since(self, log: LogInfo, after: datetime | None) -> bool:
-        """Whether the table was truncated in this refresh's window for a consumer at ``after``."""
-        return self._window_has(log, after, sql.SQL("\"dmltype$$\" = 'T'"))
+    def replaced_since(self, log: LogInfo, after: datetime | None) -> str | None:
+        """Why the table's rows changed in this refresh's window (for a consumer at ``after``) in a
+        way its log could not record key by key, or None: a TRUNCATE, a partition dropped, or a
+        partition tree that no longer matches what the log covers (a partition created, attached
+        or detached while mvlog's event triggers were not installed: writes to it went unlogged).
+        Read at the stamp's snapshot, so DDL after the stamp is the next refresh's business."""
+        if self._window_has(log, after, sql.SQL("\"dmltype$$\" = 'T'")):
+            return f"table {log.qualified_table} was truncated"
+        if self._window_has(log, after, sql.SQL("\"dmltype$$\" = 'P'")):
+            return (f"a partition of {log.qualified_table} was dropped, or its partitions changed while mvlog's "
+                    f"event triggers were not installed")
+        uncovered = self.query(UNCOVERED_PARTITION, {"root": log.table_oid})
+        if uncovered:
+            return (f"partition {uncovered[0][0]} of {log.qualified_table} {uncovered[0][1]} "
+                    f"(mvlog's event triggers were not there to follow it); run 'mvlog apply'")
+        return None
 
     def oldest_change(self, logs: Sequence[LogInfo], after: datetime | None) -> datetime | None:
         """When the oldest transaction whose changes are in this refresh's window (for a consumer at
@@ -314,6 +388,6 @@ class StampedSnapshot:
 
     def window_size(self, log: LogInfo, after: datetime | None) -> WindowSize:
         """How many distinct keys of the table this window changed, and the table's estimated rows."""
-        ((rows,),) = self.query("SELECT reltuples FROM pg_class WHERE oid = %s", (log.table_oid,))
+        ((rows,),) = self.query(ESTIMATED_ROWS, {"oid": log.table_oid})
         ((changed,),) = self.query(changed_key_count_sql(log, after))
         return WindowSize(log.qualified_table, int(changed), float(rows or 0))

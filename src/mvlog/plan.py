@@ -130,14 +130,17 @@ def plan_refresh(
 
 
 def needs_complete(recorded: str | None, key_changed: Sequence[str], columns_changed: bool,
-                   last_ddl: tuple[str, str] | None) -> str | None:
+                   last_ddl: tuple[str, str] | None, redefined: str | None = None) -> str | None:
     """Why the next refresh must be complete, or None: a recorded reason, a base table whose
-    primary key changed, or query columns that differ from the last complete refresh's
-    (``last_ddl``: the newest DDL on its tables since then, as command tag and object)."""
+    primary key changed, a PostgreSQL view the query reads that was redefined (``redefined``), or
+    query columns that differ from the last complete refresh's (``last_ddl``: the newest DDL on
+    its tables since then, as command tag and object)."""
     if recorded:
         return recorded
     if key_changed:
         return f"the primary key of {key_changed[0]} changed"
+    if redefined:
+        return f"PostgreSQL view {redefined} was redefined"
     if columns_changed:
         what = f" ({last_ddl[0]} on {last_ddl[1]})" if last_ddl else ""
         return f"the columns of its query changed{what}"
@@ -152,15 +155,16 @@ def schema_drift(location: str, table_columns: Sequence[str] | None, expected: S
     return None
 
 
-def after_stamp(plan: RefreshPlan, requested: RefreshMethod, truncated: Sequence[str],
+def after_stamp(plan: RefreshPlan, requested: RefreshMethod, replaced: Sequence[str],
                 windows: Sequence[WindowSize]) -> RefreshPlan:
-    """A fast plan, looked at again once the window is known: a table truncated in it needs a
-    complete refresh (a ``fast`` view refuses); so does, for a ``force`` view, a window that
-    changed so much of a table that a complete refresh is cheaper (:func:`cheaper_complete`)."""
+    """A fast plan, looked at again once the window is known: rows changed in ways the logs could
+    not record key by key (``replaced``: why, e.g. a table truncated) need a complete refresh (a
+    ``fast`` view refuses); so does, for a ``force`` view, a window that changed so much of a
+    table that a complete refresh is cheaper (:func:`cheaper_complete`)."""
     if plan.method is not RefreshMethod.FAST:
         return plan
-    if truncated:
-        reason = f"table {truncated[0]} was truncated"
+    if replaced:
+        reason = replaced[0]
         if requested is RefreshMethod.FAST:
             raise RefreshRefused(f"view {plan.view} cannot be fast-refreshed: {reason}; "
                                  f"run 'mvlog refresh --complete {plan.view}'", reason)

@@ -252,11 +252,13 @@ class Project:
         for table, log in sorted(logs.items()):
             found = self.catalog.log_status(log)
             oldest = found.oldest_unconsumed
+            partitions, uncovered = self.logs.coverage(log)
             log_list.append({
                 "table": table, "log": f"mvlog.{log.log_name}", "rows": found.rows, "bytes": found.bytes,
                 "oldest_unconsumed_change": oldest.isoformat() if oldest else None,
                 "oldest_unconsumed_age_seconds": round((now - oldest).total_seconds(), 3) if oldest else None,
                 "pinned_by": list(found.pinned_by),
+                "partitions": partitions, "not_covered": uncovered,
             })
         return log_list
 
@@ -310,8 +312,11 @@ class Project:
 
         view = self._select_views([name])[0]
         index = self.config.views.index(view)
-        analysis = analyze(view.query)
         with self.source.inspection() as cur:
+            try:
+                analysis = analyze(self.registrar.expand(cur, view.query).query)
+            except ConfigError as exc:
+                raise ConfigError(f"views[{index}] ({view.name}): {exc}") from None
             logs = self.registrar.declared_logs(cur)
             missing = []
             for ref in analysis.tables:

@@ -288,12 +288,13 @@ class Refresher:
                              phases=phases.seconds)
 
     def _after_stamp(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot) -> RefreshPlan:
-        """The plan again, given what the window holds: truncations, and (``force``) its size."""
+        """The plan again, given what the window holds: truncations and partitions dropped or
+        unlogged, and (``force``) its size."""
         if plan.method is RefreshMethod.FAST:
-            truncated = [log.qualified_table for log in plan.logs if stamped.truncated_since(log, plan.since)]
-            windows = [] if truncated or view.refresh is not RefreshMethod.FORCE else [
+            replaced = [reason for log in plan.logs if (reason := stamped.replaced_since(log, plan.since))]
+            windows = [] if replaced or view.refresh is not RefreshMethod.FORCE else [
                 stamped.window_size(log, plan.since) for log in plan.logs]
-            plan = planner.after_stamp(plan, view.refresh, truncated, windows)
+            plan = planner.after_stamp(plan, view.refresh, replaced, windows)
         return self._partitioned(plan)
 
     def _partitioned(self, plan: RefreshPlan) -> RefreshPlan:

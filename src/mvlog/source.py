@@ -20,9 +20,21 @@ import psycopg2.extensions
 from psycopg2 import sql
 
 from mvlog.errors import ConfigError, SourceError, redact
+from mvlog.expansion import PgView
 from mvlog.model import MVLOG_SCHEMA, Column, ColumnStats, LogInfo, TableInfo, checked_snapshot_id
 
 Cursor = psycopg2.extensions.cursor
+
+# The planner's estimate of a table's rows (%(oid)s); a partitioned table's are its leaves' rows.
+ESTIMATED_ROWS = ("SELECT coalesce(sum(greatest(m.reltuples, 0)), 0) FROM pg_class AS m WHERE m.relkind = 'r' "
+                  "AND (m.oid = %(oid)s OR m.oid IN (SELECT t.relid FROM pg_partition_tree(%(oid)s) AS t))")
+
+# What a relation that is not a table is, as a reason it cannot have a log (by pg_class.relkind).
+NOT_A_TABLE = {
+    "v": "is a view: log the tables it reads (a view query that reads it is expanded to them)",
+    "m": "is a materialized view: mvlog cannot log it; log the tables its query reads and make it an mvlog view",
+    "f": "is a foreign table: its rows change outside this database, so mvlog cannot log them",
+}
 
 
 def sql_dir() -> Path:
@@ -206,7 +218,7 @@ class Source:
         )
         nspname, relname, relkind = cur.fetchone()
         if relkind not in ("r", "p"):
-            raise ConfigError(f"{nspname}.{relname} is not a table (a log needs a table)")
+            raise ConfigError(f"{nspname}.{relname} {NOT_A_TABLE.get(relkind, 'is not a table (a log needs a table)')}")
         cur.execute(
             """
             SELECT a.attname, format_type(a.atttypid, a.atttypmod),
@@ -222,6 +234,56 @@ class Source:
         columns = tuple(Column(r[0], r[1], r[3]) for r in rows)
         key = tuple(Column(r[0], r[1]) for r in sorted((r for r in rows if r[2] is not None), key=lambda r: r[2]))
         return TableInfo(nspname, relname, oid, columns, key)
+
+    def view_definition(self, cur: Cursor, schema: str | None, name: str) -> PgView | None:
+        """The definition of the plain view a query's ``schema.name`` (search_path when
+        unqualified) resolves to, every name in it schema-qualified; None if it is not a view."""
+        ident = sql.Identifier(schema, name) if schema else sql.Identifier(name)
+        cur.execute(
+            sql.SQL("""
+            SELECT c.oid, format('%%I.%%I', n.nspname, c.relname),
+                   coalesce('security_barrier=true' = ANY(c.reloptions), false)
+            FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+            WHERE c.oid = to_regclass({}) AND c.relkind = 'v'
+            """).format(sql.Literal(ident.as_string(cur))))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        oid, qualified, barrier = row
+        cur.execute("SAVEPOINT mvlog_viewdef")
+        try:  # with only pg_catalog on the path, pg_get_viewdef qualifies every other name
+            cur.execute("SELECT set_config('search_path', 'pg_catalog', true)")
+            cur.execute("SELECT pg_get_viewdef(%s::oid)", (oid,))
+            definition = cur.fetchone()[0]
+        finally:
+            cur.execute("ROLLBACK TO SAVEPOINT mvlog_viewdef")  # and the search_path with it
+            cur.execute("RELEASE SAVEPOINT mvlog_viewdef")
+        return PgView(qualified, definition, barrier)
+
+    def log_refusal(self, cur: Cursor, table: TableInfo) -> str | None:
+        """Why a log on ``table`` could not record every write to its rows, or None: a partition
+        (a write through its parent fires the parent's statement triggers only), or a table in an
+        INHERITS hierarchy (the same, between parent and children). (A partitioned table with a
+        primary key cannot have foreign partitions.)"""
+        cur.execute(
+            """
+            SELECT c.relkind, c.relispartition,
+                   (SELECT i.inhparent::regclass::text FROM pg_inherits AS i WHERE i.inhrelid = c.oid LIMIT 1),
+                   EXISTS (SELECT FROM pg_inherits AS i WHERE i.inhparent = c.oid)
+            FROM pg_class AS c WHERE c.oid = %s
+            """,
+            (table.oid,),
+        )
+        relkind, partition, parent, has_children = cur.fetchone()
+        if partition:
+            return (f"table {table.qualified} is a partition of {parent}: declare the log on {parent} "
+                    f"(a log on a partitioned table covers every partition)")
+        if parent or (has_children and relkind == "r"):
+            relation = f"inherits from {parent}" if parent else "has INHERITS children"
+            return (f"table {table.qualified} {relation}: a write through one table of an inheritance "
+                    f"hierarchy fires only that table's triggers, so mvlog cannot log it exactly "
+                    f"(declarative partitioning is supported)")
+        return None
 
     def relation_columns(self, cur: Cursor, relation: str) -> list[str] | None:
         """The column names of ``relation`` (a qualified, quoted name) in order; None if it does not exist."""
@@ -279,12 +341,13 @@ class Source:
         """The planner statistics of one column of a logged table; None before it was analyzed."""
         rows = self.query(
             """
-            SELECT s.histogram_bounds::text::text[], c.reltuples, s.n_distinct
+            SELECT s.histogram_bounds::text::text[], ({rows}), s.n_distinct
             FROM pg_stats s
-            JOIN pg_class c ON c.oid = %s
-            WHERE s.schemaname = %s AND s.tablename = %s AND s.attname = %s AND NOT s.inherited
-            """,
-            (log.table_oid, log.table_schema, log.table_name, column),
+            JOIN pg_class c ON c.oid = %(oid)s
+            WHERE s.schemaname = %(schema)s AND s.tablename = %(name)s AND s.attname = %(column)s
+              AND s.inherited = (c.relkind = 'p')  -- a partitioned table has only its partitions' rows
+            """.format(rows=ESTIMATED_ROWS),
+            {"oid": log.table_oid, "schema": log.table_schema, "name": log.table_name, "column": column},
         )
         if not rows or rows[0][0] is None:
             return None

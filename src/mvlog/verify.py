@@ -278,8 +278,9 @@ def _pending_view(shape, at: StampedSnapshot, needs_complete: str | None, keyed:
     if needs_complete:
         return f"its next refresh is complete ({needs_complete})"
     for log in shape.logs:
-        if at.truncated_since(log, at.time):
-            return f"{log.qualified_table} was truncated since the last refresh"
+        replaced = at.replaced_since(log, at.time)
+        if replaced:
+            return f"{replaced} since the last refresh"
         if not keyed and at.window_has_rows(log, at.time):
             return f"{log.qualified_table} changed since the last refresh (a complete-refresh view)"
     return None
