@@ -145,6 +145,11 @@ class Registrar:
             raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
         return ViewCheck(shape, expansion.signature(described), tuple(key_changed), written)
 
+    def signature(self, cur: Cursor, query: str) -> str:
+        """What a view's next refresh compares to see whether it must be complete: the query's
+        output columns and the definitions of the PostgreSQL views it reads."""
+        return self.expand(cur, query).signature(self.source.describe_query(cur, query))
+
     def expand(self, cur: Cursor, query: str) -> Expansion:
         """``query`` with the PostgreSQL views it reads expanded to their definitions."""
         return expand_views(query, lambda schema, name: self.source.view_definition(cur, schema, name))

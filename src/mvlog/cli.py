@@ -197,7 +197,9 @@ def explain(ctx: click.Context, view: str, as_json: bool) -> None:
         _emit_json(result.to_json())
         return
     out.print(f"view {result.view}: {result.view_class}, refresh {result.refresh}, "
-              f"key {', '.join(result.key) or '-'}, tables {', '.join(result.base_tables)}", markup=False)
+              f"key {', '.join(result.key) or '-'}, tables {', '.join(result.base_tables)}"
+              + (f" (through PostgreSQL views {', '.join(result.pg_views)}, expanded)" if result.pg_views else ""),
+              markup=False)
     table = Table(show_edge=False)
     for column in ("capability", "possible", "reason"):
         table.add_column(column, no_wrap=column != "reason")

@@ -27,6 +27,7 @@ class Explanation:
     base_tables: list[str]
     key: list[str]
     capabilities: list[Capability] = field(default_factory=list)
+    pg_views: list[str] = field(default_factory=list)  # PostgreSQL views the query reads, expanded
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -75,11 +76,13 @@ def affected_keys_how(shape: ViewShape) -> str:
     return "view rows involving a changed row of any table are recomputed; " + KEY_MAP_NOTE
 
 
-def explain(view: str, refresh: str, analysis: Analysis, shape: ViewShape | None, missing_logs: list[str]) -> Explanation:
-    """Capabilities of a view. ``shape`` is None when a base table has no log (``missing_logs``)."""
+def explain(view: str, refresh: str, analysis: Analysis, shape: ViewShape | None, missing_logs: list[str],
+            pg_views: list[str] = ()) -> Explanation:
+    """Capabilities of a view. ``shape`` is None when a base table has no log (``missing_logs``);
+    ``pg_views``: the PostgreSQL views its query reads (``analysis`` is of the expanded query)."""
     tables = [t.display for t in analysis.tables]
     result = Explanation(view, (shape.view_class if shape else analysis.view_class).value, refresh, tables,
-                         list(shape.key_columns) if shape else [])
+                         list(shape.key_columns) if shape else [], pg_views=list(pg_views))
     add = lambda name, ok, why: result.capabilities.append(Capability(name, ok, why))  # noqa: E731
     add("REFRESH_COMPLETE", True, "the query can always be recomputed and the Delta table replaced atomically")
     if missing_logs:

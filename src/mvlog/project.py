@@ -314,7 +314,8 @@ class Project:
         index = self.config.views.index(view)
         with self.source.inspection() as cur:
             try:
-                analysis = analyze(self.registrar.expand(cur, view.query).query)
+                expansion = self.registrar.expand(cur, view.query)
+                analysis = analyze(expansion.query)
             except ConfigError as exc:
                 raise ConfigError(f"views[{index}] ({view.name}): {exc}") from None
             logs = self.registrar.declared_logs(cur)
@@ -326,7 +327,7 @@ class Project:
                 if table.oid not in logs:
                     missing.append(table.qualified)
             shape = None if missing else self.registrar.check_view(cur, index, view, logs, check_fast=False).shape
-        return explain(view.name, view.refresh.value, analysis, shape, missing)
+        return explain(view.name, view.refresh.value, analysis, shape, missing, [v.name for v in expansion.views])
 
     # -- maintenance -------------------------------------------------------------------------------
 

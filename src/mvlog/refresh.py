@@ -11,7 +11,6 @@ changes it only through pure functions that return a new plan.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 import traceback
@@ -352,6 +351,6 @@ class Refresher:
                 for statement in statements:
                     cur.execute(statement)
             # A complete refresh wrote the query's columns as they are now: remember them.
-            signature = json.dumps(self.source.describe_query(cur, view.query)) if complete else None
+            signature = self.registrar.signature(cur, view.query) if complete else None
             self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature)
 

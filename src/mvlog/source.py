@@ -241,7 +241,7 @@ class Source:
         ident = sql.Identifier(schema, name) if schema else sql.Identifier(name)
         cur.execute(
             sql.SQL("""
-            SELECT c.oid, format('%%I.%%I', n.nspname, c.relname),
+            SELECT c.oid, format('%I.%I', n.nspname, c.relname),
                    coalesce('security_barrier=true' = ANY(c.reloptions), false)
             FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
             WHERE c.oid = to_regclass({}) AND c.relkind = 'v'
