@@ -284,5 +284,5 @@ def test_tables_mvlog_cannot_log_exactly_are_refused_at_apply(db, make_project):
                           "(SELECT FROM pg_trigger WHERE tgname LIKE 'mvlog$%%')")[0][0]  # nothing applied
     # A view reading one partition names the table to read instead.
     project = make_project(["events"], [{"name": "v", "query": "SELECT id FROM events_02a"}])
-    with pytest.raises(ConfigError, match=r"views\[0\] \(v\): table public.events_02a is a partition of events_02"):
+    with pytest.raises(ConfigError, match=r"views\[0\] \(v\): table public.events_02a is a partition of events: declare the log on events"):
         project.apply()

@@ -97,8 +97,8 @@ class Registrar:
                 raise ConfigError(f"{where}: table {ref.display} does not exist")
             if table.oid not in logs:
                 refusal = self.source.log_refusal(cur, table)
-                raise ConfigError(f"{where}: {refusal}" if refusal and "partition of" in refusal else
-                                  f"{where}: table {table.qualified} has no materialized view log; add it under logs:")
+                raise ConfigError(f"{where}: " + (refusal or f"table {table.qualified} has no materialized view log; "
+                                                             f"add it under logs:"))
             catalog[(ref.schema, ref.name)] = table
             if tuple(c.name for c in table.key) != logs[table.oid].key_columns:
                 key_changed.append(table.qualified)

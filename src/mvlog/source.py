@@ -268,7 +268,9 @@ class Source:
         cur.execute(
             """
             SELECT c.relkind, c.relispartition,
-                   (SELECT i.inhparent::regclass::text FROM pg_inherits AS i WHERE i.inhrelid = c.oid LIMIT 1),
+                   CASE WHEN c.relispartition THEN pg_partition_root(c.oid)::regclass::text  -- the root to log
+                        ELSE (SELECT i.inhparent::regclass::text FROM pg_inherits AS i WHERE i.inhrelid = c.oid LIMIT 1)
+                   END,
                    EXISTS (SELECT FROM pg_inherits AS i WHERE i.inhparent = c.oid)
             FROM pg_class AS c WHERE c.oid = %s
             """,
