@@ -11,12 +11,45 @@ from mvlog.errors import SetupError
 from mvlog.spark import _host_port, build_session, remote_secrets, remote_url, session_conf
 
 
-def test_remote_url_comes_from_the_yaml_else_spark_remote(monkeypatch):
+def test_remote_url_comes_from_the_yaml_else_spark_remote(monkeypatch, tmp_path):
+    from mvlog import engine
+
+    monkeypatch.setenv(engine.ENGINE_DIR_ENV, str(tmp_path))  # no engine runs here
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
     assert remote_url(SparkConfig()) is None
     monkeypatch.setenv("SPARK_REMOTE", "sc://env-host:1")
     assert remote_url(SparkConfig()) == "sc://env-host:1"
     assert remote_url(SparkConfig(remote="sc://yaml-host:2")) == "sc://yaml-host:2"
+
+
+def test_a_config_without_master_or_remote_uses_the_running_engine_and_says_so(monkeypatch, tmp_path):
+    import json
+    import os
+
+    import mvlog.spark
+    from mvlog import engine
+    from mvlog.config import load_config
+    from mvlog.project import Project
+
+    monkeypatch.setenv(engine.ENGINE_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    (tmp_path / "engine.json").write_text(json.dumps({  # a live process stands in for the server
+        "pid": os.getpid(), "host": "127.0.0.1", "port": 15999, "started_at": "2026-11-25T00:00:00+00:00",
+        "log": str(tmp_path / "engine.log"), "master": "local[2]"}))
+    assert remote_url(SparkConfig()) == "sc://127.0.0.1:15999"
+    assert remote_url(SparkConfig(conf={"spark.sql.shuffle.partitions": "2"})) == "sc://127.0.0.1:15999"
+    assert remote_url(SparkConfig(master="local[*]")) is None  # an explicit master wins
+    assert remote_url(SparkConfig(remote="sc://yaml-host:2")) == "sc://yaml-host:2"
+
+    (tmp_path / "mvlog.yaml").write_text("source: {dsn: 'host=127.0.0.1 port=1 dbname=x'}\nwarehouse: ./wh\n")
+    opened = []
+    monkeypatch.setattr(mvlog.spark, "build_session", lambda config: opened.append(remote_url(config)) or object())
+    lines: list[str] = []
+    Project(load_config(tmp_path / "mvlog.yaml"), progress=lines.append).warehouse
+    assert opened == ["sc://127.0.0.1:15999"]
+    assert lines[0].startswith("using the running mvlog engine at sc://127.0.0.1:15999"), lines
+    (tmp_path / "engine.json").unlink()
+    assert remote_url(SparkConfig()) is None
 
 
 @pytest.mark.parametrize(("url", "address"), [

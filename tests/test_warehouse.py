@@ -164,3 +164,64 @@ def test_a_merge_that_lost_a_commit_race_is_run_again_and_no_other_failure_is():
     assert _lost_commit_race(RuntimeError("[DELTA_CONCURRENT_TRANSACTION] ConcurrentTransactionException: …"))
     for condition in ("DELTA_MERGE_INCOMPATIBLE_DATATYPE", "JDBC_EXTERNAL_ENGINE_SYNTAX_ERROR"):
         assert not _lost_commit_race(DeltaError(condition))
+
+
+def _merge_scans(spark, run) -> list[str]:
+    """The read schemas of the Parquet scans of the SQL executions ``run()`` starts (Spark's SQL
+    status store: what each scan of the table actually read)."""
+    import re
+
+    def plans():
+        executions = spark._jsparkSession.sharedState().statusStore().executionsList().iterator()
+        found = []
+        while executions.hasNext():
+            found.append(executions.next().physicalPlanDescription())
+        return found
+
+    before = len(plans())
+    run()
+    schemas = [m for p in plans()[before:] for m in re.findall(r"ReadSchema: (struct<[^\n]*>)", p)]
+    return [s for s in schemas if not s.startswith("struct<txn:")]  # Delta's own log reads
+
+
+def test_merge_leaves_unchanged_rows_alone_and_its_scans_read_keys_and_row_hash_only(spark, tmp_path):
+    """A MERGE tells a changed row from an unchanged one by the stored row hash: the scans of the
+    table read the key and the hash, not the value columns. The hash tells which columns are
+    NULL ((NULL, 1) and (1, NULL) differ), and a table written without hashes still merges."""
+    from mvlog.model import ROW_HASH_COLUMN
+    from mvlog.warehouse import Warehouse
+
+    warehouse = Warehouse(spark, str(tmp_path))
+    location = str(tmp_path / "v")
+    table = spark.sql("SELECT id, CASE WHEN id = 3 THEN NULL ELSE id END AS a, CASE WHEN id = 3 THEN 1L END AS b, "
+                      "'x' AS c FROM range(0, 1000)")
+    warehouse.replace(location, table, {"view": "v", "snaptime": "2026-01-01"}, None, ("id",))
+    assert spark.read.format("delta").load(location).columns == ["id", "a", "b", "c", ROW_HASH_COLUMN]
+    source = spark.sql("""SELECT * FROM VALUES
+        (3L, 3L, 1L, NULL, 'x', true),            -- (NULL, 1) -> (1, NULL): changed
+        (4L, 4L, 4L, NULL, 'x', true),            -- as it is
+        (5L, NULL, NULL, NULL, NULL, NULL),       -- deleted
+        (6L, 6L, 6L, 7L, 'x', true),              -- changed
+        (2000L, 2000L, 1L, NULL, 'y', true)       -- new
+        AS s(_mvlog_key_0, id, a, b, c, _mvlog_present)""")
+    counts = []
+    scans = _merge_scans(spark, lambda: counts.append(warehouse.merge(
+        location, warehouse.stage(source), ("id",), {"view": "v", "snaptime": "2026-01-02"})))
+    assert (counts[0].rows_inserted, counts[0].rows_updated, counts[0].rows_deleted) == (1, 2, 1)
+    assert scans and all(
+        {field.split(":")[0] for field in s[len("struct<"):-1].split(",")} - {"__delta_internal_is_row_deleted",
+                                                                             "_tmp_metadata_row_index"}
+        == {"id", ROW_HASH_COLUMN} or s == "struct<id:bigint>" for s in scans), scans
+    after = spark.read.format("delta").load(location)
+    assert {tuple(r) for r in after.where("id IN (3, 4, 5, 6, 2000)").select("id", "a", "b", "c").collect()} == {
+        (3, 1, None, "x"), (4, 4, None, "x"), (6, 6, 7, "x"), (2000, 1, None, "y")}
+    from mvlog.sparksql import row_hash_sql
+    stale = after.where(f"{ROW_HASH_COLUMN} <> {row_hash_sql(['id', 'a', 'b', 'c'])}").count()
+    assert stale == 0
+
+    legacy = str(tmp_path / "legacy")
+    table.write.format("delta").save(legacy)  # as mvlog wrote views before row hashes
+    counts = warehouse.merge(legacy, warehouse.stage(source), ("id",), {"view": "legacy", "snaptime": "2026-01-02"},
+                             row_hash=False)
+    assert (counts.rows_inserted, counts.rows_updated, counts.rows_deleted) == (1, 2, 1)
+    assert spark.read.format("delta").load(legacy).columns == ["id", "a", "b", "c"]

@@ -18,6 +18,9 @@ MVLOG_SCHEMA = "mvlog"  # the PostgreSQL schema holding mvlog's catalog, logs an
 HIDDEN_PREFIX = "_mvlog_"  # Delta columns mvlog adds to a view (hidden keys); reserved in view queries
 PRESENT = "_mvlog_present"  # fast reads: NULL where an affected key has no view row any more
 CHANGED_KEY_PREFIX = "_mvlog_key_"  # fast reads: the affected view key, one column per key column
+# Delta: a hash of each view row's other columns, written with the row, so that a MERGE can tell
+# an unchanged row from a changed one by reading this one column instead of every column.
+ROW_HASH_COLUMN = "_mvlog_row_hash"
 SENTINEL = "4000-01-01 00:00:00+00"  # snaptime$$ of log rows not stamped yet
 SNAPSHOT_ID = re.compile(r"^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$")
 

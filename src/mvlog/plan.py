@@ -20,7 +20,7 @@ from sqlglot import exp
 from mvlog.analysis import DIALECT
 from mvlog.errors import RefreshRefused
 from mvlog.explain import affected_keys_how
-from mvlog.model import ColumnStats, LogInfo, RefreshMethod
+from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, RefreshMethod
 from mvlog.shape import ViewShape, col
 from mvlog.sqlgen import fast_keyed_sql, fast_simple_sql
 from mvlog.union import fast_union_sql
@@ -57,6 +57,7 @@ class RefreshPlan:
     key_columns: tuple[str, ...]
     shape: ViewShape
     partitions: tuple[str, ...] = ()  # complete refresh: one JDBC read per WHERE clause (empty: one read)
+    row_hash: bool = True  # fast refresh: the Delta table stores row hashes (written before they existed: False)
 
     def read_sql(self, null_keys: tuple[bool, ...] = ()) -> str:
         """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
@@ -106,12 +107,14 @@ def plan_refresh(
     since: datetime | None,
     needs_complete: str | None,
     table_exists: bool,
+    row_hash: bool = True,
 ) -> RefreshPlan:
-    """Decide fast or complete, and why (Oracle's FAST / COMPLETE / FORCE)."""
+    """Decide fast or complete, and why (Oracle's FAST / COMPLETE / FORCE). ``row_hash``: the
+    Delta table stores row hashes (see :class:`RefreshPlan`)."""
 
     def plan(method: RefreshMethod, reason: str) -> RefreshPlan:
         keys = shape.key_columns
-        return RefreshPlan(shape.name, location, method, reason, shape.logs, since, keys, shape)
+        return RefreshPlan(shape.name, location, method, reason, shape.logs, since, keys, shape, row_hash=row_hash)
 
     if requested is RefreshMethod.COMPLETE:
         return plan(RefreshMethod.COMPLETE, "complete refresh requested")
@@ -150,7 +153,7 @@ def needs_complete(recorded: str | None, key_changed: Sequence[str], columns_cha
 def schema_drift(location: str, table_columns: Sequence[str] | None, expected: Sequence[str]) -> str | None:
     """Why the Delta table cannot be merged into: its columns are not the ones the view's read
     produces (``table_columns`` None: there is no table, which the plan handles itself)."""
-    if table_columns is not None and sorted(table_columns) != sorted(expected):
+    if table_columns is not None and sorted(c for c in table_columns if c != ROW_HASH_COLUMN) != sorted(expected):
         return f"the columns of {location} differ from the query's columns"
     return None
 

@@ -26,7 +26,7 @@ from mvlog.plan import RefreshPlan
 from mvlog.progress import Reporter
 from mvlog.refresh import Refresher, RefreshResult
 from mvlog.source import Source, dsn_secrets
-from mvlog.spark import remote_address, remote_secrets, remote_url
+from mvlog.spark import configured_remote, remote_address, remote_secrets, remote_url
 from mvlog.jdbc import JdbcSource
 from mvlog.model import LogInfo, Occupant
 from mvlog.warehouse import Warehouse
@@ -78,7 +78,11 @@ class Project:
             from mvlog.spark import build_session
 
             url = remote_url(self.config.spark)
-            self.progress(f"connecting to Spark Connect at {remote_address(url)}" if url else "starting Spark")
+            if url and not configured_remote(self.config.spark):
+                self.progress(f"using the running mvlog engine at {remote_address(url)} "
+                              "(set spark.master for a Spark of this command's own)")
+            else:
+                self.progress(f"connecting to Spark Connect at {remote_address(url)}" if url else "starting Spark")
             spark = build_session(self.config.spark)
             self._warehouse = Warehouse(spark, self.config.warehouse_uri, self.secrets)
         return self._warehouse

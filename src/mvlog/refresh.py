@@ -26,7 +26,7 @@ from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError, RefreshRefused
 from mvlog.faults import arm, checkpoint
 from mvlog.logs import Logs, StampedSnapshot
-from mvlog.model import RefreshMethod
+from mvlog.model import ROW_HASH_COLUMN, RefreshMethod
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.progress import Reporter
 from mvlog import keymap, union
@@ -250,14 +250,16 @@ class Refresher:
         needs_complete = self.registrar.needs_complete(state, check)
         location = self.config.view_location(view.name)
         method = RefreshMethod.COMPLETE if complete else view.refresh
-        table_exists = True
+        table_exists, row_hash = True, True
         # Only a fast refresh needs the Delta table, and needs it to have the columns it writes.
         if (for_refresh and method is not RefreshMethod.COMPLETE and check.shape.fast_possible
                 and state.last_snaptime is not None):
             columns = self.warehouse.columns(location)
             table_exists = columns is not None
+            row_hash = columns is None or ROW_HASH_COLUMN in columns
             needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)
-        plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists)
+        plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
+                            row_hash)
         return PlannedView(view, state, plan)
 
     def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float,
@@ -318,7 +320,7 @@ class Refresher:
             with phases("write"):
                 checkpoint("after_read")
                 arm("during_merge")
-                return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn)
+                return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn, plan.row_hash)
         self.progress(f"{plan.view}: complete refresh"
                       + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))
         df = self.warehouse.read(self.jdbc, plan.read_sql(), stamped.snapshot, plan.partitions)

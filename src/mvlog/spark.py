@@ -85,8 +85,26 @@ def _jvm_output_to(path: Path) -> Iterator[None]:
 
 
 def remote_url(config: SparkConfig) -> str | None:
-    """The Spark Connect server to use: ``spark.remote`` in mvlog.yaml, else ``$SPARK_REMOTE``."""
+    """The Spark Connect server to use: ``spark.remote`` in mvlog.yaml, else ``$SPARK_REMOTE``,
+    else the running ``mvlog engine`` (see :func:`running_engine`)."""
+    return configured_remote(config) or running_engine(config)
+
+
+def configured_remote(config: SparkConfig) -> str | None:
+    """The Spark Connect server the configuration names: ``spark.remote``, else ``$SPARK_REMOTE``."""
     return config.remote or os.environ.get("SPARK_REMOTE") or None
+
+
+def running_engine(config: SparkConfig) -> str | None:
+    """The URL of the running ``mvlog engine`` for a configuration that sets no ``spark.master``:
+    a cron job of someone who started the engine once uses it without editing mvlog.yaml. An
+    explicit ``spark.master`` means a Spark of the command's own."""
+    if "master" in config.model_fields_set:
+        return None
+    from mvlog import engine  # the engine builds on this module: import it when asked
+
+    info = engine.status()
+    return info.remote if info else None
 
 
 def remote_address(url: str) -> str:

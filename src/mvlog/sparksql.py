@@ -15,6 +15,15 @@ def quote_spark(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def row_hash_sql(columns: list[str]) -> str:
+    """Spark SQL: a 64-bit hash of a row's ``columns`` (in name order, so the order a query lists
+    them in does not matter), NULL-aware: Spark's hashes skip NULLs, so which columns are NULL
+    is hashed too — (NULL, 1) and (1, NULL) differ."""
+    names = sorted(columns)
+    nulls = [f"isnull({quote_spark(c)})" for c in names]
+    return f"xxhash64({', '.join([*nulls, *map(quote_spark, names)]) or 'true'})"
+
+
 def delta_table(location: str) -> str:
     """The Delta table at ``location`` as Spark SQL names it: delta.`<path>`."""
     return f"delta.{quote_spark(location)}"

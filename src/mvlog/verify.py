@@ -33,7 +33,7 @@ from mvlog.errors import MvlogError, UsageError, WarehouseError
 from mvlog.fingerprint import KEY_HASH, ROW_HASH, Column
 from mvlog.jdbc import JdbcSource
 from mvlog.logs import StampedSnapshot
-from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, RefreshMethod
+from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN, RefreshMethod
 from mvlog.plan import plan_refresh
 from mvlog.source import Cursor, Source
 from mvlog.sparksql import quote_spark
@@ -146,7 +146,7 @@ class Verifier:
                  repair) -> None:
         spark = self.warehouse.spark
         delta = self.warehouse.read_version(location, result.delta_version)
-        columns = [Column(name, dtype) for name, dtype in delta.dtypes]
+        columns = [Column(name, dtype) for name, dtype in delta.dtypes if name != ROW_HASH_COLUMN]
         fingerprint.check_columns(columns)
         keyed = bool(shape.fast_possible and shape.key_columns)
         by_name = {c.name: c for c in columns}
@@ -194,7 +194,8 @@ class Verifier:
         result.status = "mismatch"
         result.mismatches = self._describe(cur, shape, columns, keys, delta, bad[:SHOWN])
         if repair and keyed:
-            result.repaired = self._repair(view, shape, location, at, delta, columns, keys, bad).keys_read
+            row_hash = ROW_HASH_COLUMN in delta.columns
+            result.repaired = self._repair(view, shape, location, at, delta, columns, keys, bad, row_hash).keys_read
             result.status = "repaired"
         elif repair:
             raise UsageError(f"view {view.name} has no view key to re-merge by; run 'mvlog refresh --complete "
@@ -241,7 +242,7 @@ class Verifier:
         return described
 
     def _repair(self, view: ViewConfig, shape, location: str, at: StampedSnapshot, delta: Any,
-                columns: list[Column], keys: list[Column], bad: list[str]) -> WriteCounts:
+                columns: list[Column], keys: list[Column], bad: list[str], row_hash: bool) -> WriteCounts:
         """Re-merge the keys ``bad``: their rows in PostgreSQL (read at the verify snapshot, where
         keys with nothing pending are as at the view's stamp), or their deletion; one Delta
         commit, recorded in the history."""
@@ -264,7 +265,9 @@ class Verifier:
                                              f"verify --repair: {len(bad)} mismatched keys re-merged", at.time)
         metadata = {"view": view.name, "snaptime": at.time.isoformat(), "method": "repair"}
         try:
-            counts = self.warehouse.merge(location, staged, shape.key_columns, metadata)
+            # A mismatched row need not match its stored hash (another writer): compare the columns.
+            counts = self.warehouse.merge(location, staged, shape.key_columns, metadata,
+                                          row_hash=row_hash, trust_row_hash=False)
         except MvlogError as exc:
             self.catalog.history_end(history, WriteCounts(), error=str(exc))
             raise

@@ -16,9 +16,10 @@ from typing import Any, Iterator
 
 from mvlog.errors import SourceError, WarehouseError, redact
 from mvlog.jdbc import JDBC_CONNECTION_LOST, JdbcSource
-from mvlog.model import CHANGED_KEY_PREFIX, FOREIGN_FILES_SHOWN, PRESENT, Occupant, checked_snapshot_id
+from mvlog.model import CHANGED_KEY_PREFIX, FOREIGN_FILES_SHOWN, PRESENT, ROW_HASH_COLUMN, Occupant, checked_snapshot_id
 from mvlog.spark import is_connect
-from mvlog.sparksql import delta_table, error_class, postgres_message, quote_spark, short_error, spark_literal
+from mvlog.sparksql import (delta_table, error_class, postgres_message, quote_spark, row_hash_sql, short_error,
+                            spark_literal)
 
 COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -228,8 +229,10 @@ class Warehouse:
 
         Delta keeps min/max statistics (which MERGE uses to skip files) for the first 32
         columns only; when a key column comes later (a wide view, or hidden key columns after
-        many visible ones), the table is told to index that many columns."""
+        many visible ones), the table is told to index that many columns. Each row gets its
+        hash (``_mvlog_row_hash``), which later MERGEs compare instead of the row's columns."""
         detail = self._detail(location)
+        df = df.selectExpr("*", f"{row_hash_sql(df.columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
         before = self.row_count(location) if detail else 0
         indexed = max((df.columns.index(k) + 1 for k in key_columns if k in df.columns), default=0)
         indexed = indexed if indexed > DEFAULT_INDEXED_COLUMNS else None
@@ -308,9 +311,16 @@ class Warehouse:
                            f"SET TBLPROPERTIES ('{INDEXED_COLUMNS}' = '{int(count)}')")
 
     def merge(self, location: str, staged: "Staged", key_columns: tuple[str, ...], metadata: dict,
-              txn: tuple[str, int] | None = None) -> WriteCounts:
+              txn: tuple[str, int] | None = None, row_hash: bool = True, trust_row_hash: bool = True) -> WriteCounts:
         """One MERGE on the view key: the staged rows hold affected keys (``_mvlog_key_<i>``) and
-        their current view rows; ``_mvlog_present`` is NULL where the key has no row any more."""
+        their current view rows; ``_mvlog_present`` is NULL where the key has no row any more.
+
+        A row that did not change is left alone (no deletion vector, no rewrite, no change-feed
+        row). With ``row_hash`` (the table has ``_mvlog_row_hash``) that test compares the
+        stored hash with the new row's, so the MERGE's scans of the table read its key columns
+        and the hash only; a table written before the hash existed compares every column until
+        its next complete refresh. ``trust_row_hash`` False (verify --repair, whose rows differ
+        from what the table holds) compares every column and rewrites the hash."""
         if staged.rows == 0:
             return WriteCounts()
         df = staged.df
@@ -321,9 +331,14 @@ class Warehouse:
             df = df.where(f"NOT ({_null_key_delete(df.columns)})")
         # Few affected keys: broadcast them, so the MERGE's join does not shuffle the whole
         # target table (measured: about a third of a small MERGE's time).
+        value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
+        compared = value_columns
+        if row_hash:
+            df = df.selectExpr("*", f"{row_hash_sql(value_columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
+            compared = [ROW_HASH_COLUMN] if trust_row_hash else [*value_columns, ROW_HASH_COLUMN]
+            value_columns = [*value_columns, ROW_HASH_COLUMN]
         source = df.hint("broadcast") if staged.rows <= BROADCAST_ROWS else df
         view = f"mvlog_staged_{uuid.uuid4().hex}"
-        value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
         s = lambda c: f"s.{quote_spark(c)}"  # noqa: E731
         t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
         # Null-safe: an aggregate's group key may hold NULLs.
@@ -333,7 +348,7 @@ class Warehouse:
             if key_range is not None:  # a target-only predicate: Delta skips files outside the range
                 on.append(key_range)
             present = f"{s(PRESENT)} IS NOT NULL"
-            unchanged = " AND ".join(f"{t(c)} <=> {s(c)}" for c in value_columns)
+            unchanged = " AND ".join(f"{t(c)} <=> {s(c)}" for c in compared)
             assignments = ", ".join(f"{quote_spark(c)} = {s(c)}" for c in value_columns)
             statement = (
                 f"MERGE INTO {delta_table(location)} t USING {quote_spark(view)} s ON {' AND '.join(on)}\n"
