@@ -7,6 +7,7 @@ whether a view still fits today's tables (:meth:`Registrar.check`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -25,7 +26,7 @@ from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, Tab
 from mvlog import plan as planner
 from mvlog.shape import ViewShape, downgrade
 from mvlog.shaping import shape_view
-from mvlog import keymap, rewrite, sqlgen, union
+from mvlog import aggdelta, keymap, rewrite, sqlgen, union
 from mvlog.source import Cursor, Source
 
 
@@ -134,8 +135,15 @@ class Registrar:
                 keyed = union.keyed_branches(shape)
                 for keymapped in keyed:
                     self.source.describe_query(cur, keymap.keymap_probe_sql(keymapped))
+                if shape.deltas is not None:  # sums of floating-point inputs would drift: recompute those
+                    types = [d[1] for d in self.source.describe_query(cur, aggdelta.inputs_probe_sql(shape))]
+                    inexact = aggdelta.exact_inputs_reason(shape.deltas, types)
+                    if inexact:
+                        shape = dataclasses.replace(shape, deltas=None, recompute_reason=inexact)
+                        keyed = union.keyed_branches(shape)
                 if check_refresh_sql:
                     stand_in = [statement for k in keyed for statement in keymap.keymap_stand_in_sql(k)]
+                    stand_in += aggdelta.groups_stand_in_sql(shape) if shape.deltas is not None else []
                     statements = (union.fast_refresh_statements(shape, CHECK_SINCE) if shape.branches
                                   else sqlgen.fast_refresh_statements(shape, CHECK_SINCE))
                     self.source.check_statements(cur, statements, stand_in)

@@ -20,8 +20,9 @@ from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.source import Cursor, Source, log_identifier, read_sql
+from mvlog.aggdelta import drop_groups_sql
 from mvlog.keymap import drop_keymap_sql
-from mvlog.shape import keymap_name
+from mvlog.shape import groups_name, keymap_name
 
 SCHEMA_VERSION = 4  # the newest sql/NNN_*.sql catalog version (005: logs of partitioned tables)
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ class Catalog:
                     (name.replace("_", r"\_") + r"\_b%",))
         for (table,) in [(name,), *cur.fetchall()]:
             cur.execute(drop_keymap_sql(table))
+        cur.execute(drop_groups_sql(groups_name(name)))
 
     def unregister(self, cur: Cursor, name: str) -> str | None:
         """Forget a view (it stops pinning its logs) and drop its key map; returns its location,

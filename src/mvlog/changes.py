@@ -83,7 +83,37 @@ def keymap_key_columns(shape: ViewShape) -> list[str]:
     view's partition."""
     if shape.view_class is ViewClass.JOIN:
         return [c for table in shape.tables if not table.semi for c in table.keymap_columns]
-    return [f"{HIDDEN_PREFIX}k{i}" for i in range(len(unit_exprs(shape)))]
+    return [unit_column(i) for i in range(len(unit_exprs(shape)))]
+
+
+def unit_column(i: int) -> str:
+    """The key-map column of an aggregate's group expression ``i`` (a window view's partition)."""
+    return f"{HIDDEN_PREFIX}k{i}"
+
+
+def input_column(j: int) -> str:
+    """The key-map column of a delta-maintained aggregate's input ``j`` (see :mod:`mvlog.aggdelta`)."""
+    return f"{HIDDEN_PREFIX}a{j}"
+
+
+def keymap_items(shape: ViewShape) -> list[exp.Expression]:
+    """What the key map holds per lineage row: each FROM item's primary key, the view key (or
+    partition) it maps to unless that is the keys themselves, and the aggregate inputs of a view
+    maintained by deltas (a counted-only input as 1 for a value, 0 for NULL)."""
+    items: list[exp.Expression] = [
+        exp.alias_(col(pk, table.alias), ident(c))
+        for table in shape.tables for pk, c in zip(table.log.key_columns, table.keymap_columns)
+    ]
+    if shape.view_class is not ViewClass.JOIN:
+        items += [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), keymap_key_columns(shape))]
+    if shape.deltas is not None:
+        for j, (text, summed) in enumerate(zip(shape.deltas.inputs, shape.deltas.summed)):
+            value = exp.maybe_parse(text, dialect=DIALECT)
+            if not summed:
+                value = exp.Case(ifs=[exp.If(this=exp.Is(this=exp.Paren(this=value), expression=exp.Null()),
+                                             true=exp.Literal.number(0))], default=exp.Literal.number(1))
+            items.append(exp.alias_(value, ident(input_column(j))))
+    return items
 
 
 def key_exprs(shape: ViewShape) -> list[exp.Expression]:

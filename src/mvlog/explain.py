@@ -71,8 +71,13 @@ def affected_keys_how(shape: ViewShape) -> str:
                 f"hold a changed row, before or after the change, are found first{tied}; their {what}, before and "
                 f"after, are recomputed exactly (a partner that appears or goes replaces a NULL-extended row); "
                 + KEY_MAP_NOTE)
+    if shape.view_class is ViewClass.AGGREGATE and shape.deltas is not None:
+        return ("by deltas: each affected group's " + ", ".join(shape.deltas.aggregates) + " = its state at the last "
+                "refresh + what the changed rows contribute now - what they contributed then (kept per row in the "
+                "key map, per group in mvlog." + shape.deltas.groups + "), computed in PostgreSQL")
     if shape.view_class is ViewClass.AGGREGATE:
-        return "the groups of changed rows, before and after the change, are recomputed exactly; " + KEY_MAP_NOTE
+        return ("the groups of changed rows, before and after the change, are recomputed exactly"
+                + (f" ({shape.recompute_reason})" if shape.recompute_reason else "") + "; " + KEY_MAP_NOTE)
     return "view rows involving a changed row of any table are recomputed; " + KEY_MAP_NOTE
 
 
@@ -100,7 +105,7 @@ def explain(view: str, refresh: str, analysis: Analysis, shape: ViewShape | None
     add("REFRESH_FAST_AFTER_INSERT", fast, why if not fast else "inserts are handled like any change")
     add("REFRESH_FAST_AFTER_ONETAB_DML", fast, why if not fast else "DML on one table is handled like any change")
     any_dml = "inserts, updates (including primary-key updates) and deletes on every table"
-    if shape is not None and shape.view_class is ViewClass.AGGREGATE:
+    if shape is not None and shape.view_class is ViewClass.AGGREGATE and shape.deltas is None:
         any_dml += "; MIN and MAX stay exact after deletes because affected groups are recomputed"
     add("REFRESH_FAST_AFTER_ANY_DML", fast, why if not fast else any_dml)
     add("REFRESH_FAST_PCT", False, "partition change tracking does not apply: changes are tracked per primary key")

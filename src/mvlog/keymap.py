@@ -10,31 +10,21 @@ from datetime import datetime
 from sqlglot import exp
 
 from mvlog.analysis import DIALECT, ViewClass
-from mvlog.changes import (ROOTS, changed_keys_sql, in_query, in_roots, keymap_key_columns, keymap_table, parse_select,
-                           root_exprs, roots_ref, roots_sql, touched_rows, unit_exprs)
+from mvlog.changes import (ROOTS, changed_keys_sql, in_query, in_roots, keymap_items, keymap_table, parse_select,
+                           root_exprs, roots_ref, roots_sql, touched_rows)
 from mvlog.model import HIDDEN_PREFIX
 from mvlog.shape import ViewShape, col, ident
 
 
-def _keymap_items(shape: ViewShape) -> list[exp.Expression]:
-    items = [
-        exp.alias_(col(pk, table.alias), ident(c))
-        for table in shape.tables for pk, c in zip(table.log.key_columns, table.keymap_columns)
-    ]
-    if shape.view_class is not ViewClass.JOIN:
-        items += [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), keymap_key_columns(shape))]
-    return items
-
-
 def keymap_all_columns(shape: ViewShape) -> list[str]:
     """Every column of the key map, in order."""
-    return [item.alias for item in _keymap_items(shape)]
+    return [item.alias for item in keymap_items(shape)]
 
 
 def keymap_probe_sql(shape: ViewShape) -> str:
     """The key map's defining query (used to check, at apply time, that PostgreSQL accepts it)."""
     core = parse_select(shape.core_sql)
-    core.set("expressions", _keymap_items(shape))
+    core.set("expressions", keymap_items(shape))
     return core.sql(dialect=DIALECT)
 
 
@@ -46,7 +36,7 @@ def keymap_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
     """
     table = keymap_table(shape).sql(dialect=DIALECT)
     core = parse_select(shape.core_sql)
-    core.set("expressions", _keymap_items(shape))
+    core.set("expressions", keymap_items(shape))
     if exists:
         statements = [f"TRUNCATE {table}", f"INSERT INTO {table} {core.sql(dialect=DIALECT)}"]
     else:
@@ -73,7 +63,7 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
         forget = exp.CTE(this=exp.delete(table, where=in_query(root_columns, roots_ref())),
                          alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "forgotten")))
         core = parse_select(shape.core_sql)
-        core.set("expressions", _keymap_items(shape))
+        core.set("expressions", keymap_items(shape))
         insert = exp.insert(core.where(in_roots(root_exprs(shape)), copy=False), table)
         roots = exp.CTE(this=roots_sql(shape, since), alias=exp.TableAlias(this=ident(ROOTS)))
         insert.set("with_", exp.With(expressions=[roots, forget]))
@@ -82,7 +72,7 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
     for t in shape.tables:
         condition = in_query([col(c) for c in t.keymap_columns], changed_keys_sql(t.log, since))
         statements.append(exp.delete(table, where=condition).sql(dialect=DIALECT))
-    insert = exp.insert(touched_rows(shape, _keymap_items(shape), since), table)
+    insert = exp.insert(touched_rows(shape, keymap_items(shape), since), table)
     statements.append(insert.sql(dialect=DIALECT))
     return statements
 
@@ -91,7 +81,7 @@ def keymap_stand_in_sql(shape: ViewShape) -> list[str]:
     """An empty key map of today's columns in place of the view's (for checking statements
     in a transaction that is rolled back)."""
     core = parse_select(shape.core_sql)
-    core.set("expressions", _keymap_items(shape))
+    core.set("expressions", keymap_items(shape))
     empty = exp.select("*").from_(exp.Subquery(this=core, alias=exp.TableAlias(this=ident("m")))).limit(0)
     create = exp.Create(this=keymap_table(shape), kind="TABLE", expression=empty)
     return [drop_keymap_sql(shape.keymap or ""), create.sql(dialect=DIALECT)]

@@ -17,6 +17,7 @@ from typing import Sequence
 
 from sqlglot import exp
 
+from mvlog.aggdelta import fast_delta_sql
 from mvlog.analysis import DIALECT
 from mvlog.errors import RefreshRefused
 from mvlog.explain import affected_keys_how
@@ -69,6 +70,8 @@ class RefreshPlan:
             return self.shape.select_sql
         if self.shape.branches:
             return fast_union_sql(self.shape, self.since, null_keys)
+        if self.shape.deltas is not None:
+            return fast_delta_sql(self.shape, self.since)
         if self.shape.keyed:
             return fast_keyed_sql(self.shape, self.since, any(null_keys))
         return fast_simple_sql(self.shape, self.since)
@@ -82,6 +85,9 @@ class RefreshPlan:
             "since": self.since.isoformat() if self.since else None,
             "partition_column": key.column if self.partitions and key else None,
             "partitions": list(self.partitions),
+            # aggregate views: the aggregates kept by deltas, or why affected groups are recomputed
+            "aggregate_deltas": list(self.shape.deltas.aggregates) if self.shape.deltas else None,
+            "groups_recomputed": self.shape.recompute_reason,
         }
 
     def describe(self) -> str:

@@ -29,7 +29,9 @@ from mvlog.logs import Logs, StampedSnapshot
 from mvlog.model import ROW_HASH_COLUMN, RefreshMethod
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.progress import Reporter
-from mvlog import keymap, union
+from mvlog import aggdelta, keymap, union
+from mvlog.analysis import DIALECT, ViewClass
+from mvlog.shape import ViewShape, groups_name
 from mvlog.source import Source
 from mvlog.jdbc import JdbcSource
 from mvlog.warehouse import Warehouse, WriteCounts
@@ -258,6 +260,8 @@ class Refresher:
             table_exists = columns is not None
             row_hash = columns is None or ROW_HASH_COLUMN in columns
             needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)
+            if check.shape.deltas is not None and not needs_complete:
+                needs_complete = self._groups_out_of_date(check.shape)
         plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
                             row_hash)
         return PlannedView(view, state, plan)
@@ -328,6 +332,27 @@ class Refresher:
         with phases("write"):
             return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, change_feed)
 
+    def _groups_out_of_date(self, shape: ViewShape) -> str | None:
+        """Why an aggregate maintained by deltas needs its group table rebuilt by a complete refresh."""
+        with self.source.inspection() as cur:
+            current = self.source.relation_columns(cur, aggdelta.groups_table(shape).sql(dialect=DIALECT))
+        if current != aggdelta.groups_columns(shape):
+            return "the state of its groups is not kept yet (views built before aggregate deltas)"
+        return None
+
+    def _groups_rebuild(self, cur, shape: ViewShape) -> list[str]:
+        """Statements that rebuild an aggregate's group table from its rebuilt key map (a view whose
+        groups are recomputed drops it)."""
+        if shape.view_class is not ViewClass.AGGREGATE:
+            return []
+        name = groups_name(shape.keymap or "")
+        if shape.deltas is None:
+            return [aggdelta.drop_groups_sql(name)]
+        current = self.source.relation_columns(cur, aggdelta.groups_table(shape).sql(dialect=DIALECT))
+        if current is not None and current != aggdelta.groups_columns(shape):
+            return [aggdelta.drop_groups_sql(name), *aggdelta.groups_rebuild_sql(shape, exists=False)]
+        return aggdelta.groups_rebuild_sql(shape, exists=current is not None)
+
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int) -> None:
         """After the Delta commit: bring the key map to S and record last_V = S, in one transaction
         that reads the refresh's snapshot. A crash before this commit leaves both at the old
@@ -348,8 +373,10 @@ class Refresher:
                         cur.execute(keymap.drop_keymap_sql(keymapped.keymap or ""))
                         current = None
                     statements = keymap.keymap_rebuild_sql(keymapped, exists=current is not None)
-                else:
-                    statements = keymap.keymap_update_sql(keymapped, plan.since)
+                    statements += self._groups_rebuild(cur, keymapped)
+                else:  # the group table's update reads the key map as of the last refresh: first
+                    statements = aggdelta.groups_update_sql(keymapped, plan.since) if keymapped.deltas else []
+                    statements += keymap.keymap_update_sql(keymapped, plan.since)
                 for statement in statements:
                     cur.execute(statement)
             # A complete refresh wrote the query's columns as they are now: remember them.

@@ -49,6 +49,20 @@ class RangeKey:
 
 
 @dataclass(frozen=True)
+class AggregateDeltas:
+    """How an aggregate view's groups are maintained by deltas (:mod:`mvlog.aggdelta`): the key map
+    keeps each lineage row's aggregate *inputs*, a group table each group's state (row count,
+    and per input its non-NULL count and, if summed, its sum), and a refresh adds what changed
+    rows contribute now and subtracts what they contributed at the last refresh."""
+
+    inputs: tuple[str, ...]  # SQL over the base rows (the FROM items' aliases), one per distinct input
+    summed: tuple[bool, ...]  # per input: summed (sum, avg) or only counted (count)
+    outputs_sql: str  # SELECT <the view's outputs over the group state>, PRESENT WHERE <a row exists>
+    groups: str  # mvlog.<groups>: each group's state at the view's last refresh
+    aggregates: tuple[str, ...]  # the view's aggregates, as written (for explain)
+
+
+@dataclass(frozen=True)
 class ViewShape:
     """How a view is keyed and read (plain data: printable, testable without a database)."""
 
@@ -81,6 +95,9 @@ class ViewShape:
     distinct: bool = False
     # An aggregate over a UNION ALL: its branches are SELECT DISTINCT views of its groups.
     over_union: bool = False
+    # Aggregate views: maintained by deltas, or (None) each affected group recomputed, and why.
+    deltas: AggregateDeltas | None = None
+    recompute_reason: str | None = None
 
     @property
     def fast_possible(self) -> bool:
@@ -102,6 +119,11 @@ def keymap_name(view: str, branch: int | None = None) -> str:
     """The key map of a view (of one branch of a UNION ALL view: ``<map>_b<branch>``)."""
     digest = hashlib.sha256(view.encode()).hexdigest()[:8]
     return f"keys$_{view[:40].lower()}_{digest}" + (f"_b{branch}" if branch is not None else "")
+
+
+def groups_name(keymap: str) -> str:
+    """The group table of an aggregate view maintained by deltas, named after its key map."""
+    return "groups$" + keymap.removeprefix("keys$")
 
 
 def add_hidden(select: exp.Select, expression: exp.Expression, name: str) -> None:

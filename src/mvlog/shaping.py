@@ -11,6 +11,7 @@ from sqlglot import exp
 from mvlog.analysis import (DIALECT, Analysis, NotKeyable, SemiJoin, ViewClass, group_expressions, identifier_name,
                             join_side, partition_by, root_join, window_parts)
 from mvlog.sqltree import conjuncts, full_join_parts, item_alias, root_first
+from mvlog.aggdelta import plan_deltas
 from mvlog.changes import union_of
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.shape import (BRANCH_COLUMN, ROW_KEY_COLUMN, RangeKey, TableKey, ViewShape, add_hidden, col, downgrade,
@@ -74,7 +75,10 @@ def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias:
                                            f"incrementally maintainable")
         if not shape.fast_possible:
             return downgrade(shape, query, f"{what} {i}: {'; '.join(shape.fast_reasons)}")
-        shape = dataclasses.replace(shape, keymap=keymap_name(name, i) if shape.keymap else None)
+        # A branch's groups are recomputed (its reads are the UNION view's, not a delta read).
+        shape = dataclasses.replace(shape, keymap=keymap_name(name, i) if shape.keymap else None, deltas=None,
+                                    recompute_reason="an aggregate in a UNION ALL branch is recomputed per group"
+                                    if shape.recompute_reason or shape.deltas else None)
         select = branch.tree.copy()
         key = exp.Anonymous(this="ROW", expressions=[exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs])
         add_hidden(select, exp.Literal.number(i), BRANCH_COLUMN)
@@ -114,7 +118,7 @@ def _branch_shapes(name: str, analysis: Analysis, logs_by_alias: dict[str, LogIn
             return f"{what} {i}: {'; '.join(shape.fast_reasons)}"
         if len(shape.key_exprs) != width:
             return f"{what} {i} outputs one expression twice: not incrementally maintainable yet"
-        shapes.append(dataclasses.replace(shape, keymap=keymap_name(name, i)))
+        shapes.append(dataclasses.replace(shape, keymap=keymap_name(name, i), deltas=None))
     return shapes
 
 
@@ -190,11 +194,18 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
         core = _lineage(select, sides, analysis.semi_joins)
     else:
         core = _core(select)
+    deltas = None
+    recompute_reason = None
+    if aggregate:
+        planned = (plan_deltas(select, groups, keymap_name(name)) if not outer
+                   else "an aggregate over outer joins or subqueries is recomputed per affected group")
+        deltas, recompute_reason = (None, planned) if isinstance(planned, str) else (planned, None)
     return ViewShape(
         name, analysis.view_class, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
         tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
         core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
         range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
+        deltas=deltas, recompute_reason=recompute_reason,
     )
 
 

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from sqlglot import exp
 
+from mvlog import aggdelta
 from mvlog.analysis import DIALECT, ViewClass, window_parts
 from mvlog.changes import (AFFECTED, ROOTS, changed_keys_sql, in_query, in_roots, key_exprs, key_names, keymap_key_columns,
                            keymap_table, parse_select, root_exprs, roots_ref, roots_sql, touched_rows, union_of,
@@ -237,6 +238,8 @@ def fast_refresh_statements(shape: ViewShape, since: datetime) -> list[str]:
     update (checked by PostgreSQL at apply time, against :func:`keymap_stand_in_sql`)."""
     if not shape.keyed:
         return [fast_simple_sql(shape, since)]
+    if shape.deltas is not None:  # the group table's update reads the key map before its own
+        return [*aggdelta.fast_refresh_statements(shape, since), *keymap_update_sql(shape, since)]
     statements = [fast_keyed_sql(shape, since)]
     if shape.keymap is not None and not shape.global_aggregate:
         statements += keymap_update_sql(shape, since)

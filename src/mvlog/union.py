@@ -86,7 +86,8 @@ def null_keys_checks(shape: ViewShape, since: datetime | None) -> list[str | Non
     if shape.distinct or shape.over_union:
         check = sqlgen.any_null_exists(changes.AFFECTED, len(shape.key_columns))
         return [check.with_(changes.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)]
-    return [sqlgen.null_keys_check_sql(b, since) if (_aggregate(b) or b.partition_exprs) and b.keyed else None
+    return [sqlgen.null_keys_check_sql(b, since)
+            if (_aggregate(b) or b.partition_exprs) and b.keyed and b.deltas is None else None
             for b in shape.branches or (shape,)]
 
 
