@@ -36,6 +36,9 @@ VIEWS = {
     "join": "SELECT o.id, c.name, c.segment, o.amount FROM orders o JOIN customers c ON c.id = o.customer_id",
     "aggregate": "SELECT customer_id, count(*) AS n, sum(amount) AS total, max(amount) AS biggest "
                  "FROM orders GROUP BY customer_id",
+    # 10 groups, kept by deltas (count, sum, avg): the dashboard shape of issue #31
+    "groups10": "SELECT customer_id % 10 AS bucket, count(*) AS n, sum(amount) AS total, avg(amount) AS mean "
+                "FROM orders GROUP BY customer_id % 10",
 }
 
 

@@ -11,7 +11,7 @@ import pytest
 from mvlog.errors import SourceError
 from mvlog.model import Column, LogInfo, RefreshMethod, TableInfo, checked_snapshot_id, log_name_for
 
-PURE = ("config", "analysis", "shape", "sqlgen", "plan", "model", "explain", "errors")
+PURE = ("config", "analysis", "shape", "sqlgen", "aggdelta", "plan", "model", "explain", "errors")
 
 
 @pytest.mark.parametrize("module", PURE)

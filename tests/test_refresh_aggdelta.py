@@ -112,6 +112,28 @@ def test_a_fast_refresh_reads_changed_rows_not_whole_groups(db, make_project):
     check_views(project, [{"name": "per_g"}])
 
 
+def test_a_view_without_its_group_table_recomputes_groups_until_a_complete_refresh(db, make_project):
+    """A view built before aggregate deltas (no group table) stays fast and exact, recomputing
+    its affected groups; its next complete refresh builds the state, and deltas take over."""
+    db.execute("CREATE TABLE sale (id int PRIMARY KEY, g int, v numeric(10,2))")
+    db.execute("INSERT INTO sale SELECT i, i % 3, i FROM generate_series(1, 30) i")
+    views = [{"name": "per_g", "refresh": "fast", "query": "SELECT g, count(*) AS n, sum(v) AS s FROM sale GROUP BY g"}]
+    project = make_project(["sale"], views)
+    project.apply()
+    table = groups_table(db, "per_g")
+    db.execute(f'DROP TABLE mvlog."{table}"')
+    db.execute("UPDATE sale SET g = 7 WHERE id < 5; DELETE FROM sale WHERE id = 9")
+    assert refresh_ok(project)["per_g"].method == "fast"
+    check_views(project, views)
+    assert groups_table(db, "per_g") is None
+    refresh_ok(project, complete=True)
+    assert groups_table(db, "per_g") == table
+    db.execute("UPDATE sale SET g = NULL WHERE id = 10; INSERT INTO sale VALUES (100, 7, 1)")
+    assert "by deltas" in project.plan("per_g").describe()
+    assert refresh_ok(project)["per_g"].method == "fast"
+    check_views(project, views)
+
+
 def test_aggregates_deltas_cannot_keep_exact_recompute_their_groups(db, make_project):
     db.execute("CREATE TABLE m (id int PRIMARY KEY, g int, x float8, y numeric)")
     db.execute("INSERT INTO m VALUES (1, 1, 0.1, 1), (2, 1, 0.2, 2), (3, 2, 0.3, 3)")

@@ -11,6 +11,7 @@ changes it only through pure functions that return a new plan.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 import traceback
@@ -260,8 +261,6 @@ class Refresher:
             table_exists = columns is not None
             row_hash = columns is None or ROW_HASH_COLUMN in columns
             needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)
-            if check.shape.deltas is not None and not needs_complete:
-                needs_complete = self._groups_out_of_date(check.shape)
         plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
                             row_hash)
         return PlannedView(view, state, plan)
@@ -273,6 +272,7 @@ class Refresher:
         counts, oldest = WriteCounts(), None
         try:
             plan = self._after_stamp(view, plan, stamped)
+            plan = self._without_missing_groups(plan)
             if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
                 oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
             counts = self._write(plan, stamped, phases, view.change_feed)
@@ -332,13 +332,18 @@ class Refresher:
         with phases("write"):
             return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, change_feed)
 
-    def _groups_out_of_date(self, shape: ViewShape) -> str | None:
-        """Why an aggregate maintained by deltas needs its group table rebuilt by a complete refresh."""
+    def _without_missing_groups(self, plan: RefreshPlan) -> RefreshPlan:
+        """A fast plan of an aggregate kept by deltas whose group table is missing (built before
+        aggregate deltas): its groups are recomputed until a complete refresh builds the state."""
+        shape = plan.shape
+        if plan.method is not RefreshMethod.FAST or shape.deltas is None:
+            return plan
         with self.source.inspection() as cur:
             current = self.source.relation_columns(cur, aggdelta.groups_table(shape).sql(dialect=DIALECT))
-        if current != aggdelta.groups_columns(shape):
-            return "the state of its groups is not kept yet (views built before aggregate deltas)"
-        return None
+        if current == aggdelta.groups_columns(shape):
+            return plan
+        reason = "the state of its groups is built by its next complete refresh"
+        return dataclasses.replace(plan, shape=dataclasses.replace(shape, deltas=None, recompute_reason=reason))
 
     def _groups_rebuild(self, cur, shape: ViewShape) -> list[str]:
         """Statements that rebuild an aggregate's group table from its rebuilt key map (a view whose
