@@ -67,9 +67,10 @@ def scanned_columns(spark, since: int) -> tuple[int, set[str]]:
         plans.append(executions.next().physicalPlanDescription())
     columns = set()
     for plan in plans[since:]:
-        for schema in re.findall(r"ReadSchema: struct<([^\n]*)>", plan):
-            if not schema.startswith("txn:"):  # Delta's own log
-                columns |= {f.split(":")[0] for f in schema.split(",")} - {
+        for node in plan.split("\n("):  # the plan's node details: "(3) Scan parquet \nOutput…\nReadSchema: …"
+            schema = re.search(r"ReadSchema: struct<([^\n]*)>", node)
+            if re.match(r"\d+\) Scan parquet", node) and schema and not schema.group(1).startswith("txn:"):
+                columns |= set(re.findall(r"(?:^|,)([^,:<>()]+):", schema.group(1))) - {
                     "__delta_internal_is_row_deleted", "_tmp_metadata_row_index", "__delta_internal_row_index"}
     return len(plans), columns
 
@@ -86,7 +87,7 @@ def main() -> None:
         with psycopg2.connect(pg.dsn()) as conn, conn.cursor() as cur:
             cur.execute("CREATE TABLE t (id bigint PRIMARY KEY, a integer, b numeric(12,2), c text, d date, "
                         "e timestamp)")
-            cur.execute("INSERT INTO t SELECT g, g % 1000, g / 100.0, 'text ' || g, DATE '2020-01-01' + g % 2000, "
+            cur.execute("INSERT INTO t SELECT g, g %% 1000, g / 100.0, 'text ' || g, DATE '2020-01-01' + g %% 2000, "
                         "TIMESTAMP '2020-01-01' + g * INTERVAL '1 minute' FROM generate_series(1, %s) g", (args.rows,))
         config = Path(tmp) / "mvlog.yaml"
         config.write_text(yaml.safe_dump({
@@ -114,7 +115,7 @@ def main() -> None:
                         with psycopg2.connect(pg.dsn()) as conn, conn.cursor() as cur:
                             cur.execute("UPDATE t SET a = a + 1, c = c || '!' WHERE id = ANY(%s)", (ids[deletes:],))
                             cur.execute("DELETE FROM t WHERE id = ANY(%s)", (ids[:deletes],))
-                            cur.execute("INSERT INTO t SELECT g, g % 1000, g / 100.0, 'new ' || g, DATE '2026-01-01', "
+                            cur.execute("INSERT INTO t SELECT g, g %% 1000, g / 100.0, 'new ' || g, DATE '2026-01-01', "
                                         "TIMESTAMP '2026-01-01' FROM generate_series(%s, %s) g",
                                         (next_id, next_id + deletes - 1))
                         next_id += deletes

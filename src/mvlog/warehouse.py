@@ -25,6 +25,10 @@ COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+# Adaptive execution runs each of a MERGE's stages as a job of its own: off for the MERGE, it ran
+# 16 jobs instead of 22 and a 1,000-key refresh of a 1M-row view took 0.1-0.6 s less
+# (BENCHMARKS.md session 14); the staged source is small, so there is nothing to adapt to.
+MERGE_CONF = {MATERIALIZE_SOURCE: "none", "spark.sql.adaptive.enabled": "false"}
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 OPTIMIZE_MIN_FILE_BYTES = 1024 * 1024
 OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
@@ -362,7 +366,7 @@ class Warehouse:
                 for attempt in range(1, MERGE_ATTEMPTS + 1):
                     try:
                         # The source is staged already: Delta need not materialize it again.
-                        with self._commit_settings(metadata, txn, {MATERIALIZE_SOURCE: "none"}):
+                        with self._commit_settings(metadata, txn, MERGE_CONF):
                             rows = self.spark.sql(statement).collect()
                         break
                     except Exception as exc:
