@@ -33,10 +33,10 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from log_overhead import pgbench  # noqa: E402
 
-from mvlog import engine  # noqa: E402
+from mvlog.spark import engine  # noqa: E402
 from mvlog.config import SparkConfig  # noqa: E402
-from mvlog.pgtemp import TempPostgres, free_port  # noqa: E402
-from mvlog.spark import close_connect_sessions  # noqa: E402
+from mvlog.postgres.pgtemp import TempPostgres, free_port  # noqa: E402
+from mvlog.spark.session import close_connect_sessions  # noqa: E402
 
 VIEWS = [
     {"name": "accounts", "refresh": "fast", "query": "SELECT aid, bid, abalance, filler FROM pgbench_accounts"},

@@ -42,9 +42,9 @@ from psycopg2 import sql
 
 from mvlog.config import load_config
 from mvlog.errors import ConfigError
-from mvlog.pgtemp import SUPERUSER, TempPostgres
+from mvlog.postgres.pgtemp import SUPERUSER, TempPostgres
 from mvlog.project import Project
-from mvlog.source import log_identifier
+from mvlog.postgres.source import log_identifier
 
 DESIGNS = ("none", "statement", "row")
 LOGGED = ("pgbench_accounts", "pgbench_tellers", "pgbench_branches")

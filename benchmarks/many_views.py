@@ -30,7 +30,7 @@ from refresh_vs_complete import load  # noqa: E402
 from warm_floor import change_keys  # noqa: E402
 
 from mvlog.config import load_config  # noqa: E402
-from mvlog.pgtemp import TempPostgres  # noqa: E402
+from mvlog.postgres.pgtemp import TempPostgres  # noqa: E402
 from mvlog.project import Project  # noqa: E402
 
 TEMPLATES = [

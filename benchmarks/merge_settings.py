@@ -27,9 +27,9 @@ import psycopg2
 import yaml
 
 from mvlog.config import load_config
-from mvlog.pgtemp import TempPostgres
+from mvlog.postgres.pgtemp import TempPostgres
 from mvlog.project import Project
-from mvlog.warehouse import Warehouse
+from mvlog.spark.warehouse import Warehouse
 
 AQE_OFF = {"spark.sql.adaptive.enabled": "false"}
 ONE_SNAPSHOT_PARTITION = {"spark.databricks.delta.snapshotPartitions": "1"}

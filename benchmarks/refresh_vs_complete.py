@@ -28,7 +28,7 @@ import psycopg2
 import yaml
 
 from mvlog.config import load_config
-from mvlog.pgtemp import TempPostgres
+from mvlog.postgres.pgtemp import TempPostgres
 from mvlog.project import Project
 
 VIEWS = {

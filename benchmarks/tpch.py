@@ -36,10 +36,10 @@ from pathlib import Path
 import psycopg2
 import yaml
 
-from mvlog import engine
+from mvlog.spark import engine
 from mvlog.config import SparkConfig
-from mvlog.pgtemp import TempPostgres, free_port
-from mvlog.spark import close_connect_sessions
+from mvlog.postgres.pgtemp import TempPostgres, free_port
+from mvlog.spark.session import close_connect_sessions
 
 SCHEMA = """
 CREATE TABLE customer (c_custkey integer PRIMARY KEY, c_name text, c_address text, c_nationkey integer,
@@ -121,9 +121,10 @@ def load(dsn: str, scale: float, data: Path) -> dict[str, int]:
                 cur.copy_expert(f"COPY {table} FROM STDIN WITH (FORMAT csv, HEADER true)", f)
             cur.execute(f"SELECT count(*) FROM {table}")
             counts[table] = cur.fetchone()[0]
-    with psycopg2.connect(dsn) as conn:
-        conn.autocommit = True
-        conn.cursor().execute("VACUUM ANALYZE")
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    conn.cursor().execute("VACUUM ANALYZE")
+    conn.close()
     return counts
 
 

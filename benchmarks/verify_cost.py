@@ -26,7 +26,7 @@ from psycopg2 import sql
 
 from mvlog import fingerprint
 from mvlog.config import load_config
-from mvlog.pgtemp import TempPostgres
+from mvlog.postgres.pgtemp import TempPostgres
 from mvlog.project import Project
 from refresh_vs_complete import change, load, write_config
 

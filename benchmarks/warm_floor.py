@@ -37,11 +37,11 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from refresh_vs_complete import VIEWS, load, merge_metrics  # noqa: E402
 
-from mvlog import engine  # noqa: E402
+from mvlog.spark import engine  # noqa: E402
 from mvlog.config import load_config  # noqa: E402
-from mvlog.pgtemp import TempPostgres, free_port  # noqa: E402
+from mvlog.postgres.pgtemp import TempPostgres, free_port  # noqa: E402
 from mvlog.project import Project  # noqa: E402
-from mvlog.spark import close_connect_sessions  # noqa: E402
+from mvlog.spark.session import close_connect_sessions  # noqa: E402
 
 PHASES = ("prepare", "read", "write", "record")
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
-    from mvlog.pgtemp import TempPostgres
+    from mvlog.postgres.pgtemp import TempPostgres
     from mvlog.project import Project
 
 os.environ["TZ"] = "UTC"
@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def pg() -> Iterator["TempPostgres"]:
-    from mvlog.pgtemp import TempPostgres
+    from mvlog.postgres.pgtemp import TempPostgres
 
     with TempPostgres(password="pg-secret-4711") as cluster:
         yield cluster
@@ -64,7 +64,7 @@ def pg() -> Iterator["TempPostgres"]:
 @pytest.fixture(scope="session")
 def spark():
     from mvlog.config import SparkConfig
-    from mvlog.spark import build_session
+    from mvlog.spark.session import build_session
 
     session = build_session(SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}))
     yield session
@@ -80,10 +80,10 @@ TEST_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"
 @pytest.fixture(scope="session")
 def connect_engine(tmp_path_factory):
     """One local Spark Connect server for the run, started as ``mvlog engine start`` does."""
-    from mvlog import engine
+    from mvlog.spark import engine
     from mvlog.config import SparkConfig
-    from mvlog.pgtemp import free_port
-    from mvlog.spark import close_connect_sessions
+    from mvlog.postgres.pgtemp import free_port
+    from mvlog.spark.session import close_connect_sessions
 
     saved = os.environ.get(engine.ENGINE_DIR_ENV)
     os.environ[engine.ENGINE_DIR_ENV] = str(tmp_path_factory.mktemp("engine"))

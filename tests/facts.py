@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from mvlog.analysis import analyze
+from mvlog.sql.analysis import analyze
 from mvlog.model import LogInfo
-from mvlog.shaping import shape_view
+from mvlog.sql.shaping import shape_view
 
 LOG = LogInfo("public", "orders", "mlog$_orders_1", ("id",), ("bigint",), 1)
 CUSTOMERS = LogInfo("public", "customers", "mlog$_customers_2", ("id",), ("integer",), 2)

@@ -16,18 +16,18 @@ import psycopg2
 import psycopg2.errors
 from sqlglot import exp
 
-from mvlog.analysis import analyze
-from mvlog.catalog import Catalog, ViewRegistration, ViewState
+from mvlog.sql.analysis import analyze
+from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, RefreshError, SourceError
-from mvlog.expansion import Expansion, expand_views, redefined_view
-from mvlog.logs import Logs
+from mvlog.sql.expansion import Expansion, expand_views, redefined_view
+from mvlog.postgres.logs import Logs
 from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, TableInfo, log_name_for
 from mvlog import plan as planner
-from mvlog.shape import ViewShape, downgrade
-from mvlog.shaping import shape_view
-from mvlog import aggdelta, keymap, rewrite, sqlgen, union
-from mvlog.source import Cursor, Source
+from mvlog.sql.shape import ViewShape, downgrade
+from mvlog.sql.shaping import shape_view
+from mvlog.sql import aggdelta, keymap, rewrite, sqlgen, union
+from mvlog.postgres.source import Cursor, Source
 
 
 @dataclass(frozen=True)

@@ -358,7 +358,7 @@ def _print_engine(info, as_json: bool, verb: str, flag: str = "running") -> None
 @click.pass_context
 def engine_start(ctx: click.Context, host: str | None, port: int | None, as_json: bool) -> None:
     """Start the engine in the background (or report the running one) and wait until it listens."""
-    from mvlog import engine as engines
+    from mvlog.spark import engine as engines
 
     config = _engine_spark_config(ctx)
     if not as_json:
@@ -371,7 +371,7 @@ def engine_start(ctx: click.Context, host: str | None, port: int | None, as_json
 @click.option("--json", "as_json", is_flag=True, help="Print what was stopped as JSON.")
 def engine_stop(as_json: bool) -> None:
     """Stop the running engine."""
-    from mvlog import engine as engines
+    from mvlog.spark import engine as engines
 
     _print_engine(engines.stop(), as_json, "stopped, was", flag="stopped")
 
@@ -381,7 +381,7 @@ def engine_stop(as_json: bool) -> None:
 @click.pass_context
 def engine_status(ctx: click.Context, as_json: bool) -> None:
     """Where the engine listens and since when; exit code 3 if none is running."""
-    from mvlog import engine as engines
+    from mvlog.spark import engine as engines
 
     info = engines.status()
     _print_engine(info, as_json, "running at")

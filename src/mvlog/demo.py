@@ -14,7 +14,7 @@ from rich.table import Table
 
 from mvlog.config import load_config
 from mvlog.model import HIDDEN_PREFIX
-from mvlog.pgtemp import TempPostgres
+from mvlog.postgres.pgtemp import TempPostgres
 from mvlog.project import Project
 from mvlog.render import results_table
 

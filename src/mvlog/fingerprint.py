@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from mvlog.errors import UsageError
-from mvlog.sparksql import quote_spark
+from mvlog.spark.sparksql import quote_spark
 
 DIALECT = "postgres"
 KEY_HASH = "_mvlog_kh"

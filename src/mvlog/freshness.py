@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from mvlog.catalog import Catalog, ViewStatusRow
+from mvlog.postgres.catalog import Catalog, ViewStatusRow
 from mvlog.config import Config
-from mvlog.logs import Logs, Pending
+from mvlog.postgres.logs import Logs, Pending
 from mvlog.model import LogInfo
 
 

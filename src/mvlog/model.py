@@ -1,9 +1,9 @@
 """The catalog facts every layer shares, as plain data: no driver, no Spark.
 
 Tables and their primary keys, materialized view logs, column statistics, the names
-of mvlog's own columns, the refresh method, and what a view's warehouse location holds. The adapters (:mod:`mvlog.source`,
-:mod:`mvlog.catalog`, :mod:`mvlog.warehouse`) build and consume these; the pure
-layers (:mod:`mvlog.shape`, :mod:`mvlog.sqlgen`, :mod:`mvlog.plan`) only read them.
+of mvlog's own columns, the refresh method, and what a view's warehouse location holds. The adapters (:mod:`mvlog.postgres.source`,
+:mod:`mvlog.postgres.catalog`, :mod:`mvlog.spark.warehouse`) build and consume these; the pure
+layers (:mod:`mvlog.sql.shape`, :mod:`mvlog.sql.sqlgen`, :mod:`mvlog.plan`) only read them.
 """
 
 from __future__ import annotations
@@ -131,3 +131,12 @@ class Occupant:
             return None
         shown = ", ".join(f.rsplit("/", 1)[-1] for f in self.files)
         return f"{location} is not empty and holds no Delta table ({shown}{', ...' if len(self.files) >= FOREIGN_FILES_SHOWN else ''})"
+
+
+@dataclass(frozen=True)
+class WindowSize:
+    """How much of one base table a refresh window changed."""
+
+    table: str
+    changed_keys: int
+    table_rows: float  # the planner's estimate (pg_class.reltuples); <= 0 when unknown

@@ -43,7 +43,7 @@ def _spark(config_path: str | None):
     """The running SparkSession (created for the configuration if there is none)."""
     import os
 
-    from mvlog.spark import build_session, remote_url
+    from mvlog.spark.session import build_session, remote_url
 
     config = _load(config_path)
     if remote_url(config.spark):
@@ -68,7 +68,7 @@ def session(config_path: str | None = None):
     _config = load_config(config_path)
     spark = _spark(None)
     if _config.catalog is not None:  # a catalog of the session's own starts empty: name the views
-        from mvlog.warehouse import Warehouse
+        from mvlog.spark.warehouse import Warehouse
 
         warehouse = Warehouse(spark, _config.warehouse_uri)
         for view in _config.views:
@@ -139,7 +139,7 @@ def history(name: str, config_path: str | None = None, limit: int = 50) -> list[
 
 def delta_history(name: str, config_path: str | None = None):
     """The Delta commit history of the view as a DataFrame (``userMetadata`` holds mvlog's snaptime)."""
-    from mvlog.sparksql import delta_table
+    from mvlog.spark.sparksql import delta_table
 
     path = location(name, config_path)
     return _spark(None).sql(f"DESCRIBE HISTORY {delta_table(path)}")

@@ -17,14 +17,14 @@ from typing import Sequence
 
 from sqlglot import exp
 
-from mvlog.aggdelta import fast_delta_sql
-from mvlog.analysis import DIALECT
+from mvlog.sql.aggdelta import fast_delta_sql
+from mvlog.sql.analysis import DIALECT
 from mvlog.errors import RefreshRefused
-from mvlog.explain import affected_keys_how
-from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, RefreshMethod
-from mvlog.shape import ViewShape, col
-from mvlog.sqlgen import fast_keyed_sql, fast_simple_sql
-from mvlog.union import fast_union_sql
+from mvlog.sql.explain import affected_keys_how
+from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, RefreshMethod, WindowSize
+from mvlog.sql.shape import ViewShape, col
+from mvlog.sql.sqlgen import fast_keyed_sql, fast_simple_sql
+from mvlog.sql.union import fast_union_sql
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
 MAX_PARTITIONS = 64
@@ -34,15 +34,6 @@ MAX_PARTITIONS = 64
 # as long as a complete one, in two runs).
 COMPLETE_ABOVE_FRACTION = 0.1
 COMPLETE_MIN_KEYS = 10_000
-
-
-@dataclass(frozen=True)
-class WindowSize:
-    """How much of one base table a refresh window changed."""
-
-    table: str
-    changed_keys: int
-    table_rows: float  # the planner's estimate (pg_class.reltuples); <= 0 when unknown
 
 
 @dataclass(frozen=True)

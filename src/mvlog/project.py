@@ -14,26 +14,26 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from mvlog.analysis import analyze
+from mvlog.sql.analysis import analyze
 from mvlog.apply import Registrar, Registration
-from mvlog.catalog import Catalog, HistoryRow
+from mvlog.postgres.catalog import Catalog, HistoryRow
 from mvlog.config import Config, ViewConfig, load_config
 from mvlog.freshness import Freshness
 from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
 from mvlog import plan as planner
-from mvlog.logs import Logs
+from mvlog.postgres.logs import Logs
 from mvlog.plan import RefreshPlan
 from mvlog.progress import Reporter
 from mvlog.refresh import Refresher, RefreshResult
-from mvlog.source import Source, dsn_secrets
-from mvlog.spark import configured_remote, remote_address, remote_secrets, remote_url
-from mvlog.jdbc import JdbcSource
+from mvlog.postgres.source import Source, dsn_secrets
+from mvlog.spark.session import configured_remote, remote_address, remote_secrets, remote_url
+from mvlog.postgres.jdbc import JdbcSource
 from mvlog.model import LogInfo, Occupant
-from mvlog.warehouse import Warehouse
+from mvlog.spark.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from mvlog.verify import VerifyResult
-    from mvlog.explain import Explanation
+    from mvlog.sql.explain import Explanation
 
 
 @dataclass
@@ -75,7 +75,7 @@ class Project:
     @property
     def warehouse(self) -> Warehouse:
         if self._warehouse is None:
-            from mvlog.spark import build_session
+            from mvlog.spark.session import build_session
 
             url = remote_url(self.config.spark)
             if url and not configured_remote(self.config.spark):
@@ -91,7 +91,7 @@ class Project:
     def _lane(self) -> Iterator[Refresher]:
         """A Refresher with a PostgreSQL connection and a Spark session of its own, so that it
         can refresh beside the others (locks, snapshots and commit settings are per session)."""
-        from mvlog.spark import new_session, release_session
+        from mvlog.spark.session import new_session, release_session
 
         source = Source(self.config.source.dsn, self.secrets)
         spark = None
@@ -312,7 +312,7 @@ class Project:
 
     def explain(self, name: str) -> "Explanation":
         """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW)."""
-        from mvlog.explain import explain
+        from mvlog.sql.explain import explain
 
         view = self._select_views([name])[0]
         index = self.config.views.index(view)

@@ -22,20 +22,20 @@ from typing import Any, Callable, ContextManager, Iterator
 
 from mvlog import plan as planner
 from mvlog.apply import Registrar, definition_hash
-from mvlog.catalog import Catalog, ViewState
+from mvlog.postgres.catalog import Catalog, ViewState
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError, RefreshRefused
 from mvlog.faults import arm, checkpoint
-from mvlog.logs import Logs, StampedSnapshot
+from mvlog.postgres.logs import Logs, StampedSnapshot
 from mvlog.model import ROW_HASH_COLUMN, RefreshMethod
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.progress import Reporter
-from mvlog import aggdelta, keymap, union
-from mvlog.analysis import DIALECT, ViewClass
-from mvlog.shape import ViewShape, groups_name
-from mvlog.source import Source
-from mvlog.jdbc import JdbcSource
-from mvlog.warehouse import Warehouse, WriteCounts
+from mvlog.sql import aggdelta, keymap, union
+from mvlog.sql.analysis import DIALECT, ViewClass
+from mvlog.sql.shape import ViewShape, groups_name
+from mvlog.postgres.source import Source
+from mvlog.postgres.jdbc import JdbcSource
+from mvlog.spark.warehouse import Warehouse, WriteCounts
 
 
 @dataclass

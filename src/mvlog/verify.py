@@ -25,19 +25,20 @@ from typing import Any, Callable
 from psycopg2 import sql
 from sqlglot import exp
 
-from mvlog import fingerprint, union
+from mvlog import fingerprint
+from mvlog.sql import union
 from mvlog.apply import Registrar
-from mvlog.catalog import Catalog
+from mvlog.postgres.catalog import Catalog
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import MvlogError, UsageError, WarehouseError
 from mvlog.fingerprint import KEY_HASH, ROW_HASH, Column
-from mvlog.jdbc import JdbcSource
-from mvlog.logs import StampedSnapshot
+from mvlog.postgres.jdbc import JdbcSource
+from mvlog.postgres.logs import StampedSnapshot
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN, RefreshMethod
 from mvlog.plan import plan_refresh
-from mvlog.source import Cursor, Source
-from mvlog.sparksql import quote_spark
-from mvlog.warehouse import Warehouse, WriteCounts
+from mvlog.postgres.source import Cursor, Source
+from mvlog.spark.sparksql import quote_spark
+from mvlog.spark.warehouse import Warehouse, WriteCounts
 
 SHOWN = 20  # mismatched keys described per view
 ATTEMPTS = 5  # times verify looks again while a refresh is between its Delta commit and its record
@@ -125,8 +126,7 @@ class Verifier:
         self.progress(f"{view.name}: verifying")
         for _ in range(ATTEMPTS):
             with self.source.exported_snapshot() as (snapshot, cur):
-                cur.execute("SELECT last_snaptime, needs_complete FROM mvlog.views WHERE name = %s", (view.name,))
-                row = cur.fetchone()
+                row = self.catalog.recorded_stamp(cur, view.name)
                 if row is None or row[0] is None:
                     raise UsageError(f"view {view.name} has not been refreshed yet; run 'mvlog refresh' first")
                 stamp, needs_complete = row

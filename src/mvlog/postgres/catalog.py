@@ -1,0 +1,430 @@
+"""mvlog's catalog: the ``mvlog`` schema's registry of views, their state and refresh history.
+
+:class:`Catalog` is the one owner of ``mvlog.views``, ``mvlog.view_logs``,
+``mvlog.refresh_history`` and ``mvlog.ddl_log``: installing and checking the schema,
+registering views, the typed state a refresh starts from and records, history rows,
+status rows, and the advisory locks that keep two refreshes of one view apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Iterator, Sequence
+
+from psycopg2 import sql
+
+from mvlog.errors import ConcurrentRefreshError, UsageError
+from mvlog.postgres.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
+from mvlog.model import LogInfo, RefreshMethod
+from mvlog.postgres.source import Cursor, Source, log_identifier, read_sql
+from mvlog.sql.aggdelta import drop_groups_sql
+from mvlog.sql.keymap import drop_keymap_sql
+from mvlog.sql.shape import groups_name, keymap_name
+
+SCHEMA_VERSION = 4  # the newest sql/NNN_*.sql catalog version (005: logs of partitioned tables)
+@dataclass(frozen=True)
+class ViewState:
+    """What the catalog knows of a registered view between refreshes."""
+
+    last_snaptime: datetime | None  # last_V: log rows up to it are consumed
+    needs_complete: str | None  # why the next refresh must be complete, if it must
+    row_count: int | None
+    definition_hash: str
+    output_signature: str | None  # the query's columns and types at the last complete refresh
+    last_refresh_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ViewRegistration:
+    """One view as ``mvlog apply`` registers it."""
+
+    name: str
+    query: str
+    definition_hash: str
+    location: str
+    refresh: RefreshMethod
+    view_class: str
+    fast_reason: str | None
+    group: str | None
+    logs: tuple[LogInfo, ...]
+
+
+@dataclass(frozen=True)
+class ViewStatusRow:
+    """A registered view as ``mvlog status`` starts from it."""
+
+    name: str
+    location: str
+    refresh: str
+    view_class: str
+    fast_reason: str | None
+    last_refresh_at: datetime | None
+    last_method: str | None
+    last_snaptime: datetime | None
+    needs_complete: str | None
+    row_count: int | None
+    group: str | None
+    tables: tuple[str, ...]  # qualified names of its logged base tables
+
+
+@dataclass(frozen=True)
+class LogStatusRow:
+    """A log's size and backlog, for ``mvlog status``."""
+
+    rows: int
+    bytes: int
+    oldest_unconsumed: datetime | None  # commit time of the oldest change some view has not consumed
+    pinned_by: tuple[str, ...]  # views never refreshed: they keep every row of the log
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One refresh of a view, as ``mvlog history`` shows it."""
+
+    id: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    seconds: float | None
+    status: str
+    method: str | None
+    reason: str | None
+    snaptime: datetime | None
+    keys_read: int | None
+    rows_inserted: int | None
+    rows_updated: int | None
+    rows_deleted: int | None
+    error: str | None
+    delta_version: int | None = None  # the Delta version the view was left at (None: unknown, or failed)
+    lag_seconds: float | None = None  # from the start of the oldest change applied to the finish
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("started_at", "finished_at", "snaptime"):
+            data[key] = data[key].isoformat() if data[key] else None
+        return data
+
+
+class Catalog:
+    """The ``mvlog`` schema of one database."""
+
+    def __init__(self, source: Source):
+        self.source = source
+
+    # -- the schema ------------------------------------------------------------------------
+
+    def is_installed(self) -> bool:
+        return bool(self.source.query("SELECT to_regclass('mvlog.views') IS NOT NULL")[0][0])
+
+    def check(self) -> None:
+        """Refuse to work on a catalog that is missing or older than this mvlog."""
+        if not self.is_installed():
+            raise UsageError("mvlog is not installed in this database yet; run 'mvlog apply' first")
+        version = self.source.query("SELECT max(version) FROM mvlog.schema_version")[0][0] or 0
+        if version < SCHEMA_VERSION:
+            raise UsageError(f"the mvlog catalog in this database is version {version}, this mvlog needs "
+                             f"{SCHEMA_VERSION}; run 'mvlog apply' to upgrade it")
+
+    def install(self, cur: Cursor) -> bool:
+        """Create or upgrade the mvlog schema (inside the caller's transaction).
+
+        Returns whether DDL capture (event triggers, superuser only) is installed.
+        """
+        cur.execute(read_sql("001_schema.sql"))
+        cur.execute(read_sql("002_ddl_capture.sql"))
+        cur.execute(read_sql("004_history_versions.sql"))
+        cur.execute(read_sql("005_partitions.sql"))
+        cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        if cur.fetchone()[0]:
+            cur.execute(read_sql("003_event_triggers.sql"))
+            return True
+        cur.execute("SELECT count(*) = 4 FROM pg_event_trigger WHERE evtname IN "
+                    "('mvlog_capture_ddl', 'mvlog_capture_drop', 'mvlog_cover_partitions', 'mvlog_partition_drop')")
+        return bool(cur.fetchone()[0])
+
+    # -- registering views ------------------------------------------------------------------
+
+    def definition_hashes(self, cur: Cursor) -> dict[str, str]:
+        """Registered views and the hash of the query each was registered with."""
+        cur.execute("SELECT name, definition_hash FROM mvlog.views")
+        return dict(cur.fetchall())
+
+    def register(self, cur: Cursor, view: ViewRegistration) -> None:
+        """Register (or update) a view and the logs it reads. A changed query needs a complete refresh."""
+        cur.execute(
+            """
+            INSERT INTO mvlog.views (name, query, definition_hash, location, refresh_method, view_class,
+                                     fast_reason, refresh_group, needs_complete)
+            VALUES (%(name)s, %(query)s, %(hash)s, %(location)s, %(method)s, %(class)s, %(reason)s, %(group)s,
+                    'the view is new')
+            ON CONFLICT (name) DO UPDATE SET
+                query = excluded.query, definition_hash = excluded.definition_hash, location = excluded.location,
+                refresh_method = excluded.refresh_method, view_class = excluded.view_class,
+                fast_reason = excluded.fast_reason, refresh_group = excluded.refresh_group,
+                needs_complete = CASE WHEN mvlog.views.definition_hash <> excluded.definition_hash
+                                      THEN 'the query changed' ELSE mvlog.views.needs_complete END,
+                updated_at = CASE WHEN mvlog.views.definition_hash <> excluded.definition_hash
+                                       OR mvlog.views.refresh_method <> excluded.refresh_method
+                                       OR mvlog.views.refresh_group IS DISTINCT FROM excluded.refresh_group
+                                  THEN now() ELSE mvlog.views.updated_at END
+            """,
+            {
+                "name": view.name, "query": view.query, "hash": view.definition_hash, "location": view.location,
+                "method": view.refresh.value, "class": view.view_class, "reason": view.fast_reason,
+                "group": view.group,
+            },
+        )
+        cur.execute("DELETE FROM mvlog.view_logs WHERE view_name = %s", (view.name,))
+        for log in view.logs:
+            cur.execute(
+                "INSERT INTO mvlog.view_logs (view_name, table_schema, table_name) VALUES (%s, %s, %s)",
+                (view.name, log.table_schema, log.table_name),
+            )
+
+    def drop_keymap(self, cur: Cursor, view: str) -> None:
+        """Drop a view's key maps, its own and its UNION ALL branches' (their columns may no
+        longer fit; or the view is gone)."""
+        name = keymap_name(view)
+        cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND tablename LIKE %s",
+                    (name.replace("_", r"\_") + r"\_b%",))
+        for (table,) in [(name,), *cur.fetchall()]:
+            cur.execute(drop_keymap_sql(table))
+        cur.execute(drop_groups_sql(groups_name(name)))
+
+    def unregister(self, cur: Cursor, name: str) -> str | None:
+        """Forget a view (it stops pinning its logs) and drop its key map; returns its location,
+        or None if no such view is registered."""
+        cur.execute("DELETE FROM mvlog.views WHERE name = %s RETURNING location", (name,))
+        row = cur.fetchone()
+        if row is not None:
+            self.drop_keymap(cur, name)
+        return row[0] if row else None
+
+    def dependents(self, cur: Cursor, log: LogInfo) -> list[str]:
+        """The registered views that read ``log``, by name."""
+        cur.execute("SELECT view_name FROM mvlog.view_logs WHERE table_schema = %s AND table_name = %s "
+                    "ORDER BY view_name", (log.table_schema, log.table_name))
+        return [r[0] for r in cur.fetchall()]
+
+    def mark_needs_complete(self, cur: Cursor, log: LogInfo, reason: str) -> None:
+        """Every view reading ``log`` needs a complete refresh next, for ``reason``."""
+        cur.execute(
+            "UPDATE mvlog.views SET needs_complete = %s "
+            "WHERE name IN (SELECT view_name FROM mvlog.view_logs WHERE table_schema = %s AND table_name = %s)",
+            (reason, log.table_schema, log.table_name),
+        )
+
+    # -- a view's state ---------------------------------------------------------------------------
+
+    def view_state(self, name: str) -> ViewState:
+        rows = self.source.query(
+            "SELECT last_snaptime, needs_complete, row_count, definition_hash, output_signature, last_refresh_at "
+            "FROM mvlog.views WHERE name = %s", (name,)
+        )
+        if not rows:
+            raise UsageError(f"view {name} is not registered yet; run 'mvlog apply' first")
+        return ViewState(*rows[0])
+
+    def recorded_stamp(self, cur: Cursor, name: str) -> tuple[datetime | None, str | None] | None:
+        """The view's last stamp and why it needs a complete refresh (None: not one), as ``cur``'s
+        transaction sees them (verify reads them in its exported snapshot); None if not registered."""
+        cur.execute("SELECT last_snaptime, needs_complete FROM mvlog.views WHERE name = %s", (name,))
+        row = cur.fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def unbuilt_views(self) -> set[str]:
+        """Views never refreshed, or marked for a complete refresh."""
+        rows = self.source.query("SELECT name FROM mvlog.views WHERE last_snaptime IS NULL OR needs_complete IS NOT NULL")
+        return {name for (name,) in rows}
+
+    def locations(self) -> dict[str, tuple[str, bool]]:
+        """Registered views: (location, whether it was ever built there); none before install."""
+        if not self.is_installed():
+            return {}
+        rows = self.source.query("SELECT name, location, last_snaptime IS NOT NULL FROM mvlog.views")
+        return {name: (location, built) for name, location, built in rows}
+
+    def is_registered(self, name: str) -> bool:
+        return bool(self.source.query("SELECT 1 FROM mvlog.views WHERE name = %s", (name,)))
+
+    def record_refresh(self, cur: Cursor, name: str, stamp: datetime, method: RefreshMethod, row_count: int,
+                       signature: str | None) -> None:
+        """last_V = S, and what the refresh left (``signature``: the columns of a complete refresh)."""
+        cur.execute(
+            """
+            UPDATE mvlog.views SET last_snaptime = %s, last_refresh_at = clock_timestamp(), last_method = %s,
+                   needs_complete = NULL, row_count = %s, output_signature = coalesce(%s, output_signature)
+            WHERE name = %s
+            """,
+            (stamp, method.value, row_count, signature, name),
+        )
+
+    def ddl_since(self, table_oids: Sequence[int], after: datetime | None) -> list[tuple]:
+        """DDL recorded on these tables after ``after``: (time, command tag, object identity)."""
+        return self.source.query(
+            "SELECT logged_at, command_tag, object_identity FROM mvlog.ddl_log "
+            "WHERE table_oid = ANY(%s) AND (%s::timestamptz IS NULL OR logged_at > %s) ORDER BY id",
+            (list(table_oids), after, after),
+        )
+
+    @contextlib.contextmanager
+    def lock_views(self, names: Sequence[str], wait: float = 0.0) -> Iterator[None]:
+        """Session advisory locks that keep two refreshes of one view from running at once: all of
+        ``names`` or none. A view another process holds is waited for, up to ``wait`` seconds in
+        all; then :class:`ConcurrentRefreshError` names the holder."""
+        conn = self.source.connect(application_name=LOCK_HOLDER[:63])  # what another process reports
+        conn.autocommit = True
+        deadline = time.monotonic() + wait
+        try:
+            with conn.cursor() as cur:
+                keep_lock_session_alive(cur)
+                for name in sorted(names):  # one order everywhere: two groups never wait for each other
+                    if not take_view_lock(cur, name, deadline - time.monotonic()):
+                        raise ConcurrentRefreshError(name, view_lock_holder(cur, name))
+            yield
+        finally:
+            conn.close()  # releases the session locks
+
+    def purge_horizon(self, cur: Cursor, log: LogInfo) -> datetime | None:
+        """The stamp up to which every view reading ``log`` has consumed it (None: some view has
+        never refreshed, so nothing may go). A log nobody reads may go up to its last stamp."""
+        cur.execute(
+            """
+            SELECT bool_and(v.last_snaptime IS NOT NULL), min(v.last_snaptime), count(*)
+            FROM mvlog.view_logs vl JOIN mvlog.views v ON v.name = vl.view_name
+            WHERE vl.table_schema = %s AND vl.table_name = %s
+            """,
+            (log.table_schema, log.table_name),
+        )
+        all_refreshed, horizon, dependents = cur.fetchone()
+        if dependents == 0:
+            cur.execute("SELECT last_stamp FROM mvlog.logs WHERE log_name = %s", (log.log_name,))
+            return cur.fetchone()[0]
+        return horizon if all_refreshed else None
+
+    # -- history ----------------------------------------------------------------------------------
+
+    def close_interrupted(self, names: Sequence[str]) -> None:
+        """Refreshes still 'running' while we hold the view locks died (killed, crashed): say so."""
+        self.source.query(
+            "UPDATE mvlog.refresh_history SET status = 'failed', finished_at = clock_timestamp(), "
+            "error = 'interrupted: the refresh process ended before finishing' "
+            "WHERE view_name = ANY(%s) AND status = 'running'",
+            (list(names),),
+        )
+
+    def history_start(self, view: str, method: RefreshMethod, reason: str, stamp: datetime) -> int:
+        rows = self.source.query(
+            """
+            INSERT INTO mvlog.refresh_history (view_name, started_at, method, reason, snaptime, status)
+            VALUES (%s, now(), %s, %s, %s, 'running') RETURNING id
+            """,
+            (view, method.value, reason, stamp),
+        )
+        return rows[0][0]
+
+    def history_end(self, history_id: int, counts: Any, error: str | None = None,
+                    method: RefreshMethod | None = None, reason: str | None = None,
+                    oldest_change: datetime | None = None) -> None:
+        """Finish a history row: failed with ``error``, else succeeded (with the method and reason
+        the refresh ended with). ``counts``: keys_read, rows_inserted/updated/deleted and the Delta
+        version written; a success that wrote nothing records the version of the view's last
+        success, which still holds it."""
+        self.source.query(
+            """
+            UPDATE mvlog.refresh_history AS h SET finished_at = clock_timestamp(), status = %s, error = %s,
+                   keys_read = %s, rows_inserted = %s, rows_updated = %s, rows_deleted = %s,
+                   method = coalesce(%s, method), reason = coalesce(%s, reason), oldest_change = %s,
+                   delta_version = CASE WHEN %s IS NOT NULL THEN NULL ELSE coalesce(%s, (
+                       SELECT p.delta_version FROM mvlog.refresh_history AS p
+                       WHERE p.view_name = h.view_name AND p.id < h.id AND p.status = 'succeeded'
+                         AND p.delta_version IS NOT NULL
+                       ORDER BY p.id DESC LIMIT 1)) END
+            WHERE id = %s
+            """,
+            ("failed" if error else "succeeded", error, counts.keys_read, counts.rows_inserted, counts.rows_updated,
+             counts.rows_deleted, method.value if method else None, reason, oldest_change, error, counts.version,
+             history_id),
+        )
+
+    def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
+        """The most recent refreshes of a view, newest first."""
+        if not self.is_registered(name):
+            raise UsageError(f"view {name} is not registered; run 'mvlog apply' first")
+        rows = self.source.query(
+            """
+            SELECT id, started_at, finished_at, extract(epoch FROM finished_at - started_at)::float8, status, method,
+                   reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version,
+                   extract(epoch FROM finished_at - oldest_change)::float8
+            FROM mvlog.refresh_history WHERE view_name = %s ORDER BY id DESC LIMIT %s
+            """,
+            (name, limit),
+        )
+        return [HistoryRow(*row) for row in rows]
+
+    def versions_as_of(self, names: Sequence[str], at: datetime) -> tuple[datetime, dict[str, int | None]] | None:
+        """The newest stamp at or before ``at`` that every one of ``names`` was refreshed to (a refresh
+        group's views share their stamps), and the Delta version each was left at by that refresh
+        (None where the history predates recorded versions); None if there is no such stamp."""
+        rows = self.source.query(
+            """
+            WITH common AS (
+                SELECT snaptime FROM mvlog.refresh_history
+                WHERE view_name = ANY(%(names)s) AND status = 'succeeded' AND snaptime <= %(at)s
+                GROUP BY snaptime HAVING count(DISTINCT view_name) = %(n)s
+                ORDER BY snaptime DESC LIMIT 1)
+            SELECT DISTINCT ON (h.view_name) h.view_name, h.snaptime, h.delta_version
+            FROM mvlog.refresh_history AS h JOIN common USING (snaptime)
+            WHERE h.view_name = ANY(%(names)s) AND h.status = 'succeeded'
+            ORDER BY h.view_name, h.id DESC
+            """,
+            {"names": list(names), "at": at, "n": len(set(names))},
+        )
+        if not rows:
+            return None
+        return rows[0][1], {name: version for name, _, version in rows}
+
+    def lags_since(self, name: str, since: datetime) -> list[float]:
+        """The lags (seconds) that the view's successful refreshes finished since ``since`` ended."""
+        rows = self.source.query(
+            """
+            SELECT extract(epoch FROM finished_at - oldest_change)::float8 FROM mvlog.refresh_history
+            WHERE view_name = %s AND status = 'succeeded' AND finished_at >= %s AND oldest_change IS NOT NULL
+            ORDER BY id
+            """,
+            (name, since),
+        )
+        return [row[0] for row in rows]
+
+    # -- status -----------------------------------------------------------------------------------
+
+    def view_status_rows(self) -> list[ViewStatusRow]:
+        rows = self.source.query(
+            """
+            SELECT v.name, v.location, v.refresh_method, v.view_class, v.fast_reason, v.last_refresh_at,
+                   v.last_method, v.last_snaptime, v.needs_complete, v.row_count, v.refresh_group,
+                   coalesce(array_agg(vl.table_schema || '.' || vl.table_name) FILTER (WHERE vl.view_name IS NOT NULL), '{}')
+            FROM mvlog.views v LEFT JOIN mvlog.view_logs vl ON vl.view_name = v.name
+            GROUP BY v.name ORDER BY v.name
+            """
+        )
+        return [ViewStatusRow(*row[:-1], tuple(row[-1])) for row in rows]
+
+    def log_status(self, log: LogInfo) -> LogStatusRow:
+        rows, size, oldest, pinned_by = self.source.query(
+            sql.SQL(
+                """
+                SELECT (SELECT count(*) FROM {log}), pg_total_relation_size(%(reg)s),
+                       (SELECT min("xact_time$$") FROM {log} l WHERE "snaptime$$" > coalesce(
+                           (SELECT min(v.last_snaptime) FROM mvlog.view_logs vl JOIN mvlog.views v ON v.name = vl.view_name
+                            WHERE vl.table_schema = %(schema)s AND vl.table_name = %(table)s), '-infinity')),
+                       (SELECT array_agg(v.name ORDER BY v.name) FROM mvlog.view_logs vl JOIN mvlog.views v
+                          ON v.name = vl.view_name WHERE vl.table_schema = %(schema)s AND vl.table_name = %(table)s
+                          AND v.last_snaptime IS NULL)
+                """
+            ).format(log=log_identifier(log)),
+            {"reg": log_identifier(log).as_string(self.source.conn), "schema": log.table_schema, "table": log.table_name},
+        )[0]
+        return LogStatusRow(rows, size, oldest, tuple(pinned_by or ()))

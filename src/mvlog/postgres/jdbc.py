@@ -1,0 +1,43 @@
+"""How Spark reaches PostgreSQL: the JDBC URL and properties derived from mvlog's DSN."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from psycopg2.extensions import parse_dsn
+
+from mvlog.errors import ConfigError
+
+@dataclass(frozen=True)
+class JdbcSource:
+    """How Spark reaches PostgreSQL: a JDBC URL plus connection properties."""
+
+    url: str
+    properties: dict[str, str] = field(repr=False)
+
+    @classmethod
+    def from_dsn(cls, dsn: str) -> "JdbcSource":
+        try:
+            params = parse_dsn(dsn)
+        except Exception:
+            raise ConfigError("source.dsn is not a valid PostgreSQL connection string") from None
+        # libpq falls back to $PGHOST, then to a Unix socket, which JDBC cannot use.
+        host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or ""
+        if not host or host.startswith("/"):
+            raise ConfigError("source.dsn must name a TCP host for Spark's JDBC reads "
+                              "(postgresql://user@HOST:port/db or host=HOST), not a Unix socket"
+                              + (" directory" if host else ""))
+        hosts = host.split(",")
+        ports = (params.get("port") or os.environ.get("PGPORT") or "5432").split(",")
+        netloc = ",".join(f"[{h}]:{ports[min(i, len(ports) - 1)]}" if ":" in h else f"{h}:{ports[min(i, len(ports) - 1)]}"
+                          for i, h in enumerate(hosts))
+        dbname = params.get("dbname") or params.get("user") or "postgres"
+        properties = {"driver": "org.postgresql.Driver", "ApplicationName": "mvlog-spark"}
+        for key, prop in (("user", "user"), ("password", "password"), ("sslmode", "sslmode"),
+                          ("sslrootcert", "sslrootcert"), ("sslcert", "sslcert"), ("sslkey", "sslkey"),
+                          ("connect_timeout", "connectTimeout")):
+            if params.get(key):
+                properties[prop] = params[key]
+        return cls(f"jdbc:postgresql://{netloc}/{quote(dbname, safe='')}", properties)

@@ -1,0 +1,65 @@
+"""The advisory locks that keep two refreshes of one view apart: taking one with a bounded
+wait, and naming the process that holds one (:meth:`mvlog.postgres.catalog.Catalog.lock_views` holds
+them for a refresh unit)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import psycopg2.errors
+
+from mvlog.postgres.source import Cursor
+
+VIEW_LOCK_NAMESPACE = 0x6D767677  # "mvvw": advisory lock held for the whole refresh of a view
+# The application_name of the session holding view locks: what another process reports as the holder.
+LOCK_HOLDER = f"mvlog pid {os.getpid()} on {socket.gethostname()}"
+
+
+# The lock session's TCP keepalives, as PostgreSQL sends them: a lock whose holder's host died (no
+# FIN, no RST) is released after about 10 + 5 * 3 s instead of the kernel's default two hours, so
+# another scheduler can take the view over. (Ignored on a Unix socket, where death is seen at once.)
+LOCK_KEEPALIVES = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
+
+
+def keep_lock_session_alive(cur: Cursor) -> None:
+    """Make the server notice a dead holder of this session's locks within seconds."""
+    for name, value in LOCK_KEEPALIVES.items():
+        cur.execute("SELECT set_config(%s, %s, false)", (name, value))
+
+
+def take_view_lock(cur: Cursor, name: str, wait: float) -> bool:
+    """Take a view's lock, waiting up to ``wait`` seconds for its holder; False if it stayed held."""
+    if wait <= 0:
+        cur.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (VIEW_LOCK_NAMESPACE, name))
+        return bool(cur.fetchone()[0])
+    cur.execute("SELECT set_config('lock_timeout', %s, false)", (f"{max(int(wait * 1000), 1)}ms",))
+    try:
+        cur.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (VIEW_LOCK_NAMESPACE, name))
+    except psycopg2.errors.LockNotAvailable:
+        return False
+    finally:
+        cur.execute("SELECT set_config('lock_timeout', '0', false)")
+    return True
+
+
+def view_lock_holder(cur: Cursor, name: str) -> str:
+    """Who holds a view's lock, as its PostgreSQL session says (mvlog names its lock sessions
+    after the host and process)."""
+    cur.execute(
+        """
+        SELECT a.application_name, host(a.client_addr), l.pid, a.backend_start
+        FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+          AND l.classid::bigint = %s AND l.objid::bigint = hashtext(%s)::bigint & 4294967295
+        """,
+        (VIEW_LOCK_NAMESPACE, name),
+    )
+    row = cur.fetchone()
+    if row is None:
+        return "another process (it has just finished)"
+    application, client, backend, since = row
+    when = f" since {since:%Y-%m-%d %H:%M:%S %Z}" if since else ""
+    if application and application.startswith("mvlog "):
+        return application.removeprefix("mvlog ") + when
+    return f"PostgreSQL backend {backend}{f' from {client}' if client else ''}{when}"

@@ -1,0 +1,196 @@
+"""The MERGE of a fast refresh: staged rows, the unchanged-row test, retries after a lost commit
+race (a mixin of :class:`mvlog.spark.warehouse.Warehouse`, which provides ``spark``, ``_fail``,
+``_commit_settings`` and the history)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from mvlog.errors import SourceError, WarehouseError
+from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
+from mvlog.spark.history import _int_or_none
+from mvlog.spark.sparksql import delta_table, error_class, quote_spark, row_hash_sql, spark_literal
+
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+# Adaptive execution runs each of a MERGE's stages as a job of its own: off for the MERGE, it ran
+# 16 jobs instead of 22 and a 1,000-key refresh of a 1M-row view took 0.1-0.6 s less
+# (BENCHMARKS.md session 14); the staged source is small, so there is nothing to adapt to.
+MERGE_CONF = {MATERIALIZE_SOURCE: "none", "spark.sql.adaptive.enabled": "false"}
+BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
+MERGE_ATTEMPTS = 3  # a MERGE that lost a commit race to another writer of the table runs again
+
+
+@dataclass(frozen=True)
+class WriteCounts:
+    """What one Delta commit did."""
+
+    keys_read: int = 0
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    version: int | None = None  # the Delta version that holds the write; None if nothing was committed
+
+
+@dataclass(frozen=True)
+class Staged:
+    """Rows read from PostgreSQL once and held by the executors for one write, with the range of
+    their first key column (``low``/``high``: None if every value is NULL)."""
+
+    df: Any
+    rows: int
+    low: Any = None
+    high: Any = None
+    has_nulls: bool = False
+    null_key_deletes: int = 0  # rows that delete the view row whose key columns are all NULL
+
+
+class Merging:
+    """Staging a fast read and merging it into the view's Delta table."""
+
+    spark: Any
+    _fail: Any  # Warehouse._fail
+    _commit_settings: Any  # Warehouse._commit_settings
+    _own_commit: Any  # DeltaHistory._own_commit
+
+    def stage(self, df: Any) -> "Staged":
+        """Read ``df`` from PostgreSQL exactly once, into executor memory (spilling to disk).
+
+        The MERGE then reads the staged rows twice (to find the touched files, then to write)
+        without asking PostgreSQL again; the row count tells how to join them, the range of the
+        first key column which target files can hold their keys. A local checkpoint, as
+        Delta's own source materialization does (Delta refuses a cached source); Spark's
+        context cleaner frees its blocks once the DataFrame is gone.
+        """
+        # SQL text, not pyspark.sql.functions: those pick classic or Connect by process-wide state.
+        first = quote_spark(CHANGED_KEY_PREFIX + "0")
+        null_key_delete = _null_key_delete(df.columns)
+        try:
+            checkpointed = df.localCheckpoint(eager=True)
+            rows, low, high, non_null, null_key_deletes = checkpointed.selectExpr(
+                "count(1)", f"min({first})", f"max({first})", f"count({first})",
+                f"count_if({null_key_delete})").collect()[0]
+        except Exception as exc:
+            raise self._fail("reading from PostgreSQL failed", exc) from None
+        return Staged(checkpointed, rows, low, high, non_null < rows, null_key_deletes)
+
+    def merge(self, location: str, staged: "Staged", key_columns: tuple[str, ...], metadata: dict,
+              txn: tuple[str, int] | None = None, row_hash: bool = True, trust_row_hash: bool = True) -> WriteCounts:
+        """One MERGE on the view key: the staged rows hold affected keys (``_mvlog_key_<i>``) and
+        their current view rows; ``_mvlog_present`` is NULL where the key has no row any more.
+
+        A row that did not change is left alone (no deletion vector, no rewrite, no change-feed
+        row). With ``row_hash`` (the table has ``_mvlog_row_hash``) that test compares the
+        stored hash with the new row's, so the MERGE's scans of the table read its key columns
+        and the hash only; a table written before the hash existed compares every column until
+        its next complete refresh. ``trust_row_hash`` False (verify --repair, whose rows differ
+        from what the table holds) compares every column and rewrites the hash."""
+        if staged.rows == 0:
+            return WriteCounts()
+        df = staged.df
+        if staged.null_key_deletes and not self._has_null_key_row(location, key_columns):
+            # Nothing to delete, and Delta 4.4's deletion-vector MERGE fails on such a row: it
+            # matches a missing target row through <=> ("Unexpected row: did not match any
+            # merge clause"). Filtering the staged rows reads them again from the checkpoint.
+            df = df.where(f"NOT ({_null_key_delete(df.columns)})")
+        # Few affected keys: broadcast them, so the MERGE's join does not shuffle the whole
+        # target table (measured: about a third of a small MERGE's time).
+        value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
+        compared = value_columns
+        if row_hash:
+            df = df.selectExpr("*", f"{row_hash_sql(value_columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
+            compared = [ROW_HASH_COLUMN] if trust_row_hash else [*value_columns, ROW_HASH_COLUMN]
+            value_columns = [*value_columns, ROW_HASH_COLUMN]
+        source = df.hint("broadcast") if staged.rows <= BROADCAST_ROWS else df
+        view = f"mvlog_staged_{uuid.uuid4().hex}"
+        s = lambda c: f"s.{quote_spark(c)}"  # noqa: E731
+        t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
+        # Null-safe: an aggregate's group key may hold NULLs.
+        on = [f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns)]
+        try:
+            key_range = _key_range(key_columns[0], df.schema[CHANGED_KEY_PREFIX + "0"].dataType, staged)
+            if key_range is not None:  # a target-only predicate: Delta skips files outside the range
+                on.append(key_range)
+            present = f"{s(PRESENT)} IS NOT NULL"
+            unchanged = " AND ".join(f"{t(c)} <=> {s(c)}" for c in compared)
+            assignments = ", ".join(f"{quote_spark(c)} = {s(c)}" for c in value_columns)
+            statement = (
+                f"MERGE INTO {delta_table(location)} t USING {quote_spark(view)} s ON {' AND '.join(on)}\n"
+                f"WHEN MATCHED AND NOT ({present}) THEN DELETE\n"
+                f"WHEN MATCHED AND {present} AND NOT ({unchanged}) THEN UPDATE SET {assignments}\n"
+                f"WHEN NOT MATCHED AND {present} THEN INSERT ({', '.join(map(quote_spark, value_columns))}) "
+                f"VALUES ({', '.join(map(s, value_columns))})"
+            )
+            source.createOrReplaceTempView(view)
+            try:
+                for attempt in range(1, MERGE_ATTEMPTS + 1):
+                    try:
+                        # The source is staged already: Delta need not materialize it again.
+                        with self._commit_settings(metadata, txn, MERGE_CONF):
+                            rows = self.spark.sql(statement).collect()
+                        break
+                    except Exception as exc:
+                        if attempt == MERGE_ATTEMPTS or not _lost_commit_race(exc):
+                            raise
+            finally:
+                self.spark.catalog.dropTempView(view)
+        except (SourceError, WarehouseError):
+            raise
+        except Exception as exc:
+            raise self._fail(f"merging into {location} failed", exc) from None
+        try:
+            version = _int_or_none((self._own_commit(location, metadata) or {}).get("version"))
+        except Exception as exc:
+            raise self._fail(f"reading the history of {location} failed", exc) from None
+        if not rows:  # Delta skipped the commit: this (txnAppId, txnVersion) was applied already
+            return WriteCounts(version=version)
+        row = rows[0]
+        return WriteCounts(
+            keys_read=staged.rows,
+            rows_inserted=int(row["num_inserted_rows"]),
+            rows_updated=int(row["num_updated_rows"]),
+            rows_deleted=int(row["num_deleted_rows"]),
+            version=version,
+        )
+
+
+    def _has_null_key_row(self, location: str, key_columns: tuple[str, ...]) -> bool:
+        condition = " AND ".join(f"{quote_spark(k)} IS NULL" for k in key_columns)
+        try:
+            return bool(self.spark.read.format("delta").load(location).where(condition).limit(1).count())
+        except Exception as exc:
+            raise self._fail(f"reading {location} failed", exc) from None
+
+
+
+def _null_key_delete(columns: list[str]) -> str:
+    """Spark SQL: a staged row that deletes the view row whose key columns are all NULL."""
+    keys = [c for c in columns if c.startswith(CHANGED_KEY_PREFIX)]
+    return " AND ".join([*(f"{quote_spark(k)} IS NULL" for k in keys), f"{quote_spark(PRESENT)} IS NULL"])
+
+
+
+
+def _lost_commit_race(exc: BaseException) -> bool:
+    """Another commit to the table won Delta's optimistic-concurrency check (an OPTIMIZE, or the
+    MERGE of a killed client that a Spark Connect server finished). Running the MERGE again is
+    safe: it recomputes against the new version, and its transaction version makes Delta skip
+    it if a commit of the same refresh landed already."""
+    condition = error_class(exc) or ""
+    return (condition.startswith("DELTA_CONCURRENT") or "[DELTA_CONCURRENT_" in str(exc)
+            or condition in ("DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED"))
+
+
+RANGE_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
+
+
+def _key_range(name: str, data_type: Any, staged: Staged) -> str | None:
+    """``t.<first key> BETWEEN low AND high`` (OR IS NULL) over the staged keys, as Spark SQL;
+    None for key types whose literals do not round-trip exactly (floats, timestamps)."""
+    if type(data_type).__name__ not in RANGE_TYPES or (staged.low is None and not staged.has_nulls):
+        return None
+    column = f"t.{quote_spark(name)}"
+    condition = (f"{column} BETWEEN {spark_literal(staged.low)} AND {spark_literal(staged.high)}"
+                 if staged.low is not None else "false")
+    return f"({condition} OR {column} IS NULL)" if staged.has_nulls else condition

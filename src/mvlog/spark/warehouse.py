@@ -1,0 +1,285 @@
+"""The Spark/Delta step: read rows from PostgreSQL through JDBC, write Delta tables.
+
+All reads of one refresh use one exported PostgreSQL snapshot: every JDBC session
+(one per partition, and again on a task retry) starts a REPEATABLE READ transaction
+and imports it before reading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING, Any, Iterator
+
+from mvlog.errors import SourceError, WarehouseError, redact
+from mvlog.model import FOREIGN_FILES_SHOWN, ROW_HASH_COLUMN, Occupant, checked_snapshot_id
+from mvlog.spark.history import DeltaHistory, _mvlog_metadata, _int_or_none
+from mvlog.spark.merge import Merging, WriteCounts  # noqa: F401 (WriteCounts: part of this API)
+from mvlog.spark.session import is_connect
+from mvlog.spark.sparksql import (JDBC_CONNECTION_LOST, delta_table, error_class, postgres_message, quote_spark,
+                                  row_hash_sql, short_error, spark_literal)
+
+if TYPE_CHECKING:  # handed in by the caller: this layer does not import psycopg2
+    from mvlog.postgres.jdbc import JdbcSource
+
+COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+OPTIMIZE_MIN_FILE_BYTES = 1024 * 1024
+OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
+INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
+CHANGE_FEED = "delta.enableChangeDataFeed"
+DEFAULT_INDEXED_COLUMNS = 32
+WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
+OWNER_COMMITS = 100  # newest commits searched for the view mvlog wrote a table for
+# What Spark says when a path holds no Delta table (or nothing at all).
+NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
+
+
+class Warehouse(DeltaHistory, Merging):
+    """Delta tables under one root, written from PostgreSQL reads.
+
+    Delta is spoken to through Spark SQL and the DataFrame API only (no JVM objects, no
+    DeltaTable), so the same code runs on a session of our own and on a Spark Connect
+    server that has Delta's SQL extension.
+    """
+
+    def __init__(self, spark: Any, root: str, secrets: list[str] | None = None):
+        self.spark = spark
+        self.root = root.rstrip("/")
+        self.secrets = secrets or []
+        self.remote = is_connect(spark)
+
+    def _fail(self, what: str, exc: BaseException) -> Exception:
+        message = redact(short_error(exc), self.secrets)
+        if "PSQLException" in str(exc) or "postgresql" in message.lower() or "JDBC" in message:
+            message = redact(postgres_message(exc) or message, self.secrets)
+            return SourceError(f"{what}: {message}", transient=any(m in str(exc) for m in JDBC_CONNECTION_LOST))
+        return WarehouseError(f"{what}: {message}")
+
+    def _detail(self, location: str) -> dict | None:
+        """DESCRIBE DETAIL of the Delta table at ``location``; None if there is none."""
+        try:
+            return self.spark.sql(f"DESCRIBE DETAIL {delta_table(location)}").collect()[0].asDict()
+        except Exception as exc:
+            if error_class(exc) in NOT_A_DELTA_TABLE:
+                return None
+            raise self._fail(f"cannot inspect {location}", exc) from None  # e.g. an unreachable object store
+
+        return self._detail(location) is not None
+
+    def exists(self, location: str) -> bool:
+        return self._detail(location) is not None
+
+    def occupant(self, location: str) -> Occupant:
+        """What ``location`` holds (see :class:`Occupant`). A Delta table's owner is the view named
+        by the newest commits that carry mvlog's metadata (a VACUUM's commits carry none)."""
+        if self._detail(location) is not None:
+            rows = self.history(location, OWNER_COMMITS).select("userMetadata").collect()
+            written = [m for m in map(_mvlog_metadata, (r["userMetadata"] for r in rows)) if m]
+            return Occupant(delta=True, view=next((m["view"] for m in written if m.get("view")), None),
+                            mvlog=bool(written))
+        try:  # any file, at any depth (Spark skips names starting with _ or .)
+            listing = (self.spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+                       .load(location).select("path").limit(FOREIGN_FILES_SHOWN).collect())
+        except Exception as exc:
+            if error_class(exc) in NOT_A_DELTA_TABLE:  # nothing there
+                return Occupant()
+            raise self._fail(f"cannot inspect {location}", exc) from None
+        return Occupant(files=tuple(row["path"] for row in listing))
+
+    def columns(self, location: str) -> list[str] | None:
+        """The columns of the Delta table at ``location``; None if there is none."""
+        if not self.exists(location):
+            return None
+        try:
+            return list(self.spark.read.format("delta").load(location).columns)
+        except Exception as exc:
+            raise self._fail(f"reading {location} failed", exc) from None
+
+    def check_writable(self) -> None:
+        """Fail early, before anything is applied, if the warehouse root cannot be written."""
+        try:
+            if self.remote:  # the server's file system: ask it to write (an empty probe table stays)
+                self.spark.range(0).write.mode("overwrite").format("parquet").save(f"{self.root}/{WRITE_PROBE}")
+                return
+            jvm = self.spark._jvm
+            path = jvm.org.apache.hadoop.fs.Path(self.root)
+            fs = path.getFileSystem(self.spark._jsc.hadoopConfiguration())
+            probe = jvm.org.apache.hadoop.fs.Path(f"{self.root}/.mvlog-write-probe")
+            fs.mkdirs(path)
+            fs.create(probe, True).close()
+            fs.delete(probe, False)
+        except Exception as exc:
+            raise WarehouseError(f"the warehouse {self.root} is not writable: {redact(short_error(exc), self.secrets)}") from None
+
+    def check_can_delete(self) -> None:
+        """Refuse ``drop --delete-data`` where tables cannot be deleted: over Spark Connect."""
+        if self.remote:
+            raise WarehouseError("cannot delete Delta tables through Spark Connect (Spark has no command for it); "
+                                 "drop without --delete-data and delete the directories with your storage's tools")
+
+    def delete(self, location: str) -> None:
+        """Delete a Delta table's directory (``mvlog drop --delete-data``)."""
+        self.check_can_delete()
+        jvm = self.spark._jvm
+        try:
+            path = jvm.org.apache.hadoop.fs.Path(location)
+            path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+        except Exception as exc:
+            raise WarehouseError(f"cannot delete {location}: {redact(short_error(exc), self.secrets)}") from None
+
+    def read(self, jdbc: "JdbcSource", select_sql: str, snapshot: str | None, partitions: tuple[str, ...] = ()) -> Any:
+        """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``; with ``partitions``
+        (disjoint WHERE clauses covering every row) one JDBC read per clause, in parallel."""
+        options = {"fetchsize": "10000", "preferTimestampNTZ": "true", **jdbc.properties}
+        if snapshot is not None:
+            options["sessionInitStatement"] = (
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '"
+                + checked_snapshot_id(snapshot) + "'"
+            )
+        table = f"({select_sql}\n) AS mvlog_src"
+        try:
+            if partitions:
+                return self.spark.read.jdbc(jdbc.url, table, predicates=list(partitions), properties=options)
+            return self.spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", table).options(**options).load()
+        except Exception as exc:
+            raise self._fail("reading from PostgreSQL failed", exc) from None
+
+    @contextlib.contextmanager
+    def _commit_settings(self, metadata: dict, txn: tuple[str, int] | None = None,
+                         conf: dict[str, str] | None = None) -> Iterator[None]:
+        """Session settings for the next Delta commit: mvlog's metadata, the idempotent-write
+        transaction, operation tunables; unset afterwards."""
+        settings = {COMMIT_METADATA: json.dumps({"mvlog": metadata}, default=str, sort_keys=True), **(conf or {})}
+        if txn:
+            settings.update({TXN_APP_ID: txn[0], TXN_VERSION: str(txn[1])})
+        for key, value in settings.items():
+            self.spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key in settings:
+                self.spark.conf.unset(key)
+
+    def replace(self, location: str, df: Any, metadata: dict, txn: tuple[str, int] | None = None,
+                key_columns: tuple[str, ...] = (), change_feed: bool = False) -> WriteCounts:
+        """Atomically replace the table's contents (and schema) with ``df``: one Delta commit.
+
+        Delta keeps min/max statistics (which MERGE uses to skip files) for the first 32
+        columns only; when a key column comes later (a wide view, or hidden key columns after
+        many visible ones), the table is told to index that many columns. Each row gets its
+        hash (``_mvlog_row_hash``), which later MERGEs compare instead of the row's columns."""
+        detail = self._detail(location)
+        df = df.selectExpr("*", f"{row_hash_sql(df.columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
+        before = self.row_count(location) if detail else 0
+        indexed = max((df.columns.index(k) + 1 for k in key_columns if k in df.columns), default=0)
+        indexed = indexed if indexed > DEFAULT_INDEXED_COLUMNS else None
+        try:
+            writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+            if detail is None and change_feed:  # a new table takes its properties from the writer
+                writer = writer.option(CHANGE_FEED, "true")
+            if indexed and detail is None:
+                writer = writer.option(INDEXED_COLUMNS, str(indexed))
+            elif indexed:
+                self._index_columns(location, detail, indexed)
+            with self._commit_settings(metadata, txn):
+                writer.save(location)
+            commit = self._own_commit(location, metadata)
+        except (SourceError, WarehouseError):
+            raise
+        except Exception as exc:
+            raise self._fail(f"writing {location} failed", exc) from None
+        commit = commit or {}
+        written = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
+        return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before,
+                           version=_int_or_none(commit.get("version")))
+
+    def set_change_feed(self, location: str, view: str, enabled: bool) -> bool:
+        """Turn the table's Change Data Feed on or off (a metadata-only commit); False if it was
+        already so, or there is no table yet (its first write sets it)."""
+        detail = self._detail(location)
+        if detail is None:
+            return False
+        current = str((detail["properties"] or {}).get(CHANGE_FEED, "false")).lower() == "true"
+        if current == enabled:
+            return False
+        try:
+            with self._commit_settings({"view": view, "operation": "change_feed"}):
+                self.spark.sql(f"ALTER TABLE {delta_table(location)} "
+                               f"SET TBLPROPERTIES ('{CHANGE_FEED}' = '{str(enabled).lower()}')").collect()
+        except Exception as exc:
+            raise self._fail(f"setting the change feed of {location} failed", exc) from None
+        return True
+
+    def register_table(self, database: str, name: str, location: str) -> bool:
+        """Make ``database.name`` an external table of the Delta table at ``location`` in the session
+        catalog (creating the database); False if it is one already. A table of that name that
+        is something else is refused, not replaced."""
+        table = f"{quote_spark(database)}.{quote_spark(name)}"
+        try:
+            if self.spark.catalog.tableExists(f"{database}.{name}"):
+                here = (self._detail(location) or {}).get("location")
+                there = self.spark.sql(f"DESCRIBE DETAIL {table}").collect()[0]["location"]
+                if here is not None and there != here:
+                    raise WarehouseError(f"catalog table {database}.{name} is {there}, not this view's table "
+                                         f"{location}; drop it, or choose another catalog.database")
+                return False
+            self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_spark(database)}").collect()
+            self.spark.sql(f"CREATE TABLE {table} USING DELTA LOCATION {spark_literal(location)}").collect()
+        except WarehouseError:
+            raise
+        except Exception as exc:
+            raise self._fail(f"registering {database}.{name} in the Spark catalog failed", exc) from None
+        return True
+
+    def unregister_table(self, database: str, name: str) -> None:
+        """Remove ``database.name`` from the session catalog; an external table's data stays."""
+        try:
+            self.spark.sql(f"DROP TABLE IF EXISTS {quote_spark(database)}.{quote_spark(name)}").collect()
+        except Exception as exc:
+            raise self._fail(f"removing {database}.{name} from the Spark catalog failed", exc) from None
+
+    def _index_columns(self, location: str, detail: dict, count: int) -> None:
+        """Make an existing table collect statistics on at least its first ``count`` columns (a
+        metadata-only commit before the rewrite; an index count, unlike a list of column
+        names, stays valid whatever the next schema is)."""
+        current = int((detail["properties"] or {}).get(INDEXED_COLUMNS, DEFAULT_INDEXED_COLUMNS))
+        if 0 <= current < count:  # -1: every column is indexed already
+            self.spark.sql(f"ALTER TABLE {delta_table(location)} "
+                           f"SET TBLPROPERTIES ('{INDEXED_COLUMNS}' = '{int(count)}')")
+
+    def optimize(self, location: str, view: str, cluster_column: str | None, rows_per_file: int,
+                 vacuum: bool = False) -> tuple[int, int]:
+        """Delta's OPTIMIZE: rewrite the table into files of about ``rows_per_file`` rows (by the
+        table's bytes per row; 1 MB to 1 GB), ordered by ``cluster_column`` (ZORDER BY on one
+        column is a sort) so that each file again holds one key range, as after a complete
+        refresh — the small files and deletion vectors fast refreshes leave are folded in.
+        Without a column, plain compaction. ``vacuum``: then delete files no version inside the
+        table's retention period (Delta's default: 7 days) still needs.
+        Returns (files removed, files added)."""
+        table = delta_table(location)
+        statement = f"OPTIMIZE {table}" + (f" ZORDER BY ({quote_spark(cluster_column)})" if cluster_column else "")
+        try:
+            detail = self._detail(location) or {}
+            size = int(detail.get("sizeInBytes") or 0)
+            rows = self.row_count(location)
+            file_bytes = min(max(size * rows_per_file // max(rows, 1), OPTIMIZE_MIN_FILE_BYTES), OPTIMIZE_MAX_FILE_BYTES)
+            with self._commit_settings({"view": view, "operation": "optimize"}, None,
+                                       {OPTIMIZE_MAX_FILE_SIZE: str(file_bytes)}):
+                metrics = self.spark.sql(statement).collect()[0]["metrics"]
+            if vacuum:
+                with self._commit_settings({"view": view, "operation": "vacuum"}):
+                    self.spark.sql(f"VACUUM {table}").collect()
+        except WarehouseError:
+            raise
+        except Exception as exc:
+            raise self._fail(f"optimizing {location} failed", exc) from None
+        return int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
+
+    def row_count(self, location: str) -> int:
+        try:
+            return int(self.spark.read.format("delta").load(location).count())
+        except Exception as exc:
+            raise self._fail(f"reading {location} failed", exc) from None

@@ -1,0 +1,275 @@
+"""Aggregates maintained by deltas: a refresh costs the changed rows, not whole groups.
+
+An aggregate view whose aggregates are ``count(*)``, ``count(x)``, ``sum(x)`` and ``avg(x)`` over
+exact types (integers, numeric), and expressions over them and the groups, keeps
+
+- in its key map, each lineage row's aggregate *inputs* as of the last refresh (the old
+  contribution of a changed row, which a primary-key-only log does not hold), and
+- in a group table ``mvlog."groups$_<view>_<hash>"``, each group's state: its row count and,
+  per input, the count of non-NULL values and (summed inputs) their sum.
+
+A fast refresh reads, per affected group, the old state + what the changed lineage rows
+contribute now (from the base tables) − what they contributed at the last refresh (from the
+key map), and computes the view's outputs (and HAVING) from that state in PostgreSQL, so the
+values are the query's own to the last digit. A group whose row count reaches 0 is deleted.
+The record step writes the same new states into the group table, in the transaction that
+brings the key map to the refresh's stamp. Everything here is pure SQL generation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlglot import exp
+
+from mvlog.sql.analysis import DIALECT
+from mvlog.sql.changes import (changed_keys_sql, in_query, input_column, key_names, keymap_items, keymap_key_columns,
+                           keymap_table, parse_select, touched_rows, union_of, unit_column)
+from mvlog.model import HIDDEN_PREFIX, PRESENT
+from mvlog.sql.shape import AggregateDeltas, ViewShape, col, groups_name, ident
+
+STATE = HIDDEN_PREFIX + "state"  # CTE: each affected group's new state (and the old state's row)
+DELTA = HIDDEN_PREFIX + "delta"  # CTE: per affected group, what the window adds and removes
+ROWS = HIDDEN_PREFIX + "n"  # lineage rows of the group
+SIGN = HIDDEN_PREFIX + "sign"  # +1: a contribution now, -1: one at the last refresh
+ROW_ID = HIDDEN_PREFIX + "row"  # the group table's row (ctid) holding the old state
+EXACT_TYPES = {20, 21, 23, 1700}  # int8, int2, int4, numeric: sums that deltas keep exact
+
+
+def sum_column(j: int) -> str:
+    return f"{HIDDEN_PREFIX}s{j}"
+
+
+def count_column(j: int) -> str:
+    return f"{HIDDEN_PREFIX}c{j}"
+
+
+def plan_deltas(select: exp.Select, groups: list[exp.Expression], keymap: str) -> AggregateDeltas | str:
+    """How the aggregate ``select`` (grouped by ``groups``, the key map's units) is maintained by
+    deltas, or why its affected groups are recomputed instead."""
+    if select.args.get("distinct") or not groups:
+        return "a global aggregate or SELECT DISTINCT over groups is recomputed"
+    having = select.args.get("having")
+    found = [a for p in select.selects for a in p.find_all(exp.AggFunc)]
+    found += list(having.find_all(exp.AggFunc)) if having else []
+    inputs: dict[str, int] = {}
+    summed: list[bool] = []
+    for aggregate in found:
+        name = aggregate.sql_name().lower()
+        if not isinstance(aggregate, (exp.Count, exp.Sum, exp.Avg)):
+            return f"{name}() is recomputed per affected group (not maintained by deltas)"
+        if isinstance(aggregate.parent, exp.Filter) or aggregate.find_ancestor(exp.Window):
+            return f"{name}() with FILTER or OVER is recomputed per affected group"
+        argument = aggregate.this
+        if isinstance(argument, exp.Distinct):
+            return f"{name}(DISTINCT …) is recomputed per affected group"
+        if isinstance(argument, exp.Star):
+            continue
+        if argument.find(exp.AggFunc, exp.Subquery):
+            return f"{name}() over an aggregate or a subquery is recomputed per affected group"
+        text = argument.sql(dialect=DIALECT)
+        j = inputs.setdefault(text, len(inputs))
+        if j == len(summed):
+            summed.append(False)
+        summed[j] = summed[j] or not isinstance(aggregate, exp.Count)
+
+    def over_state(node: exp.Expression) -> exp.Expression:
+        for i, group in enumerate(groups):
+            if node == group:
+                return col(unit_column(i), STATE)
+        if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
+            return col(ROWS, STATE)
+        if isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
+            j = inputs[node.this.sql(dialect=DIALECT)]
+            count = col(count_column(j), STATE)
+            if isinstance(node, exp.Count):
+                return count
+            value = col(sum_column(j), STATE)
+            if isinstance(node, exp.Avg):  # PostgreSQL's avg of integers and numerics: numeric sum / count
+                value = exp.Div(this=exp.cast(value, exp.DataType.build("numeric")), expression=count.copy())
+            return exp.Case(ifs=[exp.If(this=exp.GT(this=count.copy(), expression=exp.Literal.number(0)),
+                                        true=value)])
+        return node
+
+    outputs = []
+    for projection in select.selects:
+        if isinstance(projection, exp.Alias):
+            outputs.append(exp.alias_(projection.this.copy().transform(over_state), projection.args["alias"].copy()))
+        elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Identifier):
+            outputs.append(exp.alias_(projection.copy().transform(over_state), projection.this.copy()))
+        else:  # PostgreSQL names it ("sum", "count", …): name it to keep it by deltas
+            return f"output {projection.sql(dialect=DIALECT)} has no name (AS …): its groups are recomputed"
+    condition: exp.Expression = exp.GT(this=col(ROWS, STATE), expression=exp.Literal.number(0))
+    if having:
+        condition = exp.Case(ifs=[exp.If(this=condition, true=exp.Paren(this=having.this.copy().transform(over_state)))])
+    for output in [*outputs, condition]:
+        stray = next((c for c in output.find_all(exp.Column) if c.table != STATE), None)
+        if stray is not None:
+            return (f"output {stray.sql(dialect=DIALECT)} is not a GROUP BY expression or an aggregate: "
+                    f"its groups are recomputed")
+    outputs_sql = exp.select(*outputs, exp.alias_(exp.true(), ident(PRESENT))).where(condition)
+    aggregates = tuple(dict.fromkeys(a.sql(dialect=DIALECT) for a in found))
+    return AggregateDeltas(tuple(inputs), tuple(summed), outputs_sql.sql(dialect=DIALECT), groups_name(keymap),
+                           aggregates)
+
+
+def exact_inputs_reason(deltas: AggregateDeltas, type_oids: list[int]) -> str | None:
+    """Why deltas of the summed inputs (of PostgreSQL types ``type_oids``) would not be exact."""
+    for text, summed, oid in zip(deltas.inputs, deltas.summed, type_oids):
+        if summed and oid not in EXACT_TYPES:
+            return (f"sum/avg of {text} (not an integer or numeric) would drift from the query's rounding "
+                    f"if kept by deltas: its groups are recomputed")
+    return None
+
+
+def inputs_probe_sql(shape: ViewShape) -> str:
+    """The aggregate inputs over the view's rows (to learn their types without reading any)."""
+    assert shape.deltas is not None
+    core = parse_select(shape.core_sql)
+    core.set("expressions", [exp.maybe_parse(i, dialect=DIALECT) for i in shape.deltas.inputs])
+    return core.sql(dialect=DIALECT)
+
+
+def groups_table(shape: ViewShape) -> exp.Table:
+    assert shape.deltas is not None
+    return exp.Table(this=ident(shape.deltas.groups), db=ident("mvlog"))
+
+
+def groups_columns(shape: ViewShape) -> list[str]:
+    """The group table's columns, in order: the group key, then the state."""
+    return [*keymap_key_columns(shape), *_state_columns(shape)]
+
+
+def _state_columns(shape: ViewShape) -> list[str]:
+    assert shape.deltas is not None
+    columns = [ROWS]
+    for j, summed in enumerate(shape.deltas.summed):
+        columns += [sum_column(j), count_column(j)] if summed else [count_column(j)]
+    return columns
+
+
+def _delta_sql(shape: ViewShape, since: datetime | None) -> exp.Select:
+    """Per affected group: lineage rows, sums and non-NULL counts added (now) minus removed (at the
+    last refresh)."""
+    assert shape.deltas is not None
+    keys = keymap_key_columns(shape)
+    inputs = [input_column(j) for j in range(len(shape.deltas.inputs))]
+    now = touched_rows(shape, keymap_items(shape), since)
+    before = union_of([
+        exp.select(exp.Star()).from_(keymap_table(shape))
+        .where(in_query([col(c) for c in table.keymap_columns], changed_keys_sql(table.log, since)))
+        for table in shape.tables
+    ])
+    signed = union_of([
+        exp.select(*map(col, keys), exp.alias_(exp.Literal.number(sign), ident(SIGN)), *map(col, inputs))
+        .from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident(alias))))
+        for sign, rows, alias in ((1, now, "now"), (-1, before, "before"))
+    ], distinct=False)
+    sign = col(SIGN)
+    items = [exp.alias_(exp.Sum(this=sign.copy()), ident(ROWS))]
+    for j, summed in enumerate(shape.deltas.summed):
+        value = col(input_column(j))
+        if summed:
+            items.append(exp.alias_(exp.Sum(this=exp.Mul(this=sign.copy(), expression=value.copy())),
+                                    ident(sum_column(j))))
+            counted = exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()),
+                                           true=exp.Literal.number(0))], default=sign.copy())
+        else:  # the key map holds 1 for a non-NULL value, 0 for NULL
+            counted = exp.Mul(this=sign.copy(), expression=value.copy())
+        items.append(exp.alias_(exp.Sum(this=counted), ident(count_column(j))))
+    return (exp.select(*map(col, keys), *items)
+            .from_(exp.Subquery(this=signed, alias=exp.TableAlias(this=ident("c"))))
+            .group_by(*map(col, keys)))
+
+
+def _state_sql(shape: ViewShape) -> exp.Select:
+    """Per group of DELTA: the old state's row (ctid, NULL for a new group) and the new state."""
+    keys = keymap_key_columns(shape)
+    table = groups_table(shape)
+    old_row = [exp.alias_(exp.column("ctid"), ident(ROW_ID)), exp.Star()]
+    equal = exp.select(*old_row).from_(table.copy()).where(
+        exp.and_(*[exp.EQ(this=col(k), expression=col(k, "d")) for k in keys]))
+    # A key holding NULL matches null-safely: few groups, a scan of the group table each.
+    null_safe = exp.select(*[r.copy() for r in old_row]).from_(table.copy()).where(exp.and_(
+        exp.or_(*[exp.Is(this=col(k, "d"), expression=exp.Null()) for k in keys]),
+        *[exp.NullSafeEQ(this=col(k), expression=col(k, "d")) for k in keys]))
+    old = exp.Lateral(this=exp.Subquery(this=exp.union(equal, null_safe, distinct=False)),
+                      alias=exp.TableAlias(this=ident("g")))
+    items = [col(k, "d") for k in keys] + [col(ROW_ID, "g")]
+    for name in _state_columns(shape):
+        items.append(exp.alias_(exp.Add(
+            this=exp.func("coalesce", col(name, "g"), exp.Literal.number(0)),
+            expression=exp.func("coalesce", col(name, "d"), exp.Literal.number(0))), ident(name)))
+    return (exp.select(*items).from_(exp.Table(this=ident(DELTA), alias=exp.TableAlias(this=ident("d"))))
+            .join(old, on=exp.true(), join_type="left"))
+
+
+def _with_state(query: exp.Query, shape: ViewShape, since: datetime | None) -> exp.Query:
+    return query.with_(DELTA, as_=_delta_sql(shape, since)).with_(STATE, as_=_state_sql(shape))
+
+
+def fast_delta_sql(shape: ViewShape, since: datetime | None) -> str:
+    """The fast read of a delta-maintained aggregate view: per affected group, its key
+    (``_mvlog_key_<i>``) and its row computed from the new state (PRESENT NULL: no row any more)."""
+    assert shape.deltas is not None
+    keys = keymap_key_columns(shape)
+    outputs = exp.Lateral(this=exp.Subquery(this=exp.maybe_parse(shape.deltas.outputs_sql, dialect=DIALECT)),
+                          alias=exp.TableAlias(this=ident("v")))
+    query = (exp.select(*[exp.alias_(col(k, STATE), ident(n)) for k, n in zip(keys, key_names(len(keys)))],
+                        exp.column(exp.Star(), table=ident("v")))
+             .from_(STATE).join(outputs, on=exp.true(), join_type="left"))
+    return _with_state(query, shape, since).sql(dialect=DIALECT)
+
+
+def groups_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
+    """Bring the group table to the window's end (run before the key map's update, which it reads
+    as of the last refresh): replace the affected groups' states, dropping emptied groups."""
+    columns = groups_columns(shape)
+    table = groups_table(shape)
+    gone = exp.delete(table.copy(), where=exp.In(this=exp.column("ctid"), query=exp.Subquery(
+        this=exp.select(col(ROW_ID)).from_(STATE).where(exp.Not(this=exp.Is(this=col(ROW_ID), expression=exp.Null()))))))
+    insert = exp.insert(
+        exp.select(*map(col, columns)).from_(STATE).where(exp.GT(this=col(ROWS), expression=exp.Literal.number(0))),
+        exp.Schema(this=table, expressions=[ident(c) for c in columns]))
+    insert = _with_state(insert, shape, since)
+    insert.args["with_"].append("expressions", exp.CTE(this=gone, alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "gone"))))
+    return [insert.sql(dialect=DIALECT)]
+
+
+def groups_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
+    """Statements that rebuild the group table from the (rebuilt) key map; an existing table is
+    emptied and refilled, a missing one created with an index on the group columns."""
+    assert shape.deltas is not None
+    keys = keymap_key_columns(shape)
+    table = groups_table(shape).sql(dialect=DIALECT)
+    items: list[exp.Expression] = [*map(col, keys), exp.alias_(exp.Count(this=exp.Star()), ident(ROWS))]
+    for j, summed in enumerate(shape.deltas.summed):
+        value = col(input_column(j))
+        if summed:
+            items.append(exp.alias_(exp.func("coalesce", exp.Sum(this=value.copy()), exp.Literal.number(0)),
+                                    ident(sum_column(j))))
+            items.append(exp.alias_(exp.Count(this=value.copy()), ident(count_column(j))))
+        else:
+            items.append(exp.alias_(exp.Sum(this=value.copy()), ident(count_column(j))))
+    grouped = exp.select(*items).from_(keymap_table(shape)).group_by(*map(col, keys)).sql(dialect=DIALECT)
+    if exists:
+        return [f"TRUNCATE {table}", f"INSERT INTO {table} {grouped}"]
+    index = ident(shape.deltas.groups + "_k").sql(dialect=DIALECT)
+    columns = ", ".join(ident(k).sql(dialect=DIALECT) for k in keys)
+    return [f"CREATE TABLE {table} AS {grouped}", f"CREATE INDEX {index} ON {table} ({columns})"]
+
+
+def groups_stand_in_sql(shape: ViewShape) -> list[str]:
+    """An empty group table of today's columns in place of the view's (checking statements in a
+    transaction that is rolled back; after the key map's stand-in)."""
+    assert shape.deltas is not None
+    return [drop_groups_sql(shape.deltas.groups), *groups_rebuild_sql(shape, exists=False)[:1]]
+
+
+def drop_groups_sql(name: str) -> str:
+    return f"DROP TABLE IF EXISTS {exp.Table(this=ident(name), db=ident('mvlog')).sql(dialect=DIALECT)}"
+
+
+def fast_refresh_statements(shape: ViewShape, since: datetime) -> list[str]:
+    """The statements of a delta-maintained aggregate's fast refresh beyond the key map's update."""
+    return [fast_delta_sql(shape, since), *groups_update_sql(shape, since)]

@@ -1,0 +1,474 @@
+"""Query analysis with sqlglot: what kind of view a query is, and what it reads.
+
+:func:`analyze` is pure (no database): it parses the view query in PostgreSQL's
+dialect, finds its base tables, classifies it (DESIGN.md section 4) and collects the
+reasons why it cannot be refreshed fast. Catalog facts (primary keys) are joined in
+by the planner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from mvlog.sql import rewrite
+from mvlog.errors import ConfigError
+from mvlog.model import TableInfo
+from mvlog.sql.sqltree import (DIALECT, TableRef, from_items, identifier_name, item_alias, join_side, null_rejecting,
+                           own_aggregates, own_windows, partition_by, root_join, table_refs, window_parts)
+from mvlog.sql.subqueries import SemiJoin, subquery_lineage
+
+__all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions", "identifier_name", "join_side",
+           "partition_by", "root_join", "table_refs", "window_parts"]
+
+
+# Functions whose value changes between evaluations or over time: a view using them
+# cannot be maintained from changed keys alone.
+VOLATILE_FUNCTIONS = {
+    "now", "clock_timestamp", "statement_timestamp", "transaction_timestamp", "timeofday",
+    "random", "setseed", "gen_random_uuid", "uuid_generate_v4", "nextval", "currval", "setval",
+    "txid_current", "pg_current_xact_id", "pg_sleep", "current_setting", "age",
+}
+VOLATILE_NODES = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Rand)
+
+
+class ViewClass(str, Enum):
+    SIMPLE = "simple"
+    JOIN = "join"
+    AGGREGATE = "aggregate"
+    UNION = "union"  # UNION ALL of branches of the other classes
+    WINDOW = "window"  # window functions with PARTITION BY over a simple or join query
+    OTHER = "other"
+
+
+@dataclass
+class Analysis:
+    """What a view query is. ``reasons`` say why fast refresh is impossible."""
+
+    query: str
+    tree: exp.Query
+    view_class: ViewClass
+    tables: list[TableRef]
+    reasons: list[str] = field(default_factory=list)
+    branches: list["Analysis"] = field(default_factory=list)  # UNION ALL: each branch's analysis
+    # UNION (distinct): DISTINCT over the UNION ALL of ``branches``, each made SELECT DISTINCT.
+    distinct: bool = False
+    # An aggregate over a UNION ALL: ``branches`` are each branch's SELECT DISTINCT of its groups.
+    over_union: bool = False
+    # Tables read by subquery expressions (EXISTS, IN, scalar): the last entries of ``tables``,
+    # each with the condition under which its rows matter to a row of the FROM items.
+    semi_joins: list["SemiJoin"] = field(default_factory=list)
+
+    @property
+    def fast_possible(self) -> bool:
+        return not self.reasons
+
+
+def parse(query: str) -> exp.Expression:
+    """Parse one SQL statement in PostgreSQL's dialect, or raise ConfigError."""
+    try:
+        statements = [s for s in sqlglot.parse(query, read=DIALECT) if s is not None]
+    except ParseError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "syntax error"
+        raise ConfigError(f"the query cannot be parsed: {first}") from None
+    if len(statements) != 1:
+        raise ConfigError("the query must be exactly one SELECT statement")
+    return statements[0]
+
+
+def _base_table_refs(tree: exp.Query) -> list[TableRef]:
+    """Every table the query reads, at any depth (subqueries, CTE bodies, set operations), each
+    once, in the order written; names of the query's own CTEs are not tables. Aliases are the
+    names as written (``schema.table``): unique per table, whatever aliases the query reuses."""
+    ctes = {identifier_name(cte.args["alias"].this) for cte in tree.find_all(exp.CTE) if cte.args.get("alias")}
+    refs: dict[tuple, TableRef] = {}
+    for table in tree.find_all(exp.Table, bfs=False):
+        if not isinstance(table.this, exp.Identifier):
+            continue  # a function in FROM (generate_series(…))
+        schema = identifier_name(table.args["db"]) if table.args.get("db") else None
+        name = identifier_name(table.this)
+        if schema is None and name in ctes:
+            continue
+        refs.setdefault((schema, name), TableRef(schema, name, f"{schema}.{name}" if schema else name))
+    return list(refs.values())
+
+
+def _join_reasons(first: str, joins: list[exp.Join]) -> list[str]:
+    """Why a join chain (``first``: the FROM item's alias) cannot be refreshed fast: every row of an
+    outer-join view must hold a row of its *root*: its first table, or the table of a RIGHT JOIN
+    (``P RIGHT JOIN C ON c`` is ``C LEFT JOIN (P) ON c``, see :func:`_right_after_left`), with LEFT
+    and inner joins after it. A FULL JOIN is two such views (see shaping._shape_full)."""
+    reasons, outer = [], None  # the first outer join's side
+    for i, join in enumerate(joins):
+        side = join_side(join)
+        written = join.args.get("using") or join.args.get("method") == "NATURAL"
+        if side in ("RIGHT", "FULL") and outer in ("RIGHT", "FULL"):
+            reasons.append(f"a {side} JOIN after a {outer} JOIN is not incrementally maintainable: the view would "
+                           f"have two root tables; write the chain with LEFT JOINs")
+        elif side in ("RIGHT", "FULL") and any(join_side(j) == "CROSS" for j in joins[:i]):
+            reasons.append(f"a {side} JOIN after a comma or CROSS join is not incrementally maintainable: "
+                           f"write the joins before it as JOIN … ON")
+        elif side in ("RIGHT", "FULL") and written and (i > 0 or side == "FULL"):
+            reasons.append(f"a {side} JOIN {'after the first join ' if side == 'RIGHT' else ''}with USING or "
+                           f"NATURAL is not incrementally maintainable: write it with ON")
+        elif side in ("RIGHT", "FULL") and outer == "LEFT":
+            reasons += _right_after_left(first, joins[:i], join)
+        elif side == "CROSS" and outer:
+            reasons.append("a comma or CROSS join after an outer join is not incrementally maintainable: "
+                           "write it as JOIN … ON")
+        if outer is None and side in ("LEFT", "RIGHT", "FULL"):
+            outer = side
+    return reasons
+
+
+def _right_after_left(first: str, prefix: list[exp.Join], join: exp.Join) -> list[str]:
+    """Why ``P RIGHT|FULL JOIN c ON q`` with LEFT joins in ``P`` is not exact, if it is not.
+
+    Its rows are ``c LEFT JOIN (P) ON q``. A changed row ``r`` of a table ``T`` of ``P`` changes
+    ``P``'s rows that hold it and, where ``T`` is NULL-extended, rows that hold no key of ``r``
+    (a partner appearing replaces ``(a, NULL)`` by ``(a, r)``). Those cannot change what a ``c`` row
+    matches when ``q`` is false wherever ``T`` is NULL-extended (``c.x = T.y``), or reads only the
+    tables joined before ``T`` (such a row matches the same ``c`` rows as the row holding ``r`` it
+    replaces, which the lineage holds, before or after). Inner joins after a LEFT join in ``P``
+    could drop that replaced row."""
+    side = join_side(join)
+    aliases = [first] + [item_alias(j.this) for j in prefix]
+    first_left = next(i for i, j in enumerate(prefix) if join_side(j) == "LEFT")
+    if any(join_side(j) != "LEFT" for j in prefix[first_left:]):
+        return [f"a {side} JOIN after an inner join that follows a LEFT JOIN is not incrementally maintainable: "
+                f"make that join LEFT, or move it before the LEFT JOIN"]
+    condition = join.args.get("on")
+    columns = list(condition.find_all(exp.Column)) if condition is not None else []
+    if condition is None or condition.find(exp.Select) or any(not c.args.get("table") for c in columns):
+        return [f"a {side} JOIN after a LEFT JOIN needs an ON condition whose columns are qualified by their "
+                f"tables to be analysed"]
+    used = {identifier_name(c.args["table"]) for c in columns}
+    for position in range(first_left + 1, len(aliases)):
+        nullable = aliases[position]
+        if not (null_rejecting(condition, nullable) or used <= {*aliases[:position], item_alias(join.this)}):
+            return [f"a {side} JOIN after a LEFT JOIN is not incrementally maintainable when its ON condition reads "
+                    f"{nullable} or a table joined after it yet can hold where {nullable} is NULL-extended: compare a "
+                    f"column of {nullable} in it, or read only tables joined before {nullable}"]
+    return []
+
+
+def _function_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    return node.sql_name().lower() if isinstance(node, exp.Func) else ""
+
+
+def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: list[str] | None = None,
+            output_types: list[str] | None = None) -> Analysis:
+    """Classify a view query and list why it cannot be fast-refreshed, if it cannot.
+
+    A query with CTEs, derived tables or subquery expressions is classified by what it is once
+    they are merged (:mod:`mvlog.sql.rewrite`), which needs the ``catalog`` of the tables it reads
+    (as written -> resolved); without it such a query is complete-only, and its ``tables`` are
+    every table it reads. ``output_names`` are the names PostgreSQL gives its columns, and
+    ``output_types`` their types (a set operation's untyped literals are cast to them)."""
+    tree = parse(query)
+    if not isinstance(tree, exp.Query):
+        raise ConfigError("the query must be a SELECT statement")
+    not_null: set[tuple[str, str]] | None = None  # known once the query is qualified
+    if catalog is not None and rewrite.needs_rewrite(tree):
+        try:
+            tree = rewrite.rewrite(tree, catalog, output_names)
+        except rewrite.NotMergeable as exc:
+            return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree), [str(exc)])
+        not_null = _not_null_columns(tree, catalog)
+    if isinstance(tree, exp.SetOperation):
+        if output_types:
+            _type_untyped_literals(tree, output_types, output_names)
+        return _analyze_set_operation(query, tree, not_null)
+    return _analyze_select(query, tree, not_null)
+
+
+def _type_untyped_literals(tree: exp.SetOperation, types: list[str], names: list[str] | None) -> None:
+    """Cast each branch's bare NULLs and quoted literals to their column's type. The UNION types
+    them from the other branches; a fast refresh reads each branch on its own, where PostgreSQL
+    would type them ``text`` and then fail to match them with the other branches."""
+    for branch in _union_all_branches(tree, distinct=True) or []:
+        if not isinstance(branch, exp.Select) or len(branch.selects) != len(types):
+            continue
+        for i, (projection, type_sql) in enumerate(zip(branch.selects, types)):
+            target = projection.this if isinstance(projection, exp.Alias) else projection
+            if not (isinstance(target, exp.Null) or (isinstance(target, exp.Literal) and target.is_string)):
+                continue
+            try:
+                typed = exp.cast(target.copy(), exp.DataType.build(type_sql, dialect=DIALECT, udt=True))
+            except Exception:  # sqlglot raises several kinds; a type it cannot parse stays untyped
+                continue
+            if target is projection and names:  # a cast is named after its type: keep PostgreSQL's name
+                typed = exp.alias_(typed, exp.to_identifier(names[i], quoted=True))
+            target.replace(typed)
+
+
+def _not_null_columns(tree: exp.Expression, catalog: rewrite.Catalog) -> set[tuple[str, str]]:
+    """(alias, column) of every NOT NULL column of the (qualified) query's tables."""
+    tables: dict[tuple[str, str], TableInfo] = {(t.schema, t.name): t for t in catalog.values()}
+    found = set()
+    for select in tree.find_all(exp.Select):
+        for ref in table_refs(select):
+            info = tables.get((ref.schema, ref.name))
+            if info is not None:
+                found |= {(ref.alias, c.name) for c in info.columns if c.not_null}
+    return found
+
+
+def _union_all_branches(tree: exp.Expression, distinct: bool = False) -> list[exp.Expression] | None:
+    """The branches of a chain of UNION ALLs (None if it is another set operation); with
+    ``distinct``, of a chain of UNIONs of either kind (a DISTINCT over all of them)."""
+    if isinstance(tree, exp.Subquery):
+        return _union_all_branches(tree.this, distinct)
+    if not isinstance(tree, exp.SetOperation):
+        return [tree]
+    if not isinstance(tree, exp.Union) or tree.args.get("with_") or (tree.args.get("distinct") and not distinct):
+        return None
+    left, right = _union_all_branches(tree.this, distinct), _union_all_branches(tree.expression, distinct)
+    return None if left is None or right is None else left + right
+
+
+def _analyze_set_operation(query: str, tree: exp.SetOperation, not_null: set[tuple[str, str]] | None) -> Analysis:
+    """UNION ALL: each branch is a view of its own (a hidden branch number joins the view key).
+    UNION: a DISTINCT over the UNION ALL of its branches; each branch is made SELECT DISTINCT
+    (its output rows are its key) and an affected row is recomputed from every branch."""
+    tables = _base_table_refs(tree)
+    distinct = isinstance(tree, exp.Union) and bool(tree.args.get("distinct"))
+    branches = _union_all_branches(tree, distinct)
+    if branches is None:
+        within = [type(t).__name__.upper() for t in tree.find_all(exp.SetOperation) if not isinstance(t, exp.Union)]
+        why = (f"set operations ({within[0]}) are not incrementally maintainable" if within else
+               "a UNION (distinct) inside a UNION ALL is not incrementally maintainable: write UNION throughout, "
+               "or UNION ALL")
+        return Analysis(query, tree, ViewClass.OTHER, tables, [why])
+    what = "UNION branch" if distinct else "UNION ALL branch"
+    reasons = []
+    if tree.args.get("limit") or tree.args.get("offset"):
+        reasons.append("LIMIT/OFFSET is not incrementally maintainable")
+    analyses = []
+    for i, branch in enumerate(branches, 1):
+        if not isinstance(branch, exp.Select):
+            reasons.append(f"{what} {i} is not a SELECT")
+            continue
+        analysis = _analyze_select(branch.sql(dialect=DIALECT), branch.copy(), not_null)
+        if distinct and analysis.fast_possible and analysis.view_class not in (ViewClass.SIMPLE, ViewClass.JOIN):
+            reasons.append(f"{what} {i}: a UNION of aggregates or window functions is not incrementally "
+                           f"maintainable (UNION ALL is)")
+        elif distinct and analysis.fast_possible:
+            rows = branch.copy()
+            rows.set("distinct", exp.Distinct())
+            analysis = _analyze_select(rows.sql(dialect=DIALECT), rows, not_null)
+        reasons += [f"{what} {i}: {reason}" for reason in analysis.reasons]
+        analyses.append(analysis)
+    return Analysis(query, tree, ViewClass.OTHER if reasons else ViewClass.UNION, tables, reasons,
+                    [] if reasons else analyses, distinct=distinct)
+
+
+class NotKeyable(Exception):
+    """Why a view's groups cannot key it."""
+
+
+def has_grouping_sets(group: exp.Group | None) -> bool:
+    """Whether a GROUP BY has GROUPING SETS, ROLLUP or CUBE (sqlglot keeps them as items of the
+    GROUP BY, or, in older versions, as its arguments)."""
+    if group is None:
+        return False
+    return (any(isinstance(e, (exp.GroupingSets, exp.Rollup, exp.Cube)) for e in group.expressions)
+            or any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")))
+
+
+def group_expressions(select: exp.Select) -> list[exp.Expression]:
+    """What ``select`` groups by (DISTINCT: its outputs, each once; positions resolved; none: [])."""
+    group = select.args.get("group")
+    if group is None and select.args.get("distinct") is not None:  # DISTINCT: grouped by every output
+        outputs = [(p.this if isinstance(p, exp.Alias) else p).copy() for p in select.selects]
+        return [e for i, e in enumerate(outputs) if e not in outputs[:i]]
+    if group is None:
+        return []
+    if has_grouping_sets(group):
+        raise NotKeyable("GROUPING SETS, CUBE and ROLLUP are not incrementally maintainable")
+    result = []
+    for item in group.expressions:
+        if isinstance(item, exp.Literal) and item.is_int:
+            position = int(item.this)
+            if not 1 <= position <= len(select.selects):
+                raise NotKeyable(f"GROUP BY position {position} is not in the select list")
+            target = select.selects[position - 1]
+            result.append((target.this if isinstance(target, exp.Alias) else target).copy())
+        else:
+            result.append(item.copy())
+    return result
+
+
+def _plain_distinct(query: exp.Expression) -> bool:
+    """A SELECT DISTINCT (not DISTINCT ON) that is not itself an aggregate."""
+    distinct = query.args.get("distinct") if isinstance(query, exp.Select) else None
+    return (distinct is not None and distinct.args.get("on") is None and not query.args.get("group")
+            and not own_aggregates(query) and not own_windows(query))
+
+
+def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_null: set[tuple[str, str]]) -> Analysis:
+    """An aggregate over a UNION ALL (``SELECT g, sum(v) FROM (… UNION ALL …) s GROUP BY g``), a
+    UNION or a SELECT DISTINCT (one branch): each branch with the outer WHERE and the groups moved
+    into it (its outputs in place of ``s``'s columns) is a ``SELECT DISTINCT`` of the groups its
+    rows fall in, keyed and key-mapped on its own; an affected group is recomputed by the whole
+    query. Exact because a row of the derived table is in the group its source rows' outputs give,
+    whether or not a DISTINCT keeps it: a group changes only where a changed row was or is."""
+    tables = _base_table_refs(tree)
+    branches = _union_all_branches(source.this, distinct=True)
+    alias = identifier_name(source.args["alias"].this) if source.args.get("alias") else None
+    if branches is None or alias is None or not (tree.args.get("distinct") or tree.args.get("group") or own_aggregates(tree)):
+        return Analysis(query, tree, ViewClass.OTHER, tables, [
+            "FROM items other than tables (subqueries, functions, VALUES) are not incrementally maintainable, but for "
+            "an aggregate over a UNION ALL"])
+    reasons = []
+    if any(tree.args.get(k) for k in ("limit", "offset", "fetch", "with_")) or own_windows(tree):
+        reasons.append("only GROUP BY, HAVING and WHERE over a UNION ALL are incrementally maintainable")
+    def outer(node: exp.Expression | None) -> bool:  # in the aggregate's own query, not in the UNION ALL
+        while node is not None and node is not source:
+            node = node.parent
+        return node is None
+
+    if any(s is not tree and outer(s) for s in tree.find_all(exp.Select)) or (
+            tree.args.get("distinct") is not None and tree.args["distinct"].args.get("on") is not None):
+        reasons.append("subqueries and DISTINCT ON over a UNION ALL are not incrementally maintainable")
+    if any(not c.table or identifier_name(c.args["table"]) != alias for c in tree.find_all(exp.Column) if outer(c)):
+        reasons.append(f"every column over a UNION ALL must be one of {alias}'s")
+    try:
+        groups = group_expressions(tree)
+    except NotKeyable as exc:
+        groups, reasons = [], reasons + [str(exc)]
+    if not groups and not reasons:
+        reasons.append("a global aggregate over a UNION ALL is not incrementally maintainable")
+    if reasons:
+        return Analysis(query, tree, ViewClass.OTHER, tables, reasons)
+    names = [s.alias_or_name for s in branches[0].selects] if isinstance(branches[0], exp.Select) else []
+    units = []
+    for i, branch in enumerate(branches, 1):
+        if (not isinstance(branch, exp.Select) or len(branch.selects) != len(names) or own_windows(branch)
+                or own_aggregates(branch) or any(branch.args.get(k) for k in ("group", "having", "limit"))
+                or (branch.args.get("distinct") and not _plain_distinct(branch))):
+            reasons.append(f"UNION ALL branch {i}: only filters, projections and joins under an aggregate are "
+                           f"incrementally maintainable")
+            continue
+        outputs = {n: (p.this if isinstance(p, exp.Alias) else p) for n, p in zip(names, branch.selects)}
+
+        def moved(node: exp.Expression) -> exp.Expression:
+            return node.copy().transform(
+                lambda n: outputs[identifier_name(n.this)].copy() if isinstance(n, exp.Column) else n)
+
+        unit = branch.copy()
+        unit.set("expressions", [moved(g) for g in groups])
+        unit.set("distinct", exp.Distinct())
+        if tree.args.get("where"):
+            unit.where(moved(tree.args["where"].this), copy=False)
+        analysis = _analyze_select(unit.sql(dialect=DIALECT), unit, not_null)
+        reasons += [f"UNION ALL branch {i}: {reason}" for reason in analysis.reasons]
+        units.append(analysis)
+    return Analysis(query, tree, ViewClass.OTHER if reasons else ViewClass.AGGREGATE, tables, reasons,
+                    [] if reasons else units, over_union=not reasons)
+
+
+def _analyze_window(query: str, tree: exp.Select, not_null: set[tuple[str, str]] | None) -> Analysis:
+    """Window functions sharing a PARTITION BY over a simple, inner- or outer-join query,
+    optionally filtered and projected by an outer query: a partition is recomputed whole."""
+    outer, inner = window_parts(tree)
+    reasons = []
+    if outer is not None and (
+            any(outer.args.get(k) for k in ("group", "having", "distinct", "limit", "offset", "fetch", "with_"))
+            or any(n.find_ancestor(exp.Select) is outer for n in outer.find_all(exp.AggFunc))
+            or any(s.find_ancestor(exp.Select) is outer and s is not inner for s in outer.find_all(exp.Select))):
+        reasons.append("only filters and projections over a query with window functions are incrementally maintainable")
+    if not partition_by(inner):
+        reasons.append("window functions without a PARTITION BY that they all share are not incrementally "
+                       "maintainable: every row would depend on every row")
+    base = inner.copy()
+    for window in own_windows(base):
+        window.replace(exp.Null())
+    analysis = _analyze_select(base.sql(dialect=DIALECT), base, not_null)
+    reasons += analysis.reasons
+    if analysis.view_class not in (ViewClass.SIMPLE, ViewClass.JOIN) and not analysis.reasons:
+        reasons.append("window functions over an aggregate are not incrementally maintainable")
+    if analysis.semi_joins or any(join_side(j) in ("FULL", "CROSS") for j in inner.args.get("joins") or []):
+        reasons.append("window functions over a FULL JOIN, comma joins or subqueries are not incrementally "
+                       "maintainable")
+    if reasons:
+        return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree), reasons)
+    return Analysis(query, tree, ViewClass.WINDOW, analysis.tables)
+
+
+def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]] | None = None) -> Analysis:
+    reasons: list[str] = []
+    assert isinstance(tree, exp.Select)
+    if own_windows(window_parts(tree)[1]):
+        return _analyze_window(query, tree, not_null)
+    source = tree.args["from_"].this if tree.args.get("from_") else None
+    if (not_null is not None and isinstance(source, exp.Subquery) and not tree.args.get("joins")
+            and (isinstance(source.this, exp.SetOperation) or _plain_distinct(source.this))):
+        return _analyze_over_union(query, tree, source, not_null)
+    tables = table_refs(tree)
+    semi_joins: list[SemiJoin] = []
+
+    if tree.args.get("with_") or tree.args.get("with"):
+        reasons.append("common table expressions (WITH) are not incrementally maintainable")
+    if not tree.args.get("from_"):
+        reasons.append("a query without FROM has no base table to log")
+    sources = from_items(tree)
+    if any(not isinstance(s, exp.Table) or not isinstance(s.this, exp.Identifier) for s in sources):
+        reasons.append("FROM items other than tables (subqueries, functions, VALUES) are not incrementally maintainable")
+    named = sources and (sources[0].alias or isinstance(sources[0].this, exp.Identifier))
+    reasons += _join_reasons(item_alias(sources[0]) if named else "", tree.args.get("joins") or [])
+    distinct = tree.args.get("distinct")
+    if distinct is not None and distinct.args.get("on") is not None:
+        reasons.append("SELECT DISTINCT ON is not incrementally maintainable (it keeps an arbitrary row per value)")
+    elif distinct is not None and tree.args.get("group"):
+        reasons.append("SELECT DISTINCT over GROUP BY is not incrementally maintainable")
+    elif distinct is not None and any(isinstance(s, exp.Star) or isinstance(s.this, exp.Star) for s in tree.selects):
+        reasons.append("SELECT DISTINCT * is not incrementally maintainable: name the columns")
+    if tree.args.get("limit") or tree.args.get("offset") or tree.args.get("fetch"):
+        reasons.append("LIMIT/OFFSET is not incrementally maintainable")
+    if has_grouping_sets(tree.args.get("group")):
+        reasons.append("GROUPING SETS, CUBE and ROLLUP are not incrementally maintainable "
+                       "(define one aggregate view per grouping set instead)")
+    if any(s is not tree for s in tree.find_all(exp.Select)):
+        if not_null is None:  # not qualified: which table a column belongs to is unknown
+            reasons.append("subqueries are not incrementally maintainable without the catalog's columns")
+        elif not reasons:
+            semi_joins, why = subquery_lineage(tree, tables, not_null)
+            reasons += why
+    for node in tree.find_all(exp.Func):
+        if isinstance(node, VOLATILE_NODES) or _function_name(node) in VOLATILE_FUNCTIONS:
+            reasons.append(f"the non-deterministic function {node.sql(DIALECT)} is not incrementally maintainable")
+            break
+
+    # an aggregate in a scalar subquery does not make the view one
+    aggregate = bool(distinct) or bool(tree.args.get("group")) or bool(tree.args.get("having")) or own_aggregates(tree)
+    joined = len(sources) > 1 or bool(semi_joins)
+    joins = tree.args.get("joins") or []
+    if not reasons and any(join_side(j) == "FULL" for j in joins) and (aggregate or semi_joins):
+        grouped = bool(tree.args.get("group") or distinct)
+        split = (rewrite.full_join_as_union(tree, not_null)
+                 if grouped and not semi_joins and not_null is not None else None)
+        if split is not None:
+            return _analyze_over_union(query, split, split.args["from_"].this, not_null)
+        reasons.append("a subquery over a FULL JOIN is not incrementally maintainable" if semi_joins else
+                       "a global aggregate over a FULL JOIN is not incrementally maintainable" if not grouped else
+                       "an aggregate over a FULL JOIN needs the catalog's columns to be analysed")
+    if reasons:  # complete refresh only: it depends on every table it reads, wherever
+        view_class = ViewClass.OTHER
+        tables = _base_table_refs(tree)
+    elif aggregate:
+        view_class = ViewClass.AGGREGATE
+    elif joined:
+        view_class = ViewClass.JOIN
+    else:
+        view_class = ViewClass.SIMPLE
+    if reasons:
+        semi_joins = []
+    return Analysis(query, tree, view_class, tables + [t for s in semi_joins for t in s.tables], reasons,
+                    semi_joins=semi_joins)

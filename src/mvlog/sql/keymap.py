@@ -1,0 +1,91 @@
+"""The key map of a join, aggregate or window view: ``mvlog."keys$_<view>_<hash>"``, base-row
+keys -> view key (or partition), kept at the view's last refresh in PostgreSQL. The statements
+that build, probe, update and drop it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlglot import exp
+
+from mvlog.sql.analysis import DIALECT
+from mvlog.sql.changes import (ROOTS, changed_keys_sql, in_query, in_roots, keymap_items, keymap_table, parse_select,
+                           root_exprs, roots_ref, roots_sql, touched_rows)
+from mvlog.model import HIDDEN_PREFIX
+from mvlog.sql.shape import ViewShape, col, ident
+
+
+def keymap_all_columns(shape: ViewShape) -> list[str]:
+    """Every column of the key map, in order."""
+    return [item.alias for item in keymap_items(shape)]
+
+
+def keymap_probe_sql(shape: ViewShape) -> str:
+    """The key map's defining query (used to check, at apply time, that PostgreSQL accepts it)."""
+    core = parse_select(shape.core_sql)
+    core.set("expressions", keymap_items(shape))
+    return core.sql(dialect=DIALECT)
+
+
+def keymap_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
+    """Statements that rebuild the key map from the current base tables.
+
+    An existing map is emptied and refilled (a refresh role may do that without owning
+    it); a missing one is created with an index per FROM item's key columns.
+    """
+    table = keymap_table(shape).sql(dialect=DIALECT)
+    core = parse_select(shape.core_sql)
+    core.set("expressions", keymap_items(shape))
+    if exists:
+        statements = [f"TRUNCATE {table}", f"INSERT INTO {table} {core.sql(dialect=DIALECT)}"]
+    else:
+        statements = [f"CREATE TABLE {table} AS {core.sql(dialect=DIALECT)}"]
+        for i, t in enumerate(shape.tables):
+            index = ident(f"{shape.keymap}_{i}")
+            columns = ", ".join(ident(c).sql(dialect=DIALECT) for c in t.keymap_columns)
+            statements.append(f"CREATE INDEX {index.sql(dialect=DIALECT)} ON {table} ({columns})")
+    regclass = exp.DataType.build("regclass", dialect=DIALECT, udt=True)
+    analyze = exp.Anonymous(this="analyze", expressions=[exp.cast(exp.Literal.string(table), regclass)])
+    statements.append(exp.select(exp.Dot(this=exp.to_identifier("mvlog"), expression=analyze)).sql(dialect=DIALECT))
+    return statements
+
+
+def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
+    """Statements that bring the key map from the last refresh to the window's end: forget the
+    rows of changed base keys, then add what those keys produce now."""
+    table = keymap_table(shape)
+    if shape.outer:
+        # The roots' lineage rows are replaced: a partner that appears replaces the root's
+        # NULL-extended row, which holds no key of the partner. One statement, so the roots are
+        # found in the key map as it was (its sub-statements share one snapshot).
+        root_columns = [col(c) for c in shape.tables[0].keymap_columns]
+        forget = exp.CTE(this=exp.delete(table, where=in_query(root_columns, roots_ref())),
+                         alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "forgotten")))
+        core = parse_select(shape.core_sql)
+        core.set("expressions", keymap_items(shape))
+        insert = exp.insert(core.where(in_roots(root_exprs(shape)), copy=False), table)
+        roots = exp.CTE(this=roots_sql(shape, since), alias=exp.TableAlias(this=ident(ROOTS)))
+        insert.set("with_", exp.With(expressions=[roots, forget]))
+        return [insert.sql(dialect=DIALECT)]
+    statements = []
+    for t in shape.tables:
+        condition = in_query([col(c) for c in t.keymap_columns], changed_keys_sql(t.log, since))
+        statements.append(exp.delete(table, where=condition).sql(dialect=DIALECT))
+    insert = exp.insert(touched_rows(shape, keymap_items(shape), since), table)
+    statements.append(insert.sql(dialect=DIALECT))
+    return statements
+
+
+def keymap_stand_in_sql(shape: ViewShape) -> list[str]:
+    """An empty key map of today's columns in place of the view's (for checking statements
+    in a transaction that is rolled back)."""
+    core = parse_select(shape.core_sql)
+    core.set("expressions", keymap_items(shape))
+    empty = exp.select("*").from_(exp.Subquery(this=core, alias=exp.TableAlias(this=ident("m")))).limit(0)
+    create = exp.Create(this=keymap_table(shape), kind="TABLE", expression=empty)
+    return [drop_keymap_sql(shape.keymap or ""), create.sql(dialect=DIALECT)]
+
+
+def drop_keymap_sql(name: str) -> str:
+    return f"DROP TABLE IF EXISTS {exp.Table(this=ident(name), db=ident('mvlog')).sql(dialect=DIALECT)}"

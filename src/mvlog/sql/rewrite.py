@@ -1,0 +1,293 @@
+"""Rewriting a view query into the plain shapes that fast refresh keys: CTEs and derived tables
+are merged into the query that reads them, the way PostgreSQL's planner pulls up subqueries.
+
+A query that uses ``WITH``, a subquery in ``FROM`` or a subquery expression is first qualified
+with the catalog's columns (every column names its table's alias, ``*`` is expanded), so that a
+derived table's outputs can be replaced by the expressions that compute them. What cannot be
+merged exactly is left alone and the analysis gives its reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from sqlglot import exp
+from sqlglot.optimizer.qualify import qualify
+
+from mvlog.model import TableInfo
+from mvlog.sql.sqltree import DIALECT, from_items, full_join_parts, identifier_name, join_side, own_aggregates
+
+# A base table as written in the query (schema or None, name) -> the table PostgreSQL resolves it to.
+Catalog = dict[tuple[str | None, str], TableInfo]
+
+
+class NotMergeable(Exception):
+    """Why a query cannot be rewritten into a shape fast refresh keys."""
+
+
+def needs_rewrite(tree: exp.Expression) -> bool:
+    """Whether the query has a CTE, a derived table, a subquery expression, or an aggregate over a
+    FULL JOIN (keyed as an aggregate over a UNION ALL, see :func:`full_join_as_union`)."""
+    return tree.find(exp.With, exp.Subquery) is not None or any(
+        s is not tree for s in tree.find_all(exp.Select) if not _in_set_operation_of(s, tree)) or any(
+        _aggregates_over_full_join(s) for s in _top_selects(tree))
+
+
+def _aggregates_over_full_join(select: exp.Select) -> bool:
+    return any(join_side(j) == "FULL" for j in select.args.get("joins") or []) and bool(
+        select.args.get("group") or select.args.get("distinct") or select.args.get("having")
+        or own_aggregates(select))
+
+
+FULL_JOIN_PARTS = "_mvlog_full"  # the derived table full_join_as_union puts under the aggregate
+
+
+def full_join_as_union(select: exp.Select, not_null: set[tuple[str, str]]) -> exp.Select | None:
+    """A (qualified) aggregate over ``P FULL JOIN b ON c …`` (``P``: the first table ``a`` and the
+    tables inner-joined to it) as the same aggregate over the UNION ALL of the join's two parts
+    (see shaping._shape_full): ``P LEFT JOIN b ON c …`` and ``P RIGHT JOIN b ON c … WHERE
+    a.<a NOT NULL column> IS NULL``, each with the WHERE, outputting the columns the aggregate
+    reads. None if ``a`` has no NOT NULL column or the aggregate reads none."""
+    first = select.args["from_"].this.alias_or_name
+    marker = sorted(c for alias, c in not_null if alias == first)
+    outer = select.copy()
+    for key in ("from_", "joins", "where"):
+        outer.set(key, None)
+    names: dict[str, exp.Column] = {}
+    for column in list(outer.find_all(exp.Column)):
+        if not column.args.get("table"):
+            continue  # an output's alias (ORDER BY)
+        key = column.sql(dialect=DIALECT)
+        base = f"{column.table}_{column.name}"
+        name = next(n for n in itertools.chain([base], (f"{base}_{i}" for i in itertools.count(2)))
+                    if n not in names or names[n].sql(dialect=DIALECT) == key)
+        names[name] = column.copy()
+        column.replace(exp.column(exp.to_identifier(name, quoted=True),
+                                  table=exp.to_identifier(FULL_JOIN_PARTS, quoted=True)))
+    if not marker or not names:
+        return None
+    columns = exp.select(*[exp.alias_(c.copy(), exp.to_identifier(n, quoted=True)) for n, c in names.items()])
+    columns.set("from_", select.args["from_"].copy())
+    columns.set("joins", [j.copy() for j in select.args["joins"]])
+    if select.args.get("where") is not None:
+        columns.set("where", select.args["where"].copy())
+    marker_column = exp.column(exp.to_identifier(marker[0], quoted=True), table=exp.to_identifier(first, quoted=True))
+    parts = full_join_parts(columns, marker_column)
+    union = exp.union(*parts, distinct=False)
+    outer.set("from_", exp.From(this=exp.Subquery(
+        this=union, alias=exp.TableAlias(this=exp.to_identifier(FULL_JOIN_PARTS, quoted=True)))))
+    outer.set("expressions", [p if isinstance(p, exp.Alias) else exp.alias_(p, exp.to_identifier(o, quoted=True))
+                              for p, o in zip(outer.selects, [p.alias_or_name for p in select.selects])])
+    return outer
+
+
+def _in_set_operation_of(select: exp.Select, tree: exp.Expression) -> bool:
+    """A branch of the top-level UNION ALL chain (not a subquery)."""
+    node = select
+    while node is not tree:
+        parent = node.parent
+        if not isinstance(parent, exp.SetOperation):
+            return False
+        node = parent
+    return True
+
+
+def _name(node: exp.Identifier | None) -> str | None:
+    return identifier_name(node) if node is not None else None
+
+
+def rewrite(tree: exp.Query, catalog: Catalog, output_names: list[str] | None = None) -> exp.Query:
+    """The query qualified, its CTEs inlined and its mergeable derived tables merged; output
+    columns keep the names PostgreSQL gives the original (``output_names``)."""
+    tree = tree.copy()
+    ctes = {_name(c.args["alias"].this) for c in tree.find_all(exp.CTE) if c.args.get("alias")}
+    schema: dict[str, dict[str, dict[str, str]]] = {}
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            continue
+        written = (_name(table.args.get("db")), _name(table.this))
+        if written[0] is None and written[1] in ctes:
+            continue
+        info = catalog.get(written)
+        if info is None:
+            raise NotMergeable(f"table {'.'.join(p for p in written if p)} is not known")
+        table.set("db", exp.to_identifier(info.schema, quoted=True))
+        table.set("this", exp.to_identifier(info.name, quoted=True))
+        schema.setdefault(info.schema, {})[info.name] = {c.name: c.type for c in info.columns}
+    with_ = tree.args.get("with_")
+    if with_ is not None and with_.args.get("recursive"):
+        raise NotMergeable("recursive CTEs (WITH RECURSIVE) are not incrementally maintainable")
+    if any(c.args.get("alias") and c.args["alias"].columns for c in tree.find_all(exp.CTE)):
+        raise NotMergeable("a CTE with a column list (WITH s(a, b) AS …) is not supported: alias the columns inside it")
+    try:
+        tree = qualify(tree, schema=schema, dialect=DIALECT, validate_qualify_columns=False,
+                       quote_identifiers=True, identify=True)
+    except Exception as exc:  # sqlglot raises several kinds; any means "cannot analyse"
+        raise NotMergeable(f"the query cannot be analysed: {str(exc).splitlines()[0]}") from None
+    tree = _inline_ctes(tree)
+    for select in list(tree.find_all(exp.Select, bfs=False))[::-1]:  # innermost first
+        _merge_derived_tables(select)
+    if output_names:
+        for select in _top_selects(tree):
+            if len(select.selects) == len(output_names):
+                select.set("expressions", [
+                    exp.alias_(p.this if isinstance(p, exp.Alias) else p, exp.to_identifier(n, quoted=True))
+                    for p, n in zip(select.selects, output_names)])
+    return tree
+
+
+def _top_selects(tree: exp.Expression) -> list[exp.Select]:
+    if isinstance(tree, exp.SetOperation):
+        return _top_selects(tree.this) + _top_selects(tree.expression)
+    if isinstance(tree, exp.Subquery):
+        return _top_selects(tree.this)
+    return [tree] if isinstance(tree, exp.Select) else []
+
+
+def _inline_ctes(tree: exp.Query) -> exp.Query:
+    """Every reference to a CTE replaced by its body as a derived table (bodies may use earlier CTEs)."""
+    for holder in [tree, *[n for n in tree.find_all(exp.Select, exp.SetOperation) if n is not tree]]:
+        with_ = holder.args.get("with_")
+        if with_ is None:
+            continue
+        bodies: dict[str, exp.Expression] = {}
+        for cte in with_.expressions:
+            body = cte.this.copy()
+            _replace_cte_refs(body, bodies)
+            bodies[_name(cte.args["alias"].this)] = body
+        holder.set("with_", None)
+        _replace_cte_refs(holder, bodies)
+    return tree
+
+
+def _replace_cte_refs(node: exp.Expression, bodies: dict[str, exp.Expression]) -> None:
+    for table in list(node.find_all(exp.Table)):
+        name = _name(table.this) if isinstance(table.this, exp.Identifier) else None
+        if table.args.get("db") is None and name in bodies:
+            alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name, quoted=True))
+            table.replace(exp.Subquery(this=bodies[name].copy(), alias=alias.copy()))
+
+
+def _source_alias(source: exp.Expression) -> str:
+    return _name(source.args["alias"].this)
+
+
+def _plain_spj(select: exp.Select) -> bool:
+    """Projection, filter and joins only: a derived table PostgreSQL would pull up."""
+    return not (any(select.args.get(k) for k in ("group", "having", "distinct", "limit", "offset", "fetch", "with_"))
+                or any(p.find(exp.AggFunc, exp.Window) for p in select.selects))
+
+
+def _from_items(select: exp.Select) -> list[tuple[exp.Expression, exp.Join | None]]:
+    items = [(select.args["from_"].this, None)] if select.args.get("from_") else []
+    return items + [(j.this, j) for j in select.args.get("joins") or []]
+
+
+def _merge_derived_tables(select: exp.Select) -> None:
+    """Merge each derived table of ``select`` that can be merged exactly (see module docstring)."""
+    items = _from_items(select)
+    for position, (source, join) in enumerate(items):
+        if not (isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) and source.alias):
+            continue
+        inner = source.this
+        if _plain_spj(inner) and inner.args.get("from_"):
+            taken = {_source_alias(s) for s, _ in _from_items(select) if s is not source and s.alias}
+            _merge_spj(select, position, source, join, taken)
+        elif (position == 0 and len(items) == 1 and inner.args.get("group") is not None
+              and not inner.args.get("distinct") and _plain_outer(select)):
+            _merge_into_aggregate(select, source)
+
+
+def _plain_outer(select: exp.Select) -> bool:
+    return _plain_spj(select) and not select.find(exp.Window)
+
+
+def _rename_aliases(inner: exp.Select, taken: set[str]) -> None:
+    """Give the inner query's FROM items aliases that the outer query's other FROM items do not use."""
+    for source in from_items(inner):
+        old = _source_alias(source)
+        if old not in taken:
+            taken.add(old)
+            continue
+        new = next(f"{old}_{i}" for i in itertools.count(2) if f"{old}_{i}" not in taken)
+        taken.add(new)
+        source.args["alias"].set("this", exp.to_identifier(new, quoted=True))
+        for column in inner.find_all(exp.Column):
+            if _name(column.args.get("table")) == old:
+                column.set("table", exp.to_identifier(new, quoted=True))
+
+
+def _substitute(scope: exp.Expression, alias: str, outputs: dict[str, exp.Expression]) -> None:
+    """Replace ``alias.column`` everywhere in ``scope`` by the expression the derived table outputs."""
+    for column in list(scope.find_all(exp.Column)):
+        if _name(column.args.get("table")) == alias and isinstance(column.this, exp.Identifier):
+            name = _name(column.this)
+            if name not in outputs:
+                raise NotMergeable(f"column {alias}.{name} is not an output of the subquery")
+            replacement = outputs[name].copy()
+            if not isinstance(replacement, (exp.Column, exp.Literal, exp.Paren)):
+                replacement = exp.Paren(this=replacement)
+            column.replace(replacement)
+
+
+def _outputs(inner: exp.Select) -> dict[str, exp.Expression]:
+    return {p.alias_or_name: (p.this if isinstance(p, exp.Alias) else p) for p in inner.selects}
+
+
+def _merge_spj(select: exp.Select, position: int, source: exp.Subquery, join: exp.Join | None, taken: set[str]) -> None:
+    inner = source.this
+    side = join_side(join) if join is not None else ""
+    outer_sides = [join_side(j) for j in select.args.get("joins") or []]
+    null_extended = side == "LEFT" or "RIGHT" in outer_sides[position:]  # the items before a RIGHT JOIN
+    inner_joins = inner.args.get("joins") or []
+    if side in ("RIGHT", "FULL") or "FULL" in outer_sides[position:]:
+        return  # left as it is: the analysis gives the reason
+    if null_extended:
+        # A NULL-extended derived table: only a single table whose outputs are its columns,
+        # so that a missing partner yields NULLs in the merged query too.
+        if inner_joins or not all(isinstance(e, exp.Column) for e in _outputs(inner).values()):
+            return
+    if position > 0 and inner_joins:
+        return  # a join nested after another FROM item would change the join order
+    alias = _source_alias(source)
+    _rename_aliases(inner, taken)
+    outputs = _outputs(inner)
+    where = inner.args.get("where")
+    _substitute(select, alias, outputs)
+    first = inner.args["from_"].this.copy()
+    if join is None:
+        select.set("from_", exp.From(this=first))
+        if inner_joins:
+            select.set("joins", [j.copy() for j in inner_joins] + list(select.args.get("joins") or []))
+        if where is not None:
+            if null_extended:
+                first_join = select.args["joins"][0]
+                first_join.set("on", exp.and_(first_join.args["on"], where.this.copy()))
+            else:
+                select.where(where.this.copy(), copy=False)
+    else:
+        join.set("this", first)
+        if where is not None:
+            join.set("on", exp.and_(join.args.get("on") or exp.true(), where.this.copy()))
+
+
+def _merge_into_aggregate(select: exp.Select, source: exp.Subquery) -> None:
+    """``SELECT … FROM (SELECT … GROUP BY …) s WHERE p`` is the inner aggregate with the outer
+    projections and ``p`` as a HAVING condition (both over the inner's outputs)."""
+    inner = source.this.copy()
+    alias = _source_alias(source)
+    outputs = _outputs(inner)
+    outer = select.copy()
+    outer.set("from_", None)
+    _substitute(outer, alias, outputs)
+    inner.set("expressions", outer.expressions)
+    inner.set("order", None)
+    if outer.args.get("where") is not None:
+        having = inner.args.get("having")
+        condition = outer.args["where"].this
+        inner.set("having", exp.Having(this=exp.and_(having.this, condition) if having else condition))
+    for key in ("order", "limit", "offset"):
+        if outer.args.get(key) is not None:
+            inner.set(key, outer.args[key])
+    for key in set(select.args) | set(inner.args):  # in place: ``select`` may be the root
+        select.set(key, inner.args.get(key))

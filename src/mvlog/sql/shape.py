@@ -1,0 +1,164 @@
+"""View shapes: how a view's rows are keyed and what SQL reads them.
+
+A shape joins the pure analysis of a query with its logs (primary keys). It says
+which Delta columns identify a view row (the *view key*), which hidden ``_mvlog_``
+columns must be added for that, and — for join and aggregate views — which
+expressions over the FROM items compute the view key of a base-row combination.
+:mod:`mvlog.sql.shaping` builds shapes (``shape_view``); this module is the plain data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from mvlog.sql.analysis import ViewClass, identifier_name, table_refs
+from mvlog.model import HIDDEN_PREFIX, LogInfo
+
+
+def ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    return exp.column(ident(name), table=ident(table) if table else None)
+
+
+@dataclass(frozen=True)
+class TableKey:
+    """One FROM item of a view: its alias, its log, and the key-map columns holding its primary key."""
+
+    alias: str
+    log: LogInfo
+    keymap_columns: tuple[str, ...]
+    semi: bool = False  # read by a subquery expression only: in the lineage, not in the view key
+
+
+@dataclass(frozen=True)
+class RangeKey:
+    """The first view-key column and the base-table column it equals. A complete refresh reads
+    the view in ranges of it (bounds from the column's PostgreSQL statistics), so the Delta
+    table's files each hold one key range and a MERGE can skip the files its keys miss."""
+
+    column: str  # the view's output column
+    log: LogInfo  # the base table, by its log
+    base_column: str
+    grouped: bool = False  # an aggregate's group column: the view has one row per distinct value
+
+
+@dataclass(frozen=True)
+class AggregateDeltas:
+    """How an aggregate view's groups are maintained by deltas (:mod:`mvlog.sql.aggdelta`): the key map
+    keeps each lineage row's aggregate *inputs*, a group table each group's state (row count,
+    and per input its non-NULL count and, if summed, its sum), and a refresh adds what changed
+    rows contribute now and subtracts what they contributed at the last refresh."""
+
+    inputs: tuple[str, ...]  # SQL over the base rows (the FROM items' aliases), one per distinct input
+    summed: tuple[bool, ...]  # per input: summed (sum, avg) or only counted (count)
+    outputs_sql: str  # SELECT <the view's outputs over the group state>, PRESENT WHERE <a row exists>
+    groups: str  # mvlog.<groups>: each group's state at the view's last refresh
+    aggregates: tuple[str, ...]  # the view's aggregates, as written (for explain)
+
+
+@dataclass(frozen=True)
+class ViewShape:
+    """How a view is keyed and read (plain data: printable, testable without a database)."""
+
+    name: str
+    view_class: ViewClass
+    fast_reasons: tuple[str, ...]
+    logs: tuple[LogInfo, ...]
+    key_columns: tuple[str, ...]  # Delta columns identifying a view row
+    hidden_columns: tuple[str, ...]
+    select_sql: str  # the view query plus hidden key columns
+    tables: tuple[TableKey, ...] = ()  # join and aggregate views: every FROM item
+    key_exprs: tuple[str, ...] = ()  # SQL computing each key column from a base-row combination
+    core_sql: str = ""  # SELECT 1 FROM <from items> WHERE <where>: the rows the view is computed from
+    keymap: str | None = None  # mvlog.<keymap>: base-row keys -> view key, kept at last_V
+    global_aggregate: bool = False
+    range_key: RangeKey | None = None
+    # Outer joins: tables[0] is the *root*, present in every row; core_sql is the lineage (see
+    # _lineage), and a change is traced to the roots whose rows it touches, then to view keys.
+    outer: bool = False
+    # UNION ALL: each branch's shape (its key map named after the branch) and its SELECT with the
+    # view's two hidden key columns (BRANCH_COLUMN, ROW_KEY_COLUMN) instead of its own.
+    branches: tuple["ViewShape", ...] = ()
+    branch_selects: tuple[str, ...] = ()
+    # Window views: the PARTITION BY its window functions share (over the base rows, like
+    # key_exprs); the key map maps base rows to it, and a refresh recomputes whole partitions.
+    partition_exprs: tuple[str, ...] = ()
+    # A FULL JOIN view: its branches are the rows with a row of the first table and those without.
+    full_join: bool = False
+    # A UNION (distinct) view: keyed by its output row; its branches are SELECT DISTINCT views.
+    distinct: bool = False
+    # An aggregate over a UNION ALL: its branches are SELECT DISTINCT views of its groups.
+    over_union: bool = False
+    # Aggregate views: maintained by deltas, or (None) each affected group recomputed, and why.
+    deltas: AggregateDeltas | None = None
+    recompute_reason: str | None = None
+
+    @property
+    def fast_possible(self) -> bool:
+        return not self.fast_reasons
+
+    @property
+    def keyed(self) -> bool:
+        """Join and aggregate views: affected keys come from the key map as well as the base."""
+        return self.view_class in (ViewClass.JOIN, ViewClass.AGGREGATE, ViewClass.WINDOW) and self.fast_possible
+
+
+BRANCH_COLUMN = HIDDEN_PREFIX + "branch"  # a UNION ALL view's branch number, 1-based
+
+
+ROW_KEY_COLUMN = HIDDEN_PREFIX + "row_key"  # the branch's view key as row text: never NULL, one column
+
+
+def keymap_name(view: str, branch: int | None = None) -> str:
+    """The key map of a view (of one branch of a UNION ALL view: ``<map>_b<branch>``)."""
+    digest = hashlib.sha256(view.encode()).hexdigest()[:8]
+    return f"keys$_{view[:40].lower()}_{digest}" + (f"_b{branch}" if branch is not None else "")
+
+
+def groups_name(keymap: str) -> str:
+    """The group table of an aggregate view maintained by deltas, named after its key map."""
+    return "groups$" + keymap.removeprefix("keys$")
+
+
+def add_hidden(select: exp.Select, expression: exp.Expression, name: str) -> None:
+    """Add ``expression AS name`` to ``select``'s outputs (a hidden key column)."""
+    select.select(exp.alias_(expression, ident(name)), copy=False)
+
+
+def downgrade(shape: ViewShape, query: str, reason: str) -> ViewShape:
+    """The same view as complete-only ("other"), with the reason."""
+    text = query.strip().rstrip(";").strip()
+    return ViewShape(shape.name, ViewClass.OTHER, (reason,), shape.logs, (), (), text)
+
+
+def projected_columns(select: exp.Select, table_alias: str, columns: list[str]) -> dict[str, str]:
+    """For each of ``columns`` of the table ``table_alias`` that the query outputs unchanged, its output name.
+
+    ``SELECT *`` and ``SELECT alias.*`` output every column under its own name.
+    """
+    found: dict[str, str] = {}
+    single_table = len(table_refs(select)) == 1
+    for projection in select.selects:
+        target = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
+            qualifier = target.table if isinstance(target, exp.Column) else ""
+            if not qualifier and single_table or (qualifier and identifier_name(target.args["table"]) == table_alias):
+                for column in columns:
+                    found.setdefault(column, column)
+            continue
+        if not isinstance(target, exp.Column) or not isinstance(target.this, exp.Identifier):
+            continue
+        qualifier = identifier_name(target.args["table"]) if target.args.get("table") else None
+        if qualifier not in (None, table_alias) or (qualifier is None and not single_table):
+            continue
+        name = identifier_name(target.this)
+        if name in columns:
+            output = identifier_name(projection.args["alias"]) if isinstance(projection, exp.Alias) else name
+            found.setdefault(name, output)
+    return found

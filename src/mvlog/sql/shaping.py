@@ -1,0 +1,365 @@
+"""Shaping a view: its analysis joined with its tables' logs gives its :class:`~mvlog.sql.shape.ViewShape`
+(simple, join, aggregate, window; UNION ALL, UNION and FULL JOIN views as shapes of their parts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlglot import exp
+
+from mvlog.sql.analysis import (DIALECT, Analysis, NotKeyable, SemiJoin, ViewClass, group_expressions, identifier_name,
+                            join_side, partition_by, root_join, window_parts)
+from mvlog.sql.sqltree import conjuncts, full_join_parts, item_alias, root_first
+from mvlog.sql.aggdelta import plan_deltas
+from mvlog.sql.changes import union_of
+from mvlog.model import HIDDEN_PREFIX, LogInfo
+from mvlog.sql.shape import (BRANCH_COLUMN, ROW_KEY_COLUMN, RangeKey, TableKey, ViewShape, add_hidden, col, downgrade,
+                         ident, keymap_name, projected_columns)
+
+
+def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]) -> ViewShape:
+    """Join the analysis of a view with its logs (``logs_by_alias``: FROM alias -> log)."""
+    logs = tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.tables))
+    reasons = tuple(analysis.reasons)
+    if analysis.view_class is ViewClass.OTHER or reasons:
+        text = analysis.query.strip().rstrip(";").strip()
+        return ViewShape(name, analysis.view_class, reasons, logs, (), (), text)
+    if analysis.view_class is ViewClass.UNION and analysis.distinct:
+        return _shape_union_distinct(name, analysis, logs_by_alias, logs)
+    if analysis.over_union:
+        return _shape_over_union(name, analysis, logs_by_alias, logs)
+    if analysis.view_class is ViewClass.UNION:
+        branches = analysis.branches
+        return _shape_union(name, analysis.query, branches,
+                            [{ref.alias: logs_by_alias[ref.display] for ref in b.tables} for b in branches], logs)
+    joins = analysis.tree.args.get("joins") or []
+    if any(join_side(j) == "FULL" for j in joins):
+        return _shape_full(name, analysis, logs_by_alias, logs)
+    select = analysis.tree.copy()
+    assert isinstance(select, exp.Select)
+    if analysis.view_class is ViewClass.SIMPLE:
+        return _shape_simple(name, analysis, select, logs_by_alias, logs)
+    if analysis.view_class is ViewClass.WINDOW:
+        return _shape_window(name, analysis, select, logs_by_alias, logs)
+    return _shape_keyed(name, analysis, select, logs_by_alias, logs)
+
+
+def _shape_simple(name, analysis, select, logs_by_alias, logs) -> ViewShape:
+    ref = analysis.tables[0]
+    log = logs_by_alias[ref.alias]
+    outputs = projected_columns(select, ref.alias, list(log.key_columns))
+    key_columns, hidden = [], []
+    for pk in log.key_columns:
+        if pk in outputs:
+            key_columns.append(outputs[pk])
+        else:
+            add_hidden(select, col(pk, ref.alias), HIDDEN_PREFIX + pk)
+            key_columns.append(HIDDEN_PREFIX + pk)
+            hidden.append(HIDDEN_PREFIX + pk)
+    return ViewShape(name, ViewClass.SIMPLE, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
+                     key_exprs=tuple(col(pk, ref.alias).sql(dialect=DIALECT) for pk in log.key_columns),
+                     range_key=RangeKey(key_columns[0], log, log.key_columns[0]))
+
+
+def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias: list[dict[str, LogInfo]], logs,
+                 full_join: bool = False) -> ViewShape:
+    """UNION ALL: every branch keyed on its own (``logs_by_alias[i]``: branch i's tables' logs);
+    the view key is (branch number, the branch's key as row text)."""
+    what = "FULL JOIN part" if full_join else "UNION ALL branch"
+    branches, selects = [], []
+    for i, (branch, by_alias) in enumerate(zip(analyses, logs_by_alias), 1):
+        shape = shape_view(name, branch, by_alias)
+        if shape.branches:
+            return downgrade(shape, query, f"{what} {i}: a FULL JOIN inside a UNION ALL branch is not "
+                                           f"incrementally maintainable")
+        if not shape.fast_possible:
+            return downgrade(shape, query, f"{what} {i}: {'; '.join(shape.fast_reasons)}")
+        # A branch's groups are recomputed (its reads are the UNION view's, not a delta read).
+        shape = dataclasses.replace(shape, keymap=keymap_name(name, i) if shape.keymap else None, deltas=None,
+                                    recompute_reason="an aggregate in a UNION ALL branch is recomputed per group"
+                                    if shape.recompute_reason or shape.deltas else None)
+        select = branch.tree.copy()
+        key = exp.Anonymous(this="ROW", expressions=[exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs])
+        add_hidden(select, exp.Literal.number(i), BRANCH_COLUMN)
+        add_hidden(select, exp.cast(key, exp.DataType.build("text")), ROW_KEY_COLUMN)
+        branches.append(shape)
+        selects.append(select)
+    union = union_of(selects, distinct=False)
+    return ViewShape(name, ViewClass.JOIN if full_join else ViewClass.UNION, (), logs,
+                     (BRANCH_COLUMN, ROW_KEY_COLUMN), (BRANCH_COLUMN, ROW_KEY_COLUMN), union.sql(dialect=DIALECT),
+                     branches=tuple(branches), branch_selects=tuple(s.sql(dialect=DIALECT) for s in selects),
+                     full_join=full_join)
+
+
+def _shape_union_distinct(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
+    """UNION: a DISTINCT over the UNION ALL of its branches, each a ``SELECT DISTINCT`` keyed by its
+    output rows and key-mapped on its own (base rows -> output row). The view key is the output
+    row; an affected row is recomputed from every branch, and goes when no branch yields it."""
+    branches = _branch_shapes(name, analysis, logs_by_alias, "UNION branch", len(analysis.branches[0].tree.selects))
+    if isinstance(branches, str):
+        return downgrade(ViewShape(name, ViewClass.OTHER, (), logs, (), (), ""), analysis.query, branches)
+    if branches[0].hidden_columns:
+        return downgrade(branches[0], analysis.query, "UNION: give every output expression of the first branch a "
+                                                      "name (AS …)")
+    return ViewShape(name, ViewClass.UNION, (), logs, branches[0].key_columns, (), analysis.tree.sql(dialect=DIALECT),
+                     branches=tuple(branches), branch_selects=tuple(b.tree.sql(dialect=DIALECT)
+                                                                    for b in analysis.branches), distinct=True)
+
+
+def _branch_shapes(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], what: str,
+                   width: int) -> list[ViewShape] | str:
+    """Each of ``analysis.branches`` (a SELECT DISTINCT of ``width`` outputs) shaped with its own
+    key map, or why one cannot be."""
+    shapes = []
+    for i, branch in enumerate(analysis.branches, 1):
+        shape = shape_view(name, branch, {ref.alias: logs_by_alias[ref.display] for ref in branch.tables})
+        if not shape.fast_possible:
+            return f"{what} {i}: {'; '.join(shape.fast_reasons)}"
+        if len(shape.key_exprs) != width:
+            return f"{what} {i} outputs one expression twice: not incrementally maintainable yet"
+        shapes.append(dataclasses.replace(shape, keymap=keymap_name(name, i), deltas=None))
+    return shapes
+
+
+def _shape_over_union(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
+    """An aggregate over a UNION ALL: keyed by its groups like any aggregate; its branches (each a
+    SELECT DISTINCT of the groups of its rows) find the affected groups, which the whole query,
+    restricted to them, recomputes."""
+    select = analysis.tree.copy()
+    groups = group_expressions(select)
+    branches = _branch_shapes(name, analysis, logs_by_alias, "UNION ALL branch", len(groups))
+    if isinstance(branches, str):
+        return downgrade(ViewShape(name, ViewClass.OTHER, (), logs, (), (), ""), analysis.query, branches)
+    key_columns, hidden = [], []
+    for i, group in enumerate(groups):
+        output = _output_for(select, group)
+        if output is None:
+            output = f"{HIDDEN_PREFIX}g{i}"
+            add_hidden(select, group.copy(), output)
+            hidden.append(output)
+        key_columns.append(output)
+    return ViewShape(name, ViewClass.AGGREGATE, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
+                     key_exprs=tuple(g.sql(dialect=DIALECT) for g in groups), branches=tuple(branches),
+                     over_union=True)
+
+
+def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
+    """``P FULL JOIN b ON c …`` (``P``: the first table ``a`` and the tables inner-joined to it): its
+    rows that hold a row of ``a`` are those of ``P LEFT JOIN b ON c …`` (root ``a``), the others
+    those of ``P RIGHT JOIN b ON c … WHERE <a's key> IS NULL`` (root ``b``: the ``b`` rows without a
+    partner). The two parts never share a row, so the view is their UNION ALL, each part
+    refreshed as an outer-join view of its own."""
+    first = analysis.tables[0]
+    a_key = col(logs_by_alias[first.alias].key_columns[0], first.alias)
+    parts = [dataclasses.replace(analysis, query=tree.sql(dialect=DIALECT), tree=tree)
+             for tree in full_join_parts(analysis.tree, a_key)]
+    return _shape_union(name, analysis.query, parts, [logs_by_alias] * 2, logs, full_join=True)
+
+
+def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
+    aggregate = analysis.view_class is ViewClass.AGGREGATE
+    try:
+        groups = group_expressions(select) if aggregate else []
+    except NotKeyable as exc:
+        text = analysis.query.strip().rstrip(";").strip()
+        return ViewShape(name, ViewClass.OTHER, (str(exc),), logs, (), (), text)
+
+    joins = select.args.get("joins") or []
+    sides = [join_side(j) for j in joins]
+    outer = any(side in ("LEFT", "RIGHT") for side in sides) or bool(analysis.semi_joins)
+    refs = root_first(analysis.tables, joins)
+    from_items = len(refs) - sum(len(semi.tables) for semi in analysis.semi_joins)
+    tables = _table_keys(refs, logs_by_alias, from_items)
+
+    key_columns, hidden, key_exprs = [], [], []
+    if aggregate and not groups:  # a global aggregate: one row, keyed by a constant
+        key_exprs.append(exp.true())
+        add_hidden(select, exp.true(), HIDDEN_PREFIX + "group")
+        key_columns.append(HIDDEN_PREFIX + "group")
+        hidden.append(HIDDEN_PREFIX + "group")
+    elif aggregate:
+        for i, group in enumerate(groups):
+            output = _output_for(select, group)
+            key_exprs.append(group)
+            if output is None:
+                output = f"{HIDDEN_PREFIX}g{i}"
+                add_hidden(select, group.copy(), output)
+                hidden.append(output)
+            key_columns.append(output)
+    else:
+        key_columns, hidden, key_exprs = _row_keys(select, tables[:from_items])
+
+    if outer:
+        core = _lineage(select, sides, analysis.semi_joins)
+    else:
+        core = _core(select)
+    deltas = None
+    recompute_reason = None
+    if aggregate:
+        planned = (plan_deltas(select, groups, keymap_name(name)) if not outer
+                   else "an aggregate over outer joins or subqueries is recomputed per affected group")
+        deltas, recompute_reason = (None, planned) if isinstance(planned, str) else (planned, None)
+    return ViewShape(
+        name, analysis.view_class, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
+        tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
+        core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
+        range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
+        deltas=deltas, recompute_reason=recompute_reason,
+    )
+
+
+def _table_keys(refs, logs_by_alias: dict[str, LogInfo], from_items: int | None = None) -> list[TableKey]:
+    """The FROM items' (and from ``from_items`` on, the subqueries' tables') keys and key-map columns."""
+    tables = []
+    for i, ref in enumerate(refs):
+        log = logs_by_alias[ref.alias]
+        tables.append(TableKey(ref.alias, log, tuple(f"{HIDDEN_PREFIX}r{i}_{j}" for j in range(len(log.key_columns))),
+                               semi=from_items is not None and i >= from_items))
+    return tables
+
+
+def _core(select: exp.Select) -> exp.Select:
+    """``SELECT 1`` over ``select``'s FROM items and WHERE: the rows it is computed from."""
+    core = exp.select(exp.Literal.number(1))
+    core.set("from_", select.args["from_"].copy())
+    if select.args.get("joins"):
+        core.set("joins", [j.copy() for j in select.args["joins"]])
+    if select.args.get("where"):
+        core.set("where", select.args["where"].copy())
+    return core
+
+
+def _row_keys(select: exp.Select, tables: list[TableKey], through: exp.Select | None = None):
+    """A view keyed by its tables' primary keys: (key columns, hidden columns, key expressions).
+    A key column ``select`` outputs unchanged is used as it is; the others are added hidden (to
+    ``select`` and passed on by ``through``, the outer query of a window view)."""
+    key_columns, hidden, key_exprs = [], [], []
+    for table in tables:
+        projected = projected_columns(select, table.alias, list(table.log.key_columns)) if through is None else {}
+        for pk in table.log.key_columns:
+            expression = col(pk, table.alias)
+            key_exprs.append(expression)
+            output = projected.get(pk) if _unambiguous(select, table.alias, pk) else None
+            if output is None or output in key_columns:
+                output = f"{HIDDEN_PREFIX}{table.alias}_{pk}"
+                add_hidden(select, expression.copy(), output)
+                if through is not None:
+                    source = through.args["from_"].this
+                    add_hidden(through, col(output, identifier_name(source.args["alias"].this)), output)
+                hidden.append(output)
+            key_columns.append(output)
+    return key_columns, hidden, key_exprs
+
+
+def _shape_window(name, analysis, select, logs_by_alias, logs) -> ViewShape:
+    """Window functions over a simple or join query: keyed by its tables' primary keys; the key
+    map maps base rows (an outer join's: lineage rows) to their partition, and an affected
+    partition is recomputed whole."""
+    outer, inner = window_parts(select)
+    sides = [join_side(j) for j in inner.args.get("joins") or []]
+    outer_join = any(side in ("LEFT", "RIGHT") for side in sides)
+    tables = _table_keys(root_first(analysis.tables, inner.args.get("joins") or []), logs_by_alias)
+    key_columns, hidden, key_exprs = _row_keys(inner, tables, through=outer)
+    core = _lineage(inner, sides, []) if outer_join else _core(inner)
+    return ViewShape(
+        name, ViewClass.WINDOW, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
+        tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
+        core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), outer=outer_join,
+        range_key=RangeKey(key_columns[0], tables[0].log, tables[0].log.key_columns[0]),
+        partition_exprs=tuple(e.sql(dialect=DIALECT) for e in partition_by(inner)),
+    )
+
+
+def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -> exp.Select:
+    """``SELECT 1 FROM`` an outer-join view's FROM items as a chain from its root, every join
+    from the first outer one on made LEFT, and only the WHERE conditions on the tables before it;
+    then each table a subquery reads, LEFT JOINed on the condition that ties its rows to the view's.
+
+    Every view row of a root row is a function of that root row's lineage rows, and a base row
+    changes them only if it is in one of them, before or after the change: so the roots of the
+    lineage rows that hold a changed row are all the roots whose view rows may change. (Inner
+    joins after an outer one, or WHERE conditions on its NULL-extended side, would drop rows in
+    which a change shows: a partner that appears removes its NULL-extended row.)
+
+    A RIGHT JOIN's table is the root: ``A JOIN B … RIGHT JOIN C ON c`` becomes ``C LEFT JOIN (A JOIN
+    B …) ON c``. The inner joins' rows are combinations of base rows, present or not, so a change
+    shows in the lineage rows that hold the changed row (an outer join there would not do: a
+    partner that appears replaces a NULL-extended row that holds no key of it)."""
+    items = [select.args["from_"].this.copy()]
+    joins = [j.copy() for j in select.args.get("joins") or []]
+    right = root_join(joins)
+    if right is not None:  # P RIGHT JOIN b ON c …  ->  b LEFT JOIN P ON c …, P nested if it joins
+        prefix_item = items[0]
+        if right > 0:
+            prefix_item.set("joins", joins[:right])
+            prefix_item = exp.Subquery(this=prefix_item)
+        root = joins[right]
+        items[0] = root.this
+        root.set("this", prefix_item)
+        joins = [root] + joins[right + 1:]
+    first_outer = 0 if right is not None else next(
+        (i for i, side in enumerate(sides) if side == "LEFT"), len(sides))
+    for join in joins[first_outer:]:
+        join.set("side", "LEFT")
+        join.set("kind", None)
+    prefix = {item_alias(items[0])} | {item_alias(j.this) for j in joins[:first_outer]}
+    for semi in semi_joins:  # one table, or several cross-joined in parentheses (their ON is in the condition)
+        item, *others = [exp.Table(this=ident(ref.name), db=ident(ref.schema) if ref.schema else None,
+                                   alias=exp.TableAlias(this=ident(ref.alias))) for ref in semi.tables]
+        if others:
+            item.set("joins", [exp.Join(this=other, kind="CROSS") for other in others])
+            item = exp.Subquery(this=item)
+        joins.append(exp.Join(this=item, on=semi.condition.copy(), side="LEFT"))
+    core = exp.select(exp.Literal.number(1)).from_(items[0])
+    core.set("joins", joins)
+    where = select.args.get("where")
+    if where is not None:
+        kept = [c.copy() for c in conjuncts(where.this) if _on_tables(c, prefix)]
+        if kept:
+            core.where(exp.and_(*kept), copy=False)
+    return core
+
+
+def _on_tables(condition: exp.Expression, aliases: set[str]) -> bool:
+    """Whether every column of ``condition`` is qualified by one of ``aliases`` (and it has no subquery)."""
+    columns = list(condition.find_all(exp.Column))
+    return bool(columns) and not condition.find(exp.Select) and all(
+        c.args.get("table") and identifier_name(c.args["table"]) in aliases for c in columns)
+
+
+def _range_key(key_columns: list[str], tables: list[TableKey], groups: list[exp.Expression]) -> RangeKey | None:
+    if not groups:  # a join: the first key column is the first FROM item's first primary key column
+        return RangeKey(key_columns[0], tables[0].log, tables[0].log.key_columns[0])
+    first = groups[0]
+    if not (isinstance(first, exp.Column) and isinstance(first.this, exp.Identifier)):
+        return None
+    alias = first.args.get("table")
+    if alias is None:
+        table = tables[0] if len(tables) == 1 else None
+    else:
+        table = next((t for t in tables if t.alias == identifier_name(alias)), None)
+    return RangeKey(key_columns[0], table.log, identifier_name(first.this), grouped=True) if table else None
+
+
+def _unambiguous(select: exp.Select, alias: str, column: str) -> bool:
+    """A projected key column counts only when it is qualified by its alias (joins reuse names)."""
+    for projection in select.selects:
+        target = projection.this if isinstance(projection, exp.Alias) else projection
+        if (isinstance(target, exp.Column) and isinstance(target.this, exp.Identifier)
+                and identifier_name(target.this) == column and target.args.get("table")
+                and identifier_name(target.args["table"]) == alias):
+            return True
+    return False
+
+
+def _output_for(select: exp.Select, group: exp.Expression) -> str | None:
+    """The output column that carries a GROUP BY expression unchanged, if any."""
+    for projection in select.selects:
+        target = projection.this if isinstance(projection, exp.Alias) else projection
+        if target == group:
+            if isinstance(projection, exp.Alias):
+                return identifier_name(projection.args["alias"])
+            if isinstance(target, exp.Column) and isinstance(target.this, exp.Identifier):
+                return identifier_name(target.this)
+    return None

@@ -1,0 +1,118 @@
+"""Subquery expressions (EXISTS, IN, scalar) as lineage: the table each reads and the condition
+that ties its rows to the rows of the outer query's FROM items."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from mvlog.sql.sqltree import DIALECT, TableRef, from_items, identifier_name, item_alias, join_side, table_refs
+
+
+@dataclass(frozen=True)
+class SemiJoin:
+    """The tables a subquery expression reads (inner-joined, all conditions in ``condition``),
+    joined to the view's FROM items in its lineage by ``condition``: a combination of their rows
+    can change the subquery's value for a view row only if it satisfies the condition with that
+    row, before or after the change; so a changed row matters only inside such a combination."""
+
+    tables: tuple[TableRef, ...]
+    condition: exp.Expression
+
+
+def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[tuple[str, str]]
+                     ) -> tuple[list[SemiJoin], list[str]]:
+    """The table each subquery expression of ``select`` reads, and the condition that ties its
+    rows to the FROM items' rows (or why a subquery cannot be keyed). Renames a subquery's alias
+    that another table of the view already uses."""
+    taken = {t.alias for t in tables}
+    semi_joins, reasons = [], []
+    for inner in [s for s in select.find_all(exp.Select) if s is not select]:
+        if inner.find_ancestor(exp.Select) is not select:
+            continue  # nested deeper: the enclosing subquery is refused below
+        holder = inner.parent.parent if isinstance(inner.parent, exp.Subquery) else inner.parent
+        if isinstance(inner.parent, exp.Subquery) and isinstance(holder, (exp.From, exp.Join)):
+            continue  # a derived table: the FROM check gives its reason
+        refs, why = _inner_tables(inner)
+        if why:
+            reasons.append(why)
+            continue
+        for i, ref in enumerate(refs):
+            if ref.alias in taken:
+                refs[i] = _rename_subquery_alias(inner, ref, taken)
+            taken.add(refs[i].alias)
+        where = inner.args.get("where")
+        conditions = [j.args["on"].copy() for j in inner.args.get("joins") or [] if j.args.get("on") is not None]
+        conditions += [where.this.copy()] if where is not None else []
+        null_sensitive = False
+        if isinstance(holder, exp.In) and holder.args.get("query") is inner.parent:
+            outer = holder.this.expressions if isinstance(holder.this, exp.Tuple) else [holder.this]
+            values = [p.this if isinstance(p, exp.Alias) else p for p in inner.selects]
+            if len(outer) != len(values):
+                reasons.append("an IN subquery must return as many columns as it is compared with")
+                continue
+            if _positive(holder, select) or all(_not_null(e, not_null) for e in outer + values):
+                conditions.insert(0, exp.and_(*[exp.EQ(this=v.copy(), expression=o.copy())
+                                                for v, o in zip(values, outer)]))
+            else:  # a NULL anywhere in the subquery's rows makes NOT IN NULL: all of them matter
+                null_sensitive = True
+        elif not isinstance(holder, exp.Exists) and not isinstance(inner.parent, exp.Subquery):
+            reasons.append("subqueries other than EXISTS, IN and scalar subqueries are not incrementally maintainable")
+            continue
+        condition = exp.and_(*conditions) if conditions else None
+        columns = list(condition.find_all(exp.Column)) if condition is not None else []
+        aliases = {ref.alias for ref in refs}
+        outer_refs = [c for c in columns if identifier_name(c.args.get("table") or "") not in aliases]
+        if len(outer_refs) in (0, len(columns)):
+            if null_sensitive:
+                reasons.append(f"{holder.sql(DIALECT)[:80]} is not incrementally maintainable: under NOT or outside "
+                               f"WHERE, IN depends on NULLs in all its subquery's rows; declare the compared columns "
+                               f"NOT NULL or write (NOT) EXISTS")
+            else:
+                reasons.append("a subquery that does not relate its rows to the outer query's rows (an uncorrelated "
+                               "subquery) is not incrementally maintainable: every view row would depend on every "
+                               "row it reads")
+            continue
+        semi_joins.append(SemiJoin(tuple(refs), condition))
+    return semi_joins, reasons
+
+
+def _inner_tables(inner: exp.Select) -> tuple[list[TableRef], str | None]:
+    """The tables a subquery reads, if they are tables joined by inner or comma joins with ON (an
+    outer join's NULL-extended rows would hold no key of a partner that appears), or why not."""
+    joins = inner.args.get("joins") or []
+    if (any(not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier) for item in from_items(inner))
+            or any(s is not inner for s in inner.find_all(exp.Select))):
+        return [], "a subquery over a subquery, a function or VALUES is not incrementally maintainable"
+    if any(join_side(j) not in ("INNER", "CROSS") or j.args.get("using") for j in joins):
+        return [], ("a subquery with an outer join or a join with USING is not incrementally maintainable "
+                    "(write its joins as inner joins with ON)")
+    return table_refs(inner), None
+
+
+def _rename_subquery_alias(inner: exp.Select, ref: TableRef, taken: set[str]) -> TableRef:
+    """Inside a subquery its own alias shadows the outer query's; in the lineage both are joined."""
+    new = next(f"{ref.alias}_{i}" for i in range(2, 1000) if f"{ref.alias}_{i}" not in taken)
+    table = next(item for item in from_items(inner) if item_alias(item) == ref.alias)
+    table.set("alias", exp.TableAlias(this=exp.to_identifier(new, quoted=True)))
+    for column in inner.find_all(exp.Column):
+        if column.args.get("table") is not None and identifier_name(column.args["table"]) == ref.alias:
+            column.set("table", exp.to_identifier(new, quoted=True))
+    return TableRef(ref.schema, ref.name, new)
+
+
+def _positive(node: exp.Expression, select: exp.Select) -> bool:
+    """Whether ``node`` is reached from ``select``'s WHERE through AND, OR and parentheses only:
+    there a NULL and a FALSE drop the row alike."""
+    parent = node.parent
+    while isinstance(parent, (exp.And, exp.Or, exp.Paren)):
+        parent = parent.parent
+    return isinstance(parent, exp.Where) and parent.parent is select
+
+
+def _not_null(expression: exp.Expression, not_null: set[tuple[str, str]]) -> bool:
+    if isinstance(expression, exp.Literal):
+        return True
+    return (isinstance(expression, exp.Column) and expression.args.get("table") is not None
+            and (identifier_name(expression.args["table"]), identifier_name(expression.this)) in not_null)

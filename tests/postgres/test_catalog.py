@@ -1,0 +1,109 @@
+"""mvlog's catalog on a real PostgreSQL (no Spark): registration, view state, locks, history, purge horizon."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import datetime, timezone
+
+import pytest
+
+from mvlog.apply import Registration
+from mvlog.errors import ConcurrentRefreshError, UsageError
+from mvlog.model import RefreshMethod
+from mvlog.spark.warehouse import WriteCounts
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def registered(db, make_project):
+    """A project whose view ``v`` is registered (apply's catalog step only: nothing is built)."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    project = make_project(["t"], [{"name": "v", "query": "SELECT id, a FROM t"}])
+    with pytest.raises(UsageError, match="not installed in this database yet"):
+        project.catalog.check()
+    report = Registration()
+    with project.source.transaction() as cur:
+        project.registrar.register(cur, report)
+    assert (report.logs_created, report.views_registered) == (["public.t"], ["v"])
+    return project
+
+
+def test_a_registered_view_waits_for_its_build_and_pins_its_log(registered):
+    catalog = registered.catalog
+    catalog.check()
+    state = catalog.view_state("v")
+    assert state.last_snaptime is None and state.needs_complete == "the view is new"
+    assert catalog.unbuilt_views() == {"v"}
+    assert [v["staleness"] for v in registered.status()["views"]] == ["needs_complete"]
+    log = registered.logs.registered()["public.t"]
+    stamp = datetime(2026, 11, 22, 3, 1, 2, 123456, tzinfo=timezone.utc)
+    with registered.source.transaction() as cur:
+        assert catalog.dependents(cur, log) == ["v"]
+        assert catalog.purge_horizon(cur, log) is None  # v never refreshed: nothing may be purged
+        catalog.record_refresh(cur, "v", stamp, RefreshMethod.COMPLETE, 0, None)
+        assert catalog.purge_horizon(cur, log) == stamp
+    state = catalog.view_state("v")
+    assert (state.last_snaptime, state.needs_complete, state.row_count) == (stamp, None, 0)
+    assert catalog.unbuilt_views() == set()
+    with registered.source.transaction() as cur:
+        assert catalog.unregister(cur, "v") == registered.config.view_location("v")
+        assert catalog.unregister(cur, "v") is None
+        assert catalog.purge_horizon(cur, log) is None  # nobody reads it and it was never stamped
+    with pytest.raises(UsageError, match="view v is not registered yet"):
+        catalog.view_state("v")
+
+
+def test_a_view_lock_refuses_a_second_holder_until_released(registered):
+    catalog = registered.catalog
+    with catalog.lock_views(["v"]):
+        with pytest.raises(ConcurrentRefreshError) as busy:
+            with catalog.lock_views(["v"], wait=0.2):
+                pass
+        # The holder is named by its process and host, and when it took the lock.
+        assert busy.value.holder.startswith(f"pid {os.getpid()} on {socket.gethostname()} since "), busy.value.holder
+        assert str(busy.value).startswith("view v is being refreshed by pid ") and busy.value.transient
+    with catalog.lock_views(["v"]):
+        pass
+
+
+def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
+    catalog = registered.catalog
+    stamp = datetime(2026, 11, 22, 3, 1, 2, tzinfo=timezone.utc)
+    done = catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
+    catalog.history_end(done, WriteCounts(3, 1, 1, 1), method=RefreshMethod.COMPLETE, reason="a table was truncated")
+    catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
+    catalog.close_interrupted(["v"])
+    newest, oldest = registered.history("v")
+    assert (newest.status, newest.method) == ("failed", "fast")
+    assert newest.error == "interrupted: the refresh process ended before finishing"
+    assert (oldest.status, oldest.method, oldest.reason, oldest.keys_read, oldest.rows_deleted) == (
+        "succeeded", "complete", "a table was truncated", 3, 1)
+    assert isinstance(oldest.seconds, float) and oldest.seconds >= 0
+    data = oldest.to_json()
+    assert data["snaptime"] == stamp.isoformat() and data["error"] is None and data["id"] == done
+    with pytest.raises(UsageError, match="view nope is not registered"):
+        registered.history("nope")
+
+
+def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
+    """A catalog of version 2 (before refresh_history.delta_version) is refused by name; installing
+    again (what 'mvlog apply' does) upgrades it in place, keeping the history."""
+    catalog = registered.catalog
+    stamp = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    first = catalog.history_start("v", RefreshMethod.COMPLETE, "the view is new", stamp)
+    catalog.history_end(first, WriteCounts(rows_inserted=3, version=0))
+    db.execute("ALTER TABLE mvlog.refresh_history DROP COLUMN delta_version")
+    db.execute("DELETE FROM mvlog.schema_version WHERE version >= 3")
+    with pytest.raises(UsageError, match="catalog in this database is version 2, this mvlog needs 4; run 'mvlog apply'"):
+        catalog.check()
+    with registered.source.transaction() as cur:
+        catalog.install(cur)
+    catalog.check()
+    # A refresh that wrote nothing keeps the version its predecessor recorded; one that failed has none.
+    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(version=7))
+    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts())
+    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(), error="boom")
+    assert [(h.status, h.delta_version, h.rows_inserted) for h in catalog.history("v")] == [
+        ("failed", None, 0), ("succeeded", 7, 0), ("succeeded", 7, 0), ("succeeded", None, 3)]

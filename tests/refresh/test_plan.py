@@ -1,0 +1,147 @@
+"""Refresh planning: fast or complete and why, after the stamp, partitions (pure, no database)."""
+
+from __future__ import annotations
+
+import pytest
+
+from facts import LOG, T0, shape
+from mvlog.sql.analysis import analyze
+from mvlog.config import RefreshMethod
+from mvlog.errors import RefreshError
+from mvlog.model import ColumnStats
+from mvlog.model import WindowSize
+from mvlog.plan import (COMPLETE_MIN_KEYS, ROWS_PER_PARTITION, after_stamp, needs_complete,
+                        partition_predicates, plan_refresh, schema_drift, with_partitions)
+from mvlog.sql.shaping import shape_view
+
+
+def test_force_falls_back_to_complete_with_the_reason():
+    s = shape_view("v", analyze("SELECT id FROM orders LIMIT 3"), {"orders": LOG})
+    plan = plan_refresh(s, "/wh/v", RefreshMethod.FORCE, T0, None, True)
+    assert plan.method == "complete" and "LIMIT" in plan.reason
+
+
+def test_fast_on_an_impossible_view_is_an_error():
+    s = shape_view("v", analyze("SELECT id, now() FROM orders"), {"orders": LOG})
+    with pytest.raises(RefreshError, match="cannot be fast-refreshed: the non-deterministic function"):
+        plan_refresh(s, "/wh/v", RefreshMethod.FAST, T0, None, True)
+
+
+@pytest.mark.parametrize(
+    ("since", "needs", "exists", "reason"),
+    [
+        (None, None, True, "has not been built yet"),
+        (T0, None, False, "Delta table is missing"),
+        (T0, "the query changed", True, "the query changed"),
+    ],
+)
+def test_complete_when_state_requires_it(since, needs, exists, reason):
+    plan = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.FORCE, since, needs, exists)
+    assert plan.method == "complete" and reason in plan.reason
+    assert "method: complete" in plan.describe()
+
+
+def test_complete_requested():
+    plan = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
+    assert plan.method == "complete" and plan.read_sql() == plan.shape.select_sql
+
+
+def test_partitions_split_by_histogram_bounds_and_cover_every_value_once():
+    s = shape("SELECT id AS order_id, amount FROM orders")
+    histogram = tuple(str(v) for v in range(0, 10_000_001, 100_000))  # 101 bounds, 100 buckets
+    predicates = partition_predicates(s, ColumnStats(histogram, 10_000_000, 10_000_000))
+    assert len(predicates) == 10_000_000 // ROWS_PER_PARTITION
+    assert predicates[0] == "\"order_id\" < '500000' OR \"order_id\" IS NULL"
+    assert predicates[1] == "\"order_id\" >= '500000' AND \"order_id\" < '1000000'"
+    assert predicates[-1] == "\"order_id\" >= '9500000'"
+    # Repeated bounds (a skewed column) are split at once, not into empty ranges.
+    skewed = partition_predicates(s, ColumnStats(("0",) + ("1",) * 50 + ("2",) * 50, 10_000_000, 10_000_000))
+    assert skewed == ("\"order_id\" < '1' OR \"order_id\" IS NULL",
+                      "\"order_id\" >= '1' AND \"order_id\" < '2'", "\"order_id\" >= '2'")
+
+
+def test_small_tables_and_missing_statistics_read_in_one_piece():
+    s = shape("SELECT id AS order_id, amount FROM orders")
+    assert partition_predicates(s, None) == ()
+    assert partition_predicates(s, ColumnStats(("1", "50", "100"), ROWS_PER_PARTITION / 2, 100)) == ()
+    grouped = shape("SELECT customer_id, count(*) AS n FROM orders GROUP BY customer_id")
+    many_rows_few_groups = ColumnStats(tuple(str(v) for v in range(101)), 10_000_000, 1000)
+    assert partition_predicates(grouped, many_rows_few_groups) == ()
+
+
+def test_force_switches_to_complete_only_for_large_windows_of_large_tables():
+    from mvlog.plan import COMPLETE_ABOVE_FRACTION, COMPLETE_MIN_KEYS, cheaper_complete
+
+    big = 10 * COMPLETE_MIN_KEYS / COMPLETE_ABOVE_FRACTION
+    small_change = WindowSize("public.orders", int(big * COMPLETE_ABOVE_FRACTION) - 1, big)
+    assert cheaper_complete([small_change]) is None
+    large_change = WindowSize("public.customers", int(big * COMPLETE_ABOVE_FRACTION), big)
+    reason = cheaper_complete([small_change, large_change])
+    assert reason is not None and "public.customers" in reason and "10%" in reason
+    # A small table changed entirely is still cheap to refresh fast; unknown sizes never switch.
+    assert cheaper_complete([WindowSize("public.t", COMPLETE_MIN_KEYS - 1, COMPLETE_MIN_KEYS - 1)]) is None
+    assert cheaper_complete([WindowSize("public.t", 10**9, -1)]) is None
+
+
+def test_plan_json_reports_the_partitioned_read():
+    import dataclasses
+    import json
+
+    s = shape("SELECT id AS order_id, amount FROM orders")
+    plan = plan_refresh(s, "/wh/v", RefreshMethod.COMPLETE, None, None, True)
+    histogram = tuple(str(v) for v in range(0, 2_000_001, 100_000))
+    plan = dataclasses.replace(plan, partitions=partition_predicates(s, ColumnStats(histogram, 2_000_000, 2_000_000)))
+    data = json.loads(json.dumps(plan.to_json()))
+    assert data["method"] == "complete" and data["partition_column"] == "order_id"
+    assert data["partitions"] == list(plan.partitions) and len(data["partitions"]) == 4
+    fast = plan_refresh(s, "/wh/v", RefreshMethod.FORCE, T0, None, True).to_json()
+    assert fast["partitions"] == [] and fast["partition_column"] is None and fast["since"] == T0.isoformat()
+
+
+def fast_plan(refresh: RefreshMethod = RefreshMethod.FORCE):
+    return plan_refresh(shape("SELECT id AS order_id, amount FROM orders"), "/wh/v", refresh, T0, None, True)
+
+
+def test_after_the_stamp_a_truncated_table_makes_force_complete_and_fast_refuse():
+    plan = fast_plan()
+    assert after_stamp(plan, RefreshMethod.FORCE, [], []) is plan  # nothing new: the same plan
+    complete = after_stamp(plan, RefreshMethod.FORCE, ["table public.orders was truncated"], [])
+    assert complete.method is RefreshMethod.COMPLETE and complete.reason == "table public.orders was truncated"
+    assert plan.method is RefreshMethod.FAST  # a new plan; the old one is unchanged
+    with pytest.raises(RefreshError, match=r"cannot be fast-refreshed: table public.orders was truncated; "
+                                           r"run 'mvlog refresh --complete v'"):
+        after_stamp(fast_plan(RefreshMethod.FAST), RefreshMethod.FAST, ["table public.orders was truncated"], [])
+
+
+def test_after_the_stamp_only_force_switches_for_a_large_window():
+    large = [WindowSize("public.orders", 10 * COMPLETE_MIN_KEYS, 10 * COMPLETE_MIN_KEYS)]
+    switched = after_stamp(fast_plan(), RefreshMethod.FORCE, [], large)
+    assert switched.method is RefreshMethod.COMPLETE and "a complete refresh is cheaper" in switched.reason
+    kept = after_stamp(fast_plan(RefreshMethod.FAST), RefreshMethod.FAST, [], large)
+    assert kept.method is RefreshMethod.FAST
+    complete = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
+    assert after_stamp(complete, RefreshMethod.COMPLETE, ["table public.orders was truncated"], large) is complete
+
+
+def test_partitions_apply_to_complete_plans_only():
+    histogram = tuple(str(v) for v in range(0, 2_000_001, 100_000))
+    stats = ColumnStats(histogram, 2_000_000, 2_000_000)
+    assert with_partitions(fast_plan(), stats).partitions == ()
+    complete = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
+    assert len(with_partitions(complete, stats).partitions) == 4 and complete.partitions == ()
+
+
+def test_why_a_view_needs_a_complete_refresh():
+    assert needs_complete(None, (), False, None) is None
+    assert needs_complete("the view is new", ("public.t",), True, None) == "the view is new"
+    assert needs_complete(None, ("public.t", "public.u"), True, None) == "the primary key of public.t changed"
+    assert needs_complete(None, (), True, None) == "the columns of its query changed"
+    assert needs_complete(None, (), True, ("ALTER TABLE", "public.t")) == \
+        "the columns of its query changed (ALTER TABLE on public.t)"
+
+
+def test_schema_drift_compares_column_names_in_any_order():
+    assert schema_drift("/wh/v", None, ("a", "b")) is None  # no table: planned as missing instead
+    assert schema_drift("/wh/v", ["b", "a"], ("a", "b")) is None
+    assert schema_drift("/wh/v", ["b", "a", "_mvlog_row_hash"], ("a", "b")) is None  # mvlog's, not the query's
+    assert schema_drift("/wh/v", ["a"], ("a", "b")) == "the columns of /wh/v differ from the query's columns"

@@ -1,0 +1,88 @@
+"""The Spark session factory: Spark Connect URLs, their secrets, an unreachable server."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from mvlog.config import SparkConfig
+from mvlog.errors import SetupError
+from mvlog.spark.session import _host_port, build_session, remote_secrets, remote_url, session_conf
+
+
+def test_remote_url_comes_from_the_yaml_else_spark_remote(monkeypatch, tmp_path):
+    from mvlog.spark import engine
+
+    monkeypatch.setenv(engine.ENGINE_DIR_ENV, str(tmp_path))  # no engine runs here
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert remote_url(SparkConfig()) is None
+    monkeypatch.setenv("SPARK_REMOTE", "sc://env-host:1")
+    assert remote_url(SparkConfig()) == "sc://env-host:1"
+    assert remote_url(SparkConfig(remote="sc://yaml-host:2")) == "sc://yaml-host:2"
+
+
+def test_a_config_without_master_or_remote_uses_the_running_engine_and_says_so(monkeypatch, tmp_path):
+    import json
+    import os
+
+    import mvlog.spark.session
+    from mvlog.spark import engine
+    from mvlog.config import load_config
+    from mvlog.project import Project
+
+    monkeypatch.setenv(engine.ENGINE_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    (tmp_path / "engine.json").write_text(json.dumps({  # a live process stands in for the server
+        "pid": os.getpid(), "host": "127.0.0.1", "port": 15999, "started_at": "2026-11-25T00:00:00+00:00",
+        "log": str(tmp_path / "engine.log"), "master": "local[2]"}))
+    assert remote_url(SparkConfig()) == "sc://127.0.0.1:15999"
+    assert remote_url(SparkConfig(conf={"spark.sql.shuffle.partitions": "2"})) == "sc://127.0.0.1:15999"
+    assert remote_url(SparkConfig(master="local[*]")) is None  # an explicit master wins
+    assert remote_url(SparkConfig(remote="sc://yaml-host:2")) == "sc://yaml-host:2"
+
+    (tmp_path / "mvlog.yaml").write_text("source: {dsn: 'host=127.0.0.1 port=1 dbname=x'}\nwarehouse: ./wh\n")
+    opened = []
+    monkeypatch.setattr(mvlog.spark.session, "build_session", lambda config: opened.append(remote_url(config)) or object())
+    lines: list[str] = []
+    Project(load_config(tmp_path / "mvlog.yaml"), progress=lines.append).warehouse
+    assert opened == ["sc://127.0.0.1:15999"]
+    assert lines[0].startswith("using the running mvlog engine at sc://127.0.0.1:15999"), lines
+    (tmp_path / "engine.json").unlink()
+    assert remote_url(SparkConfig()) is None
+
+
+@pytest.mark.parametrize(("url", "address"), [
+    ("sc://127.0.0.1:15099", ("127.0.0.1", 15099)),
+    ("sc://engine", ("engine", 15002)),
+    ("sc://[::1]:99", ("::1", 99)),
+])
+def test_host_and_port_of_a_connect_url(url, address):
+    assert _host_port(url) == address
+
+
+def test_connect_url_secrets_are_its_credential_values():
+    url = "sc://h:443/;use_ssl=true;token=abc123;x-api-key=k9;user_id=ann"
+    assert remote_secrets(url) == ["abc123", "k9"]
+    assert remote_secrets("sc://h:443") == [] and remote_secrets(None) == []
+
+
+def test_session_settings_include_the_jars_and_required_delta_settings():
+    conf = session_conf(SparkConfig(conf={"spark.jars.packages": "org.example:extra:1.0",
+                                          "spark.sql.extensions": "something.Else"}))
+    packages = conf["spark.jars.packages"].split(",")
+    assert packages[0].startswith("io.delta:delta-spark_") and "org.example:extra:1.0" in packages
+    assert any(p.startswith("org.postgresql:postgresql:") for p in packages)
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"  # required wins
+
+
+@pytest.mark.timeout(120)  # the Connect client alone would retry for minutes
+def test_an_unreachable_connect_server_fails_at_once_and_transiently():
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(SetupError) as info:
+        build_session(SparkConfig(remote=f"sc://127.0.0.1:{port}/;token=s3cret"))
+    assert info.value.transient
+    assert str(info.value).startswith(f"cannot reach the Spark Connect server sc://127.0.0.1:{port}:")
+    assert "s3cret" not in str(info.value)
