@@ -39,7 +39,7 @@ NOT_A_TABLE = {
 
 def sql_dir() -> Path:
     """The directory of mvlog's .sql files (packaged, or the repository's ``sql/``)."""
-    packaged = resources.files("mvlog") / "sql"
+    packaged = resources.files("mvlog") / "resources" / "sql"
     if packaged.is_dir():
         return Path(str(packaged))
     return Path(__file__).resolve().parents[3] / "sql"
