@@ -31,15 +31,16 @@ GRANT INSERT, UPDATE ON mvlog.refresh_history TO mvlog_refresh;
 GRANT USAGE ON SEQUENCE mvlog.refresh_history_id_seq TO mvlog_refresh;
 GRANT EXECUTE ON FUNCTION mvlog.analyze(regclass) TO mvlog_refresh;
 
--- Logs (stamp = UPDATE, purge = DELETE, read = SELECT) and key maps (maintained with DELETE and
--- INSERT, rebuilt with TRUNCATE and INSERT): the ones that exist now ...
+-- Logs (stamp = UPDATE, purge = DELETE, read = SELECT), key maps and the group tables of
+-- aggregates kept by deltas (maintained with DELETE, UPDATE and INSERT, rebuilt with TRUNCATE and
+-- INSERT): the ones that exist now ...
 DO $$
 DECLARE
     t record;
 BEGIN
     FOR t IN SELECT c.relname FROM pg_class AS c
              WHERE c.relnamespace = 'mvlog'::regnamespace AND c.relkind = 'r'
-               AND (c.relname LIKE 'mlog$%' OR c.relname LIKE 'keys$%')
+               AND (c.relname LIKE 'mlog$%' OR c.relname LIKE 'keys$%' OR c.relname LIKE 'groups$%')
     LOOP
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON mvlog.%I TO mvlog_refresh', t.relname);
     END LOOP;

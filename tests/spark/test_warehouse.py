@@ -171,16 +171,19 @@ def _merge_scans(spark, run) -> list[str]:
     status store: what each scan of the table actually read)."""
     import re
 
-    def plans():
+    def plans() -> dict[int, str]:
+        # By execution id: the store keeps the last spark.sql.ui.retainedExecutions only, which a
+        # long test session's shared Spark has long passed.
         executions = spark._jsparkSession.sharedState().statusStore().executionsList().iterator()
-        found = []
+        found = {}
         while executions.hasNext():
-            found.append(executions.next().physicalPlanDescription())
+            execution = executions.next()
+            found[execution.executionId()] = execution.physicalPlanDescription()
         return found
 
-    before = len(plans())
+    before = max(plans(), default=-1)
     run()
-    schemas = [m for p in plans()[before:] for m in re.findall(r"ReadSchema: (struct<[^\n]*>)", p)]
+    schemas = [m for i, p in plans().items() if i > before for m in re.findall(r"ReadSchema: (struct<[^\n]*>)", p)]
     return [s for s in schemas if not s.startswith("struct<txn:")]  # Delta's own log reads
 
 

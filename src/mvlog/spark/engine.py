@@ -122,10 +122,11 @@ def server_command(config: SparkConfig, host: str, port: int) -> list[str]:
 
 
 def default_address(config: SparkConfig) -> tuple[str, int]:
-    """Where to listen when not told: spark.remote's port if it names this machine, else 15002."""
-    from mvlog.spark.session import _host_port, remote_address, remote_url
+    """Where to listen when not told: spark.remote's (or $SPARK_REMOTE's) port if it names this
+    machine, else 15002. A running engine does not count: it is the one being started, or in the way."""
+    from mvlog.spark.session import _host_port, configured_remote, remote_address
 
-    url = remote_url(config)
+    url = configured_remote(config)
     if url:
         host, port = _host_port(remote_address(url))
         if host in ("127.0.0.1", "localhost", "::1"):
