@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg2
 from psycopg2 import sql
 
-from mvlog import fingerprint
+from mvlog.ops import fingerprint
 from mvlog.config import load_config
 from mvlog.postgres.pgtemp import TempPostgres
 from mvlog.project import Project

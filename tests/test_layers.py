@@ -1,7 +1,8 @@
 """The package's layers: imports only point down, and each layer keeps to its drivers.
 
 ``mvlog.sql`` is pure (no psycopg2, no pyspark), ``mvlog.postgres`` never imports pyspark,
-``mvlog.spark`` never psycopg2 (it is handed JDBC options); none imports the pipeline above it.
+``mvlog.spark`` never psycopg2 (it is handed JDBC options); none imports the pipeline above it;
+``mvlog.ops`` (verify, freshness, metrics) reads the pipeline but never the facade or the CLI.
 Checked on the source (every import statement, also inside functions; ``TYPE_CHECKING`` blocks
 are annotations only), and by importing each pure module in a fresh interpreter.
 """
@@ -22,6 +23,9 @@ ALLOWED = {  # layer -> (mvlog modules or packages it may import, third-party ro
     "sql": ({"mvlog.sql"} | BASE, {"psycopg2", "pyspark", "py4j"}),
     "postgres": ({"mvlog.postgres", "mvlog.sql"} | BASE, {"pyspark", "py4j"}),
     "spark": ({"mvlog.spark"} | BASE, {"psycopg2"}),
+    # Operations: over the pipeline and the layers below it; never the facade or the commands.
+    "ops": ({"mvlog.ops", "mvlog.sql", "mvlog.postgres", "mvlog.spark", "mvlog.plan", "mvlog.apply",
+             "mvlog.refresh"} | BASE, set()),
 }
 
 

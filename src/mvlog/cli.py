@@ -227,7 +227,7 @@ def schedule(ctx: click.Context, metrics_port: int | None, metrics_host: str) ->
 
     metrics = None
     if metrics_port is not None:
-        from mvlog.metrics import SchedulerMetrics
+        from mvlog.ops.metrics import SchedulerMetrics
 
         metrics = SchedulerMetrics()
         metrics.serve(metrics_port, metrics_host)

@@ -18,7 +18,7 @@ from mvlog.sql.analysis import analyze
 from mvlog.apply import Registrar, Registration
 from mvlog.postgres.catalog import Catalog, HistoryRow
 from mvlog.config import Config, ViewConfig, load_config
-from mvlog.freshness import Freshness
+from mvlog.ops.freshness import Freshness
 from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
 from mvlog import plan as planner
 from mvlog.postgres.logs import Logs
@@ -32,7 +32,7 @@ from mvlog.model import LogInfo, Occupant
 from mvlog.spark.warehouse import Warehouse
 
 if TYPE_CHECKING:
-    from mvlog.verify import VerifyResult
+    from mvlog.ops.verify import VerifyResult
     from mvlog.sql.explain import Explanation
 
 
@@ -267,14 +267,14 @@ class Project:
         return log_list
 
     def lags(self, names: list[str]) -> dict[str, float | None]:
-        """The current lag of each named view (see :mod:`mvlog.freshness`)."""
+        """The current lag of each named view (see :mod:`mvlog.ops.freshness`)."""
         return self.freshness.lags(names)
 
     def verify(self, names: list[str] | None = None, sample: int | None = None, repair: bool = False,
                refresh: bool = False) -> list["VerifyResult"]:
         """Compare views with their queries (``sample``: about that many rows each; None: all);
-        ``refresh`` first; ``repair``: re-merge mismatched keys. See :mod:`mvlog.verify`."""
-        from mvlog.verify import Verifier
+        ``refresh`` first; ``repair``: re-merge mismatched keys. See :mod:`mvlog.ops.verify`."""
+        from mvlog.ops.verify import Verifier
 
         views = self._select_views(names)
         self.catalog.check()

@@ -12,7 +12,7 @@ from mvlog.errors import redact
 from mvlog.refresh import RefreshResult
 
 if TYPE_CHECKING:
-    from mvlog.verify import VerifyResult
+    from mvlog.ops.verify import VerifyResult
 
 NUMBERS = ("keys", "inserted", "updated", "deleted", "rows", "seconds")
 

@@ -30,7 +30,7 @@ from mvlog.project import Project
 from mvlog.render import duration_text, result_line
 
 if TYPE_CHECKING:
-    from mvlog.metrics import SchedulerMetrics
+    from mvlog.ops.metrics import SchedulerMetrics
 
 
 FRESHNESS_POLL_MIN = 1.0  # seconds between freshness checks: a tenth of the target, within these bounds

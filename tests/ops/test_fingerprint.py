@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mvlog import fingerprint
+from mvlog.ops import fingerprint
 from mvlog.errors import UsageError
-from mvlog.fingerprint import Column
+from mvlog.ops.fingerprint import Column
 from mvlog.model import ROW_HASH_COLUMN
 
 from spark.test_warehouse_types import ROW, SETUP, TABLE, VALUES

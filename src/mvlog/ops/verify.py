@@ -6,7 +6,7 @@ for the view in that snapshot (else a refresh is between its Delta commit and it
 verify looks again). Changes logged after that stamp are not mismatches: the view keys they
 affect (found as a fast refresh finds them) are *pending* and left out on both sides.
 
-Every row is reduced to a fingerprint (:mod:`mvlog.fingerprint`). ``--full`` compares count and
+Every row is reduced to a fingerprint (:mod:`mvlog.ops.fingerprint`). ``--full`` compares count and
 fingerprint sums per bucket of view keys (256 numbers a side), then the fingerprints of the
 mismatching buckets' rows; a sample compares the fingerprints of every row in random buckets
 holding about N rows. Either way PostgreSQL computes the query once; only fingerprints travel.
@@ -25,13 +25,13 @@ from typing import Any, Callable
 from psycopg2 import sql
 from sqlglot import exp
 
-from mvlog import fingerprint
+from mvlog.ops import fingerprint
 from mvlog.sql import union
 from mvlog.apply import Registrar
 from mvlog.postgres.catalog import Catalog
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import MvlogError, UsageError, WarehouseError
-from mvlog.fingerprint import KEY_HASH, ROW_HASH, Column
+from mvlog.ops.fingerprint import KEY_HASH, ROW_HASH, Column
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import StampedSnapshot
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN, RefreshMethod
