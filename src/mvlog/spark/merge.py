@@ -1,6 +1,6 @@
 """The MERGE of a fast refresh: staged rows, the unchanged-row test, retries after a lost commit
 race (a mixin of :class:`mvlog.spark.warehouse.Warehouse`, which provides ``spark``, ``_fail``,
-``_commit_settings`` and the history)."""
+``_commit_settings``, ``_session_commit_version`` and the history)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ class Merging:
     _fail: Any  # Warehouse._fail
     _commit_settings: Any  # Warehouse._commit_settings
     _own_commit: Any  # DeltaHistory._own_commit
+    _session_commit_version: Any  # Warehouse._session_commit_version
 
     def stage(self, df: Any) -> "Staged":
         """Read ``df`` from PostgreSQL exactly once, into executor memory (spilling to disk).
@@ -129,6 +130,7 @@ class Merging:
                         # The source is staged already: Delta need not materialize it again.
                         with self._commit_settings(metadata, txn, MERGE_CONF):
                             rows = self.spark.sql(statement).collect()
+                            version = self._session_commit_version()
                         break
                     except Exception as exc:
                         if attempt == MERGE_ATTEMPTS or not _lost_commit_race(exc):
@@ -139,12 +141,11 @@ class Merging:
             raise
         except Exception as exc:
             raise self._fail(f"merging into {location} failed", exc) from None
-        try:
-            version = _int_or_none((self._own_commit(location, metadata) or {}).get("version"))
-        except Exception as exc:
-            raise self._fail(f"reading the history of {location} failed", exc) from None
         if not rows:  # Delta skipped the commit: this (txnAppId, txnVersion) was applied already
-            return WriteCounts(version=version)
+            try:
+                return WriteCounts(version=_int_or_none((self._own_commit(location, metadata) or {}).get("version")))
+            except Exception as exc:
+                raise self._fail(f"reading the history of {location} failed", exc) from None
         row = rows[0]
         return WriteCounts(
             keys_read=staged.rows,

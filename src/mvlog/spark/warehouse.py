@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # handed in by the caller: this layer does not import psycopg
 COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+LAST_COMMIT_VERSION = "spark.databricks.delta.lastCommitVersionInSession"  # set by Delta after each commit
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 OPTIMIZE_MIN_FILE_BYTES = 1024 * 1024
 OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
@@ -66,8 +67,6 @@ class Warehouse(DeltaHistory, Merging):
             if error_class(exc) in NOT_A_DELTA_TABLE:
                 return None
             raise self._fail(f"cannot inspect {location}", exc) from None  # e.g. an unreachable object store
-
-        return self._detail(location) is not None
 
     def exists(self, location: str) -> bool:
         return self._detail(location) is not None
@@ -155,6 +154,7 @@ class Warehouse(DeltaHistory, Merging):
         settings = {COMMIT_METADATA: json.dumps({"mvlog": metadata}, default=str, sort_keys=True), **(conf or {})}
         if txn:
             settings.update({TXN_APP_ID: txn[0], TXN_VERSION: str(txn[1])})
+        self.spark.conf.unset(LAST_COMMIT_VERSION)  # so that a value read after the write is its own
         for key, value in settings.items():
             self.spark.conf.set(key, value)
         try:
@@ -162,6 +162,12 @@ class Warehouse(DeltaHistory, Merging):
         finally:
             for key in settings:
                 self.spark.conf.unset(key)
+
+    def _session_commit_version(self) -> int | None:
+        """The version of the commit this session's last write made (inside ``_commit_settings``);
+        None if the write committed nothing (no row changed, or its transaction was applied
+        before). Delta records it in the session, so no history read is needed."""
+        return _int_or_none(self.spark.conf.get(LAST_COMMIT_VERSION, None))
 
     def replace(self, location: str, df: Any, metadata: dict, txn: tuple[str, int] | None = None,
                 key_columns: tuple[str, ...] = (), change_feed: bool = False) -> WriteCounts:
