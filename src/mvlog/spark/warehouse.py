@@ -89,12 +89,15 @@ class Warehouse(DeltaHistory, Merging):
         return Occupant(files=tuple(row["path"] for row in listing))
 
     def columns(self, location: str) -> list[str] | None:
-        """The columns of the Delta table at ``location``; None if there is none."""
-        if not self.exists(location):
-            return None
+        """The columns of the Delta table at ``location``; None if there is none.
+
+        Only the table's metadata is read: DESCRIBE DETAIL would also count its files, which
+        costs a Spark job (0.4-0.6 s warm) that a refresh with nothing to merge never needs."""
         try:
             return list(self.spark.read.format("delta").load(location).columns)
         except Exception as exc:
+            if error_class(exc) in NOT_A_DELTA_TABLE:
+                return None
             raise self._fail(f"reading {location} failed", exc) from None
 
     def check_writable(self) -> None:
