@@ -1,12 +1,12 @@
 """The ``mvlog`` command line: thin calls into :class:`mvlog.project.Project`.
 
-One handler turns every error into ``Error: <one sentence>`` on stderr and an exit
-code: 0 success, 1 a refresh (or another runtime step) failed, 2 bad usage or config.
+What the commands print is :mod:`mvlog.cli_output`'s. One handler turns every error into
+``Error: <one sentence>`` on stderr and an exit code: 0 success, 1 a refresh (or another
+runtime step) failed, 2 bad usage or config.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import traceback
 from dataclasses import dataclass
@@ -14,14 +14,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
+from mvlog.cli_output import (emit_json, err, out, print_apply_report, print_engine, print_explain, print_history,
+                              print_results, print_status)
 from mvlog.errors import MvlogError, redact
 
-# Not a terminal (a pipe, a log file): wide enough that tables are not squeezed.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 # How long `mvlog refresh` waits for a view another process is refreshing before it skips it:
 # an overlapping cron or Airflow run usually finishes within it, and this run then takes the rest.
 DEFAULT_WAIT = 60.0
@@ -61,10 +58,6 @@ def _project(ctx: click.Context):
     return state.project
 
 
-def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-c", "--config", "config", metavar="FILE", envvar="MVLOG_CONFIG",
               help="Configuration file (default: ./mvlog.yaml, or $MVLOG_CONFIG).")
@@ -83,30 +76,9 @@ def cli(ctx: click.Context, config: str | None, debug: bool, quiet: bool) -> Non
 def apply(ctx: click.Context) -> None:
     """Install the mvlog schema, create logs and triggers, register and build views (idempotent)."""
     report = _project(ctx).apply()
-    for table in report.logs_created:
-        out.print(f"log created on {table}")
-    for table in report.logs_unchanged:
-        out.print(f"log on {table} is up to date")
-    for note in report.logs_skipped:
-        out.print(f"not logged: {note}")
-    for name in report.views_registered:
-        out.print(f"view {name} registered")
-    for name in report.views_unregistered:
-        out.print(f"view {name} is no longer in the configuration: unregistered (its Delta table is kept)")
-    _print_results(ctx, report.builds)
-    for table in report.tables_registered:
-        out.print(f"catalog table {table} registered")
-    for name, enabled in report.change_feeds.items():
-        out.print(f"view {name}: change data feed turned {'on' if enabled else 'off'}")
+    print_apply_report(report, _state(ctx).secrets)
     if any(r.error for r in report.builds):
         ctx.exit(1)
-
-
-def _print_results(ctx: click.Context, results: list) -> None:
-    from mvlog.render import results_table
-
-    if results:
-        out.print(results_table(results, _state(ctx).secrets))
 
 
 @cli.command()
@@ -126,9 +98,9 @@ def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: s
     results = _project(ctx).refresh(list(views) or None, complete=complete, group=group, concurrency=concurrency,
                                     wait=wait)
     if as_json:
-        _emit_json([r.to_json() for r in results])
+        emit_json([r.to_json() for r in results])
     else:
-        _print_results(ctx, results)
+        print_results(results, _state(ctx).secrets)
     failed = [r for r in results if r.error]
     if failed:
         state = _state(ctx)
@@ -144,32 +116,11 @@ def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: s
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Per view: staleness, pending changes, last refresh, rows. Per log: size and oldest change."""
-    from mvlog.render import duration_text, freshness_text
-
     data = _project(ctx).status()
     if as_json:
-        _emit_json(data)
-        return
-    views = Table(title="views", show_edge=False, title_justify="left")
-    for column in ("view", "class", "refresh", "staleness", "lag", "freshness (last day)", "pending", "rows",
-                   "last refresh", "location"):
-        views.add_column(column)
-    for v in data["views"]:
-        color = {"fresh": "green", "stale": "yellow"}.get(v["staleness"], "red")
-        views.add_row(v["name"], v["class"], v["refresh"], f"[{color}]{v['staleness']}[/{color}]",
-                      duration_text(v["lag_seconds"]), freshness_text(v),
-                      str(v["pending_log_rows"]), "" if v["rows"] is None else str(v["rows"]),
-                      f"{v['last_refresh'] or 'never'} ({v['last_method'] or '-'})", v["location"])
-    out.print(views)
-    logs = Table(title="logs", show_edge=False, title_justify="left")
-    for column in ("table", "log", "rows", "bytes", "oldest unconsumed change", "pinned by", "covers"):
-        logs.add_column(column)
-    for log in data["logs"]:
-        covers = f"{len(log['partitions'])} partitions" if log["partitions"] else "the table"
-        logs.add_row(log["table"], log["log"], str(log["rows"]), str(log["bytes"]),
-                     log["oldest_unconsumed_change"] or "-", ", ".join(log["pinned_by"]) or "-",
-                     covers + (f"; NOT {log['not_covered']}" if log["not_covered"] else ""))
-    out.print(logs)
+        emit_json(data)
+    else:
+        print_status(data)
 
 
 @cli.command()
@@ -181,7 +132,7 @@ def plan(ctx: click.Context, view: str, as_json: bool, complete: bool) -> None:
     """Show how the next refresh of VIEW would run, without running it."""
     p = _project(ctx).plan(view, complete=complete)
     if as_json:
-        _emit_json(p.to_json())
+        emit_json(p.to_json())
     else:
         out.print(p.describe(), markup=False)
 
@@ -194,18 +145,9 @@ def explain(ctx: click.Context, view: str, as_json: bool) -> None:
     """Which refresh capabilities VIEW has, and why not (like Oracle's EXPLAIN_MVIEW)."""
     result = _project(ctx).explain(view)
     if as_json:
-        _emit_json(result.to_json())
-        return
-    out.print(f"view {result.view}: {result.view_class}, refresh {result.refresh}, "
-              f"key {', '.join(result.key) or '-'}, tables {', '.join(result.base_tables)}"
-              + (f" (through PostgreSQL views {', '.join(result.pg_views)}, expanded)" if result.pg_views else ""),
-              markup=False)
-    table = Table(show_edge=False)
-    for column in ("capability", "possible", "reason"):
-        table.add_column(column, no_wrap=column != "reason")
-    for cap in result.capabilities:
-        table.add_row(cap.name, "[green]Y[/green]" if cap.possible else "[red]N[/red]", cap.reason)
-    out.print(table)
+        emit_json(result.to_json())
+    else:
+        print_explain(result)
 
 
 @cli.command()
@@ -254,7 +196,7 @@ def verify(ctx: click.Context, views: tuple[str, ...], sample: int, full: bool, 
 
     results = _project(ctx).verify(list(views) or None, None if full else sample, repair, refresh_first)
     if as_json:
-        _emit_json([r.to_json() for r in results])
+        emit_json([r.to_json() for r in results])
     else:
         out.print(verify_table(results, _state(ctx).secrets))
     bad = [r for r in results if r.status in ("mismatch", "failed")]
@@ -274,19 +216,9 @@ def history(ctx: click.Context, view: str, limit: int, as_json: bool) -> None:
     """Recent refreshes of VIEW: when, how, why, what changed, errors."""
     rows = [row.to_json() for row in _project(ctx).history(view, limit)]
     if as_json:
-        _emit_json(rows)
-        return
-    table = Table(show_edge=False)
-    for column in ("started", "seconds", "status", "method", "snaptime", "version", "keys", "inserted", "updated",
-                   "deleted", "reason / error"):
-        table.add_column(column, no_wrap=column != "reason / error")
-    for r in rows:
-        table.add_row(r["started_at"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["status"],
-                      r["method"] or "-", r["snaptime"] or "",
-                      *[str(r[k] if r[k] is not None else "") for k in
-                        ("delta_version", "keys_read", "rows_inserted", "rows_updated", "rows_deleted")],
-                      _state(ctx).redact(r["error"]) if r["error"] else (r["reason"] or ""))
-    out.print(table)
+        emit_json(rows)
+    else:
+        print_history(rows, _state(ctx).redact)
 
 
 @cli.command()
@@ -341,16 +273,6 @@ def _engine_spark_config(ctx: click.Context):
     return load_config(state.config).spark
 
 
-def _print_engine(info, as_json: bool, verb: str, flag: str = "running") -> None:
-    if as_json:
-        _emit_json({flag: info is not None, **(info.to_json() if info else {})})
-    elif info is None:
-        out.print("no engine is running", markup=False)
-    else:
-        out.print(f"engine {verb}: {info.remote} (pid {info.pid}, master {info.master}, since {info.started_at}); "
-                  f"log {info.log}", markup=False)
-
-
 @engine.command("start")
 @click.option("--host", default=None, help="Address to listen on (default: 127.0.0.1, loopback only).")
 @click.option("--port", type=int, default=None, help="Port (default: spark.remote's port, else 15002).")
@@ -364,7 +286,7 @@ def engine_start(ctx: click.Context, host: str | None, port: int | None, as_json
     if not as_json:
         err.print("starting the Spark Connect engine (the first start downloads Delta's jars)", markup=False)
     info = engines.start(config, host, port)
-    _print_engine(info, as_json, "listening on")
+    print_engine(info, as_json, "listening on")
 
 
 @engine.command("stop")
@@ -373,7 +295,7 @@ def engine_stop(as_json: bool) -> None:
     """Stop the running engine."""
     from mvlog.spark import engine as engines
 
-    _print_engine(engines.stop(), as_json, "stopped, was", flag="stopped")
+    print_engine(engines.stop(), as_json, "stopped, was", flag="stopped")
 
 
 @engine.command("status")
@@ -384,7 +306,7 @@ def engine_status(ctx: click.Context, as_json: bool) -> None:
     from mvlog.spark import engine as engines
 
     info = engines.status()
-    _print_engine(info, as_json, "running at")
+    print_engine(info, as_json, "running at")
     if info is None:
         ctx.exit(3)
 

@@ -1,0 +1,119 @@
+"""What the ``mvlog`` commands print: the two consoles, the reports of ``apply`` and ``refresh``,
+the tables of ``status``, ``explain`` and ``history``, the engine's line, and ``--json`` output.
+
+:mod:`mvlog.cli` parses the options, calls the project and decides the exit code; this module
+turns what the project returns into text. :mod:`mvlog.render` is imported only when a table is
+printed, so that ``mvlog --help`` loads none of the refresh machinery it imports.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+# Not a terminal (a pipe, a log file): wide enough that tables are not squeezed.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def emit_json(data: Any) -> None:
+    """Print ``data`` as indented JSON with sorted keys (``--json``)."""
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def print_results(results: list, secrets: list[str]) -> None:
+    """The table of refresh results, if there are any."""
+    from mvlog.render import results_table
+
+    if results:
+        out.print(results_table(results, secrets))
+
+
+def print_apply_report(report, secrets: list[str]) -> None:
+    """What ``mvlog apply`` did: logs, views registered, builds, catalog tables, change feeds."""
+    for table in report.logs_created:
+        out.print(f"log created on {table}")
+    for table in report.logs_unchanged:
+        out.print(f"log on {table} is up to date")
+    for note in report.logs_skipped:
+        out.print(f"not logged: {note}")
+    for name in report.views_registered:
+        out.print(f"view {name} registered")
+    for name in report.views_unregistered:
+        out.print(f"view {name} is no longer in the configuration: unregistered (its Delta table is kept)")
+    print_results(report.builds, secrets)
+    for table in report.tables_registered:
+        out.print(f"catalog table {table} registered")
+    for name, enabled in report.change_feeds.items():
+        out.print(f"view {name}: change data feed turned {'on' if enabled else 'off'}")
+
+
+def print_status(data: dict) -> None:
+    """The ``views`` and ``logs`` tables of ``mvlog status``."""
+    from mvlog.render import duration_text, freshness_text
+
+    views = Table(title="views", show_edge=False, title_justify="left")
+    for column in ("view", "class", "refresh", "staleness", "lag", "freshness (last day)", "pending", "rows",
+                   "last refresh", "location"):
+        views.add_column(column)
+    for v in data["views"]:
+        color = {"fresh": "green", "stale": "yellow"}.get(v["staleness"], "red")
+        views.add_row(v["name"], v["class"], v["refresh"], f"[{color}]{v['staleness']}[/{color}]",
+                      duration_text(v["lag_seconds"]), freshness_text(v),
+                      str(v["pending_log_rows"]), "" if v["rows"] is None else str(v["rows"]),
+                      f"{v['last_refresh'] or 'never'} ({v['last_method'] or '-'})", v["location"])
+    out.print(views)
+    logs = Table(title="logs", show_edge=False, title_justify="left")
+    for column in ("table", "log", "rows", "bytes", "oldest unconsumed change", "pinned by", "covers"):
+        logs.add_column(column)
+    for log in data["logs"]:
+        covers = f"{len(log['partitions'])} partitions" if log["partitions"] else "the table"
+        logs.add_row(log["table"], log["log"], str(log["rows"]), str(log["bytes"]),
+                     log["oldest_unconsumed_change"] or "-", ", ".join(log["pinned_by"]) or "-",
+                     covers + (f"; NOT {log['not_covered']}" if log["not_covered"] else ""))
+    out.print(logs)
+
+
+def print_explain(result) -> None:
+    """A view's class, key and tables, then its capabilities table (possible or not, and why)."""
+    out.print(f"view {result.view}: {result.view_class}, refresh {result.refresh}, "
+              f"key {', '.join(result.key) or '-'}, tables {', '.join(result.base_tables)}"
+              + (f" (through PostgreSQL views {', '.join(result.pg_views)}, expanded)" if result.pg_views else ""),
+              markup=False)
+    table = Table(show_edge=False)
+    for column in ("capability", "possible", "reason"):
+        table.add_column(column, no_wrap=column != "reason")
+    for cap in result.capabilities:
+        table.add_row(cap.name, "[green]Y[/green]" if cap.possible else "[red]N[/red]", cap.reason)
+    out.print(table)
+
+
+def print_history(rows: list[dict], redact: Callable[[str], str]) -> None:
+    """The table of a view's recent refreshes (``rows``: their JSON), errors redacted."""
+    table = Table(show_edge=False)
+    for column in ("started", "seconds", "status", "method", "snaptime", "version", "keys", "inserted", "updated",
+                   "deleted", "reason / error"):
+        table.add_column(column, no_wrap=column != "reason / error")
+    for r in rows:
+        table.add_row(r["started_at"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["status"],
+                      r["method"] or "-", r["snaptime"] or "",
+                      *[str(r[k] if r[k] is not None else "") for k in
+                        ("delta_version", "keys_read", "rows_inserted", "rows_updated", "rows_deleted")],
+                      redact(r["error"]) if r["error"] else (r["reason"] or ""))
+    out.print(table)
+
+
+def print_engine(info, as_json: bool, verb: str, flag: str = "running") -> None:
+    """The engine (``info``; None: no engine) as one line, or as JSON with ``flag`` saying whether there is one."""
+    if as_json:
+        emit_json({flag: info is not None, **(info.to_json() if info else {})})
+    elif info is None:
+        out.print("no engine is running", markup=False)
+    else:
+        out.print(f"engine {verb}: {info.remote} (pid {info.pid}, master {info.master}, since {info.started_at}); "
+                  f"log {info.log}", markup=False)
