@@ -15,9 +15,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import yaml
 
-from mvlog.config import parse_config
+from mvlog.config import load_config, parse_config
 from mvlog.postgres.pgtemp import free_port
 from mvlog.errors import ConfigError
+from mvlog.project import Project
 from mvlog.schedule import units_of
 
 pytestmark = pytest.mark.integration
@@ -60,7 +61,7 @@ def wait_for_line(lines: list[str], text: str, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def test_schedule_refreshes_on_cron_and_stops_cleanly(db, tmp_path):
+def test_schedule_refreshes_on_cron_and_stops_cleanly(db, spark, tmp_path):
     db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t SELECT g, g FROM generate_series(1, 50) g")
     config = tmp_path / "mvlog.yaml"
     config.write_text(yaml.safe_dump({
@@ -73,7 +74,9 @@ def test_schedule_refreshes_on_cron_and_stops_cleanly(db, tmp_path):
     env = {**os.environ, "TZ": "UTC"}
     run = lambda *args: subprocess.run([sys.executable, "-m", "mvlog", "-q", "-c", str(config), *args],  # noqa: E731
                                        capture_output=True, text=True, env=env, timeout=300)
-    assert run("apply").returncode == 0
+    with Project(load_config(config)) as project:  # the build, in the test session's Spark
+        assert project.warehouse.spark is spark
+        assert [r.error for r in project.apply().builds] == [None, None]
     last_id = db.execute("SELECT coalesce(max(id), 0) FROM mvlog.refresh_history")[0][0]
     scheduler = subprocess.Popen([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "schedule"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -33,7 +33,7 @@ VIEWS = [
      "query": "SELECT grp, count(*) AS n, sum(qty) AS qty FROM items GROUP BY grp"},
     {"name": "big_items", "refresh": "fast", "group": "g", "query": "SELECT id, qty FROM items WHERE qty > 10"},
 ]
-PAUSE = 30  # seconds the first refresh holds its views after stamping
+PAUSE = 18  # seconds the first refresh holds its views after stamping
 
 
 def mvlog(config: Path, *args: str, **env: str) -> subprocess.Popen:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -28,7 +29,8 @@ VIEWS = [
      "query": "SELECT a.id, b.name, a.balance FROM accounts a JOIN branches b ON b.id = a.branch"},
 ]
 WRITERS = 3
-SECONDS = 45
+# Long enough for several group refreshes under load; deep runs (the thorough profile) soak longer.
+SECONDS = 150 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 25
 
 
 class Writer(threading.Thread):
