@@ -12,6 +12,7 @@ import os
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import psycopg2
@@ -43,6 +44,7 @@ def examples(n: int) -> int:
     (an explicit ``max_examples`` would otherwise override the profile's)."""
     return n * 5 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else n
 
+ORACLE_THREADS = 4  # views checked at once by assert_views_match
 REAL_PARTS = {"pg", "db", "spark", "make_project", "connect_engine"}  # fixtures that start PostgreSQL or Spark
 
 
@@ -192,6 +194,16 @@ def assert_view_matches(project, view: str) -> None:
     want, have = Counter(map(_comparable, expected.collect())), Counter(map(_comparable, actual.collect()))
     missing, extra = list((want - have).elements()), list((have - want).elements())
     assert not missing and not extra, f"{view}: missing from Delta {missing[:5]}, extra in Delta {extra[:5]}"
+
+
+def assert_views_match(project, views) -> None:
+    """The oracle for several views (names or view dicts) at once: their Spark jobs overlap, as a
+    refresh's do (each check waits on JDBC, Delta's log and the driver more than on the cores)."""
+    names = [v["name"] if isinstance(v, dict) else v for v in views]
+    with ThreadPoolExecutor(ORACLE_THREADS) as pool:
+        futures = [pool.submit(assert_view_matches, project, name) for name in names]
+    for future in futures:  # every check ran; the first failure (in the order given) is raised
+        future.result()
 
 
 def _comparable(value):

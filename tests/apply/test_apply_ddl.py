@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import assert_view_matches
+from conftest import assert_views_match
 
 pytestmark = pytest.mark.integration
 
@@ -55,8 +55,7 @@ def test_a_new_unused_column_is_harmless_but_reaches_select_star(ddl_project, db
     assert results["star"] == ("complete", None)
     star = ddl_project.warehouse.spark.read.format("delta").load(ddl_project.config.view_location("star"))
     assert "d" in star.columns
-    for view in VIEWS:
-        assert_view_matches(ddl_project, view["name"])
+    assert_views_match(ddl_project, VIEWS)
 
 
 def test_a_retyped_column_forces_complete_or_fails_fast(ddl_project, db):
@@ -68,8 +67,7 @@ def test_a_retyped_column_forces_complete_or_fails_fast(ddl_project, db):
     assert results["agg_on_c"].method == "fast"  # it does not use b
     assert staleness(ddl_project)["uses_ab_fast"] == "needs_complete"
     ddl_project.refresh(["uses_ab_fast"], complete=True)
-    for view in VIEWS:
-        assert_view_matches(ddl_project, view["name"])
+    assert_views_match(ddl_project, VIEWS)
 
 
 def test_a_dropped_or_renamed_column_makes_views_invalid(ddl_project, db):
@@ -98,8 +96,7 @@ def test_a_changed_primary_key(ddl_project, db):
     results = {r.view: r for r in ddl_project.refresh()}
     assert {r.method for r in results.values()} == {"fast"} and not any(r.error for r in results.values()), \
         [(r.view, r.method, r.reason, r.error) for r in results.values()]
-    for view in VIEWS:
-        assert_view_matches(ddl_project, view["name"])
+    assert_views_match(ddl_project, VIEWS)
 
 
 def test_a_dropped_table(ddl_project, db):

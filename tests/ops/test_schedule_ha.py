@@ -15,7 +15,7 @@ import time
 import pytest
 import yaml
 
-from conftest import assert_view_matches
+from conftest import assert_views_match
 from mvlog.config import load_config
 from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE
 from mvlog.project import Project
@@ -147,5 +147,4 @@ def test_two_schedulers_share_the_views_and_survive_a_sigkill(db, tmp_path, conn
     assert 1 <= len(interrupted) <= 2
     assert {e for *_, e in interrupted} == {"interrupted: the refresh process ended before finishing"}
     with Project(load_config(config)) as project:
-        for view in ("copy", "sums"):
-            assert_view_matches(project, view)
+        assert_views_match(project, ("copy", "sums"))

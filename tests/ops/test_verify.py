@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import assert_view_matches, refresh_ok
+from conftest import assert_view_matches, assert_views_match, refresh_ok
 from mvlog.cli import main
 from mvlog.spark.sparksql import delta_table
 
@@ -93,8 +93,7 @@ def test_verify_finds_exactly_the_corrupted_keys_and_repair_mends_them(project, 
     after = {r.view: r for r in project.verify(sample=None)}
     assert {r.status for r in after.values()} == {"ok"}, after
     refresh_ok(project)
-    for view in ("items", "per_label"):
-        assert_view_matches(project, view)
+    assert_views_match(project, ("items", "per_label"))
 
 
 def test_cli_exit_code_and_json(project, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg2
 import pytest
 
-from conftest import assert_view_matches
+from conftest import assert_views_match
 from mvlog.config import SourceConfig
 from mvlog.errors import SourceError
 from mvlog.project import Project
@@ -58,13 +58,11 @@ def test_writer_and_refresh_roles(pg, db, make_project):
     with Project(config) as project:
         results = project.refresh()
         assert [(r.method, r.error) for r in results] == [("fast", None)] * 3
-        for view in VIEWS:
-            assert_view_matches(project, view["name"])
+        assert_views_match(project, VIEWS)
         assert [r.error for r in project.refresh(complete=True)] == [None] * 3
         db.execute("UPDATE orders SET customer_id = 1 WHERE id = 7")
         assert [(r.method, r.error) for r in project.refresh()] == [("fast", None)] * 3
-        for view in VIEWS:
-            assert_view_matches(project, view["name"])
+        assert_views_match(project, VIEWS)
         assert {v["staleness"] for v in project.status()["views"]} == {"fresh"}
         project.purge()
         with pytest.raises(SourceError, match=r"permission denied for database .*\(mvlog apply needs the rights of the owner"):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import assert_view_matches, refresh_ok
+from conftest import assert_views_match, refresh_ok
 from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration
@@ -77,8 +77,7 @@ def shop(db, make_project):
 def check_fast(project, views=VIEWS) -> None:
     results = refresh_ok(project)
     assert {r.method for r in results.values()} == {"fast"}, {r.view: r.reason for r in results.values()}
-    for view in views:
-        assert_view_matches(project, view["name"])
+    assert_views_match(project, views)
 
 
 def fast_capability(explained: dict) -> dict:
@@ -124,8 +123,7 @@ def test_views_over_views_are_fast_and_a_redefinition_is_picked_up(shop, db):
     status = {v["name"]: v for v in shop.status()["views"]}
     assert status["v_active"]["staleness"] == "needs_complete"
     results = refresh_ok(shop, complete=True)
-    for view in VIEWS:
-        assert_view_matches(shop, view["name"])
+    assert_views_match(shop, VIEWS)
     db.execute("UPDATE customers SET tier = 'gold' WHERE id = 2")
     check_fast(shop)
     # DROP of a view in use (CASCADE, with gold_customers) makes the views that read it invalid.
@@ -149,8 +147,7 @@ def test_views_postgres_does_not_merge_are_complete_only_and_missing_logs_name_t
     db.execute("UPDATE customers SET active = true, tier = 'gold'")
     results = refresh_ok(project)
     assert results["v_secure"].method == "complete"
-    for view in views:
-        assert_view_matches(project, view["name"])
+    assert_views_match(project, views)
     # A view over a table without a log: the error names the table, not the view.
     project = make_project(["customers"], [{"name": "v", "query": "SELECT * FROM big_orders"}])
     with pytest.raises(ConfigError, match=r"views\[0\] \(v\): table public.orders has no materialized view log"):

@@ -12,7 +12,7 @@ import time
 import pytest
 import yaml
 
-from conftest import assert_view_matches
+from conftest import assert_views_match
 from mvlog.config import load_config
 from mvlog.faults import POINTS
 from mvlog.project import Project
@@ -78,8 +78,7 @@ def test_sigkill_at_every_point_then_refresh_converges(db, tmp_path, connect_eng
             results = project.refresh()
             assert [r.error for r in results] == [None] * len(VIEWS), (point, results)
             assert {r.method for r in results} == {"fast"}, point
-            for view in VIEWS:
-                assert_view_matches(project, view["name"])
+            assert_views_match(project, VIEWS)
             assert db.execute("SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0] == 0
             # Every log row was consumed by every view, and purged.
             for log in project.logs.registered().values():

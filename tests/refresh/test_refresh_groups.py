@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import mvlog.refresh
-from conftest import assert_view_matches
+from conftest import assert_views_match
 
 pytestmark = pytest.mark.integration
 
@@ -61,5 +61,4 @@ def test_a_commit_during_a_group_refresh_is_all_or_nothing_in_the_group(db, make
     results = project.refresh(group="bank")
     assert [r.error for r in results] == [None, None]
     assert detail_by_branch(project) == totals(project)
-    for view in VIEWS:
-        assert_view_matches(project, view["name"])
+    assert_views_match(project, VIEWS)

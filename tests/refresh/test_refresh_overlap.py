@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import assert_view_matches
+from conftest import assert_views_match
 from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE
 from mvlog.config import load_config
 from mvlog.project import Project
@@ -91,8 +91,7 @@ def test_overlapping_refreshes_and_a_scheduler_wait_or_skip_and_exit_0(db, tmp_p
     assert {(r["status"], r["method"]) for r in json.loads(out)} == {("succeeded", "fast")}
     project = Project(load_config(config))  # C stamped after every write: the views are exact now
     try:
-        for view in VIEWS:
-            assert_view_matches(project, view["name"])
+        assert_views_match(project, VIEWS)
     finally:
         project.close()
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SPARK_MODES, assert_view_matches, examples, refresh_ok, stats_after, table_stats
+from conftest import SPARK_MODES, assert_view_matches, assert_views_match, examples, refresh_ok, stats_after, table_stats
 from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration
@@ -35,8 +35,7 @@ SIMPLE_VIEWS = [
 
 
 def check_all(project, views=SIMPLE_VIEWS) -> None:
-    for view in views:
-        assert_view_matches(project, view["name"])
+    assert_views_match(project, views)
 
 
 # -- random DML ---------------------------------------------------------------------------
@@ -244,8 +243,7 @@ def test_complete_and_force_methods(db, make_project):
     assert results["v_force"].method == "fast"
     assert results["v_complete"].method == "complete"
     assert results["v_other"].method == "complete" and "LIMIT" in results["v_other"].reason
-    for v in views:
-        assert_view_matches(project, v["name"])
+    assert_views_match(project, views)
 
 
 def test_force_refreshes_completely_when_the_window_changed_much_of_a_table(db, make_project, monkeypatch):
@@ -264,8 +262,7 @@ def test_force_refreshes_completely_when_the_window_changed_much_of_a_table(db, 
     results = refresh_ok(project)
     assert results["v_force"].method == "complete" and "20% of public.items" in results["v_force"].reason
     assert results["v_fast"].method == "fast"  # refresh: fast asked for it
-    for v in views:
-        assert_view_matches(project, v["name"])
+    assert_views_match(project, views)
 
 
 def test_views_mvlog_cannot_refresh_fast_refresh_completely(db, make_project):
@@ -283,8 +280,7 @@ def test_views_mvlog_cannot_refresh_fast_refresh_completely(db, make_project):
     db.execute("UPDATE items SET qty = qty + 1 WHERE id < 5; UPDATE other SET grp = 2")
     results = refresh_ok(project)
     assert {r.view: r.method for r in results.values()} == {"cte_v": "complete", "sub_v": "complete"}
-    for view in views:
-        assert_view_matches(project, view["name"])
+    assert_views_match(project, views)
     status = {v["name"]: v for v in project.status()["views"]}
     assert status["sub_v"]["base_tables"] == ["public.items", "public.other"]  # the subquery's table too
     # A table read only inside a subquery or CTE needs its log as well.

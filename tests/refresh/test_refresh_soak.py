@@ -10,7 +10,7 @@ import time
 import psycopg2
 import pytest
 
-from conftest import assert_view_matches
+from conftest import assert_views_match
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -130,8 +130,7 @@ def test_writers_during_refreshes_lose_nothing_and_groups_agree(db, make_project
     assert [w.error for w in writers] == [None] * WRITERS
     results = project.refresh(group="bank")
     assert [r.error for r in results] == [None] * len(VIEWS)
-    for view in VIEWS:
-        assert_view_matches(project, view["name"])
+    assert_views_match(project, VIEWS)
     statements = sum(w.statements for w in writers)
     transactions = sum(w.transactions for w in writers)
     longest = max(w.longest for w in writers)

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import pytest
 
 import mvlog.plan
-from conftest import assert_view_matches, refresh_ok
+from conftest import assert_view_matches, assert_views_match, refresh_ok
 
 pytestmark = pytest.mark.integration
 
@@ -63,8 +63,7 @@ def test_complete_refresh_reads_in_key_ranges_and_merge_skips_untouched_files(db
     assert len(partitions["big_orders"]) == 20 and len(partitions["tag_values"]) == 6
     assert len(partitions["per_customer"]) == 2  # ~200 groups
     assert "IS NULL" in partitions["per_customer"][0]
-    for view in VIEWS:
-        assert_view_matches(project, view["name"])
+    assert_views_match(project, VIEWS)
     files = data_files(project, "big_orders", "id")
     assert len(files) == 20
     assert sorted(files.values())[0][0] == 8 and sorted(files.values())[-1][1] == 2000
@@ -84,15 +83,13 @@ def test_complete_refresh_reads_in_key_ranges_and_merge_skips_untouched_files(db
     assert {name: r.method for name, r in results.items()} == {"big_orders": "fast", "tag_values": "fast"}
     assert results["big_orders"].rows_updated == 50 and results["big_orders"].rows_inserted == 10
     refresh_ok(project, ["per_customer"])  # the NULL group and others changed: found through IS NULL
-    for view in VIEWS:
-        assert_view_matches(project, view["name"])
+    assert_views_match(project, VIEWS)
 
     # Keys spread over the whole range, and deletes: every file may be touched, still exact.
     db.execute("DELETE FROM orders WHERE id % 97 = 0; UPDATE orders SET customer_id = NULL WHERE id % 101 = 0;"
                "DELETE FROM tags WHERE v % 50 = 0")
     refresh_ok(project)
-    for view in VIEWS:
-        assert_view_matches(project, view["name"])
+    assert_views_match(project, VIEWS)
 
     # Maintenance: OPTIMIZE folds the files the refreshes left into files ordered by the key
     # again; nothing changes in the view, and fast refresh goes on. (Without deletion vectors a
@@ -103,8 +100,7 @@ def test_complete_refresh_reads_in_key_ranges_and_merge_skips_untouched_files(db
     assert done.startswith(f"{files} compacted into 1 "), done  # ZORDER rewrites even one file
     after = data_files(project, "big_orders", "id")
     assert len(after) == 1
-    for view in VIEWS:
-        assert_view_matches(project, view["name"])
+    assert_views_match(project, VIEWS)
     db.execute("UPDATE orders SET amount = 0 WHERE id < 100")
     assert refresh_ok(project, ["big_orders"])["big_orders"].rows_deleted == 91
     assert_view_matches(project, "big_orders")
@@ -228,3 +224,36 @@ def test_merge_leaves_unchanged_rows_alone_and_its_scans_read_keys_and_row_hash_
                              row_hash=False)
     assert (counts.rows_inserted, counts.rows_updated, counts.rows_deleted) == (1, 2, 1)
     assert spark.read.format("delta").load(legacy).columns == ["id", "a", "b", "c"]
+
+
+@pytest.mark.parametrize("spark_mode", ["local", "connect"])
+def test_a_merge_knows_its_version_without_reading_the_history(db, make_project, monkeypatch, spark_mode):
+    """Views refreshed at once (each on a session of its own) record the version their MERGE
+    committed, told by Delta in the session; so does a MERGE that changed no row (its commit
+    records the refresh's transaction)."""
+    from mvlog.spark.history import DeltaHistory
+
+    db.execute(SCHEMA)
+    project = make_project(["orders", "tags"], VIEWS, spark_mode=spark_mode)
+    project.apply()
+    db.execute("UPDATE orders SET amount = amount + 1 WHERE id <= 20")
+    db.execute("UPDATE tags SET v = v WHERE code = 'tag-0001'")  # logged, but tag_values' row stays as it is
+
+    def no_history(self, location, metadata):
+        raise AssertionError(f"the history of {location} was read after a MERGE")
+
+    monkeypatch.setattr(DeltaHistory, "_own_commit", no_history)
+    results = refresh_ok(project)
+    monkeypatch.undo()
+    assert {r.method for r in results.values()} == {"fast"}
+    recorded = dict(db.execute(
+        "SELECT DISTINCT ON (view_name) view_name, delta_version FROM mvlog.refresh_history "
+        "WHERE status = 'succeeded' ORDER BY view_name, id DESC"))
+    for view in VIEWS:
+        newest, _ = project.warehouse.mvlog_version(project.config.view_location(view["name"]))
+        assert recorded[view["name"]] == newest, (view["name"], recorded, newest)
+        assert_view_matches(project, view["name"])
+    assert newest == 1  # tag_values: the build, then the MERGE that changed no row
+    assert (results["tag_values"].keys_read, results["tag_values"].rows_updated) == (1, 0)
+    assert results["big_orders"].rows_updated + results["big_orders"].rows_inserted == 20
+    assert results["per_customer"].rows_updated > 0

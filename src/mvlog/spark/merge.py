@@ -141,11 +141,15 @@ class Merging:
             raise
         except Exception as exc:
             raise self._fail(f"merging into {location} failed", exc) from None
-        if not rows:  # Delta skipped the commit: this (txnAppId, txnVersion) was applied already
+        # Delta skipped the commit (this transaction was applied already), or committed without
+        # telling this session: the commit is looked up in the history.
+        if not rows or (version is None and int(rows[0]["num_affected_rows"])):
             try:
-                return WriteCounts(version=_int_or_none((self._own_commit(location, metadata) or {}).get("version")))
+                version = _int_or_none((self._own_commit(location, metadata) or {}).get("version"))
             except Exception as exc:
                 raise self._fail(f"reading the history of {location} failed", exc) from None
+        if not rows:
+            return WriteCounts(version=version)
         row = rows[0]
         return WriteCounts(
             keys_read=staged.rows,
