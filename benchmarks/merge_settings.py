@@ -4,6 +4,7 @@ deletes, as many inserts), each variant timed on the same warm session, one afte
 
     python benchmarks/merge_settings.py --rows 1000000 --keys 1000 --pattern recent --repeat 4
     python benchmarks/merge_settings.py --rows 1000000 --keys 1000 --pattern random --repeat 4
+    python benchmarks/merge_settings.py --rows 1000000 --keys 1000 --pattern random --variants 6  # mvlog's settings
 
 ``--pattern recent``: the changed keys are the newest ids (one or two files); ``random``: spread
 over every file. Variants: the unchanged-row test on every column (mvlog before issue #30)
@@ -81,7 +82,11 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--pattern", choices=["recent", "random"], default="recent")
     parser.add_argument("--repeat", type=int, default=4, help="refreshes per variant (the first is not counted)")
+    parser.add_argument("--variants", default="", help="comma-separated numbers of the variants to run (1 = the "
+                        "first after the warm-up; default: all); the warm-up always runs")
     args = parser.parse_args()
+    chosen = {int(n) for n in args.variants.split(",") if n.strip()}
+    variants = [v for i, v in enumerate(VARIANTS) if i == 0 or not chosen or i in chosen]
     rng = random.Random(7)
     with TempPostgres(settings={"shared_buffers": "1GB"}) as pg, tempfile.TemporaryDirectory() as tmp:
         with psycopg2.connect(pg.dsn()) as conn, conn.cursor() as cur:
@@ -101,7 +106,7 @@ def main() -> None:
             project.apply()
             spark = project.warehouse.spark
             tracker = spark.sparkContext.statusTracker()
-            for name, on_hash, settings in VARIANTS:
+            for name, on_hash, settings in variants:
                 for key, value in settings.items():
                     spark.conf.set(key, value)
                 totals, writes, jobs, columns = [], [], [], set()
