@@ -44,6 +44,25 @@ def examples(n: int) -> int:
     (an explicit ``max_examples`` would otherwise override the profile's)."""
     return n * 5 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else n
 
+
+def varied(steps) -> bool:
+    """Whether a generated DML sequence has two kinds of operation or more. Hypothesis tries the
+    simplest sequence first: one operation repeated, often a no-op (an insert of a seed row's key),
+    which would cost an oracle a whole example, many refreshes long, for nothing."""
+    kinds: set[str] = set()
+
+    def walk(step) -> None:
+        if isinstance(step, list) or (isinstance(step, tuple) and step and step[0] == "txn"):
+            for inner in (step if isinstance(step, list) else step[1]):
+                walk(inner)
+        elif isinstance(step, tuple) and step and step[0] != "refresh":
+            kinds.add(step[0])
+
+    for step in steps:
+        walk(step)
+    return len(kinds) >= 2
+
+
 ORACLE_THREADS = 4  # views checked at once by assert_views_match
 REAL_PARTS = {"pg", "db", "spark", "make_project", "connect_engine"}  # fixtures that start PostgreSQL or Spark
 
@@ -84,7 +103,10 @@ SPARK_MODES = ["local", "connect"]
 # demo, notebook and cluster tests run mvlog's own settings, code generation included.
 TEST_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2",
                                               "spark.sql.codegen.wholeStage": "false",
-                                              "spark.sql.codegen.factoryMode": "NO_CODEGEN"}}
+                                              "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+                                              # the throughput collector: the test JVMs run thousands of
+                                              # small jobs on 2 busy cores (G1's concurrent work competes)
+                                              "spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}}
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg2
 from hypothesis import strategies as st
 
-from conftest import assert_views_match, refresh_ok
+from conftest import assert_views_match, refresh_ok, varied
 
 SCHEMA = """
 CREATE TABLE nation (id integer PRIMARY KEY, name text NOT NULL, region integer);
@@ -55,7 +55,8 @@ ops = st.one_of(
               st.tuples(st.integers(1, 2), st.sampled_from(["Chile", "Oman", "Peru"]), nation_ids)),
     st.tuples(st.just("DELETE FROM nation WHERE id = %s"), st.tuples(nation_ids)),
 )
-sequences = st.lists(st.one_of(ops, st.lists(ops, min_size=2, max_size=4), st.just("refresh")), min_size=3, max_size=12)
+sequences = st.lists(st.one_of(ops, st.lists(ops, min_size=2, max_size=4), st.just("refresh")), min_size=3,
+                     max_size=12).filter(varied)
 
 
 def build_shop(db, make_project, views: list[dict], spark_mode: str):

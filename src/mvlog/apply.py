@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import psycopg2
 import psycopg2.errors
@@ -28,6 +29,9 @@ from mvlog.sql.shape import ViewShape, downgrade
 from mvlog.sql.shaping import shape_view
 from mvlog.sql import aggdelta, keymap, rewrite, sqlgen, union
 from mvlog.postgres.source import Cursor, Source
+
+if TYPE_CHECKING:
+    from mvlog.sql.explain import Explanation
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,29 @@ class Registrar:
     def expand(self, cur: Cursor, query: str) -> Expansion:
         """``query`` with the PostgreSQL views it reads expanded to their definitions."""
         return expand_views(query, lambda schema, name: self.source.view_definition(cur, schema, name))
+
+    def explain(self, view: ViewConfig) -> "Explanation":
+        """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW): its query
+        analysed as ``apply`` would, without needing its logs to exist yet."""
+        from mvlog.sql.explain import explain
+
+        index = self.config.views.index(view)
+        with self.source.inspection() as cur:
+            try:
+                expansion = self.expand(cur, view.query)
+                analysis = analyze(expansion.query)
+            except ConfigError as exc:
+                raise ConfigError(f"views[{index}] ({view.name}): {exc}") from None
+            logs = self.declared_logs(cur)
+            missing = []
+            for ref in analysis.tables:
+                table = self.source.resolve_table(cur, ref.schema, ref.name)
+                if table is None:
+                    raise ConfigError(f"views[{index}] ({view.name}): table {ref.display} does not exist")
+                if table.oid not in logs:
+                    missing.append(table.qualified)
+            shape = None if missing else self.check_view(cur, index, view, logs, check_fast=False).shape
+        return explain(view.name, view.refresh.value, analysis, shape, missing, [v.name for v in expansion.views])
 
     def check(self, view: ViewConfig) -> ViewCheck:
         """The view against today's catalog; a query that no longer works makes the view invalid."""

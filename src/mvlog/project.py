@@ -11,14 +11,15 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from mvlog.sql.analysis import analyze
 from mvlog.apply import Registrar, Registration
-from mvlog.postgres.catalog import Catalog, HistoryRow
+from mvlog.postgres.catalog import Catalog
+from mvlog.postgres.refresh_history import HistoryRow
 from mvlog.config import Config, ViewConfig, load_config
 from mvlog.ops.freshness import Freshness
+from mvlog.ops.status import Status
 from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
 from mvlog import plan as planner
 from mvlog.postgres.logs import Logs
@@ -57,6 +58,7 @@ class Project:
         self.logs = Logs(self.source)
         self.registrar = Registrar(config, self.source, self.catalog, self.logs)
         self.freshness = Freshness(config, self.catalog, self.logs)
+        self._status = Status(config, self.catalog, self.logs, self.registrar, self.freshness)
         self.jdbc = JdbcSource.from_dsn(config.source.dsn)
         self.reporter = reporter or Reporter()
         self._message = progress
@@ -217,54 +219,11 @@ class Project:
     def status(self) -> dict[str, Any]:
         """Views (staleness, pending changes, rows) and logs (size, oldest unconsumed change)."""
         self.catalog.check()
-        logs = self.logs.registered()
-        views = []
-        for row in self.catalog.view_status_rows():
-            pending = self.logs.pending([logs[t] for t in row.tables if t in logs], row.last_snaptime)
-            needs, invalid = row.needs_complete, None
-            try:
-                view = self.config.view(row.name)
-                needs = needs or self.registrar.needs_complete(self.catalog.view_state(row.name),
-                                                               self.registrar.check(view))
-            except KeyError:
-                pass  # registered, but no longer in this configuration
-            except RefreshError as exc:
-                invalid = str(exc)
-            if invalid:
-                staleness, needs = "invalid", invalid
-            elif needs or row.last_snaptime is None:
-                staleness = "needs_complete"
-            elif pending.rows:
-                staleness = "stale"
-            else:
-                staleness = "fresh"
-            views.append({
-                "name": row.name, "location": row.location, "refresh": row.refresh, "class": row.view_class,
-                "fast_refresh": row.fast_reason is None, "why_not_fast": row.fast_reason, "group": row.group,
-                "last_refresh": row.last_refresh_at.isoformat() if row.last_refresh_at else None,
-                "last_method": row.last_method, "staleness": staleness, "needs_complete_reason": needs,
-                "pending_log_rows": pending.rows, "rows": row.row_count, "base_tables": sorted(row.tables),
-                **self.freshness.status_fields(row, pending),
-            })
-        return {"views": views, "logs": self.log_status(logs)}
+        return self._status.report()
 
     def log_status(self, logs: dict[str, LogInfo] | None = None) -> list[dict[str, Any]]:
         """Per log: rows, bytes, the oldest change some view has not consumed, views that pin it."""
-        logs = self.logs.registered() if logs is None else logs
-        now = datetime.now(timezone.utc)
-        log_list = []
-        for table, log in sorted(logs.items()):
-            found = self.catalog.log_status(log)
-            oldest = found.oldest_unconsumed
-            partitions, uncovered = self.logs.coverage(log)
-            log_list.append({
-                "table": table, "log": f"mvlog.{log.log_name}", "rows": found.rows, "bytes": found.bytes,
-                "oldest_unconsumed_change": oldest.isoformat() if oldest else None,
-                "oldest_unconsumed_age_seconds": round((now - oldest).total_seconds(), 3) if oldest else None,
-                "pinned_by": list(found.pinned_by),
-                "partitions": partitions, "not_covered": uncovered,
-            })
-        return log_list
+        return self._status.log_rows(logs)
 
     def lags(self, names: list[str]) -> dict[str, float | None]:
         """The current lag of each named view (see :mod:`mvlog.ops.freshness`)."""
@@ -287,7 +246,9 @@ class Project:
     def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
         """The most recent refreshes of a view, newest first."""
         self.catalog.check()
-        return self.catalog.history(name, limit)
+        if not self.catalog.is_registered(name):
+            raise UsageError(f"view {name} is not registered; run 'mvlog apply' first")
+        return self.catalog.refreshes.recent(name, limit)
 
     def version_as_of(self, name: str, at: datetime) -> tuple[int, datetime]:
         """The Delta version of view ``name`` that holds it as of source time ``at``, and the stamp it
@@ -296,7 +257,7 @@ class Project:
         view = self._select_views([name])[0]
         members = [v.name for v in self.config.views if view.group is not None and v.group == view.group]
         self.catalog.check()
-        found = self.catalog.versions_as_of(members or [view.name], at)
+        found = self.catalog.refreshes.versions_as_of(members or [view.name], at)
         whose = f"refresh group {view.group!r}" if members else f"view {view.name}"
         if found is None:
             raise UsageError(f"{whose} has no refresh at or before {at.isoformat()}"
@@ -312,26 +273,7 @@ class Project:
 
     def explain(self, name: str) -> "Explanation":
         """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW)."""
-        from mvlog.sql.explain import explain
-
-        view = self._select_views([name])[0]
-        index = self.config.views.index(view)
-        with self.source.inspection() as cur:
-            try:
-                expansion = self.registrar.expand(cur, view.query)
-                analysis = analyze(expansion.query)
-            except ConfigError as exc:
-                raise ConfigError(f"views[{index}] ({view.name}): {exc}") from None
-            logs = self.registrar.declared_logs(cur)
-            missing = []
-            for ref in analysis.tables:
-                table = self.source.resolve_table(cur, ref.schema, ref.name)
-                if table is None:
-                    raise ConfigError(f"views[{index}] ({view.name}): table {ref.display} does not exist")
-                if table.oid not in logs:
-                    missing.append(table.qualified)
-            shape = None if missing else self.registrar.check_view(cur, index, view, logs, check_fast=False).shape
-        return explain(view.name, view.refresh.value, analysis, shape, missing, [v.name for v in expansion.views])
+        return self.registrar.explain(self._select_views([name])[0])
 
     # -- maintenance -------------------------------------------------------------------------------
 

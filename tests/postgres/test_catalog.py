@@ -71,10 +71,10 @@ def test_a_view_lock_refuses_a_second_holder_until_released(registered):
 def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
     catalog = registered.catalog
     stamp = datetime(2026, 11, 22, 3, 1, 2, tzinfo=timezone.utc)
-    done = catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
-    catalog.history_end(done, WriteCounts(3, 1, 1, 1), method=RefreshMethod.COMPLETE, reason="a table was truncated")
-    catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
-    catalog.close_interrupted(["v"])
+    done = catalog.refreshes.start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
+    catalog.refreshes.end(done, WriteCounts(3, 1, 1, 1), method=RefreshMethod.COMPLETE, reason="a table was truncated")
+    catalog.refreshes.start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
+    catalog.refreshes.close_interrupted(["v"])
     newest, oldest = registered.history("v")
     assert (newest.status, newest.method) == ("failed", "fast")
     assert newest.error == "interrupted: the refresh process ended before finishing"
@@ -92,8 +92,8 @@ def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
     again (what 'mvlog apply' does) upgrades it in place, keeping the history."""
     catalog = registered.catalog
     stamp = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    first = catalog.history_start("v", RefreshMethod.COMPLETE, "the view is new", stamp)
-    catalog.history_end(first, WriteCounts(rows_inserted=3, version=0))
+    first = catalog.refreshes.start("v", RefreshMethod.COMPLETE, "the view is new", stamp)
+    catalog.refreshes.end(first, WriteCounts(rows_inserted=3, version=0))
     db.execute("ALTER TABLE mvlog.refresh_history DROP COLUMN delta_version")
     db.execute("DELETE FROM mvlog.schema_version WHERE version >= 3")
     with pytest.raises(UsageError, match="catalog in this database is version 2, this mvlog needs 4; run 'mvlog apply'"):
@@ -102,8 +102,8 @@ def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
         catalog.install(cur)
     catalog.check()
     # A refresh that wrote nothing keeps the version its predecessor recorded; one that failed has none.
-    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(version=7))
-    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts())
-    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(), error="boom")
-    assert [(h.status, h.delta_version, h.rows_inserted) for h in catalog.history("v")] == [
+    catalog.refreshes.end(catalog.refreshes.start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(version=7))
+    catalog.refreshes.end(catalog.refreshes.start("v", RefreshMethod.FAST, "r", stamp), WriteCounts())
+    catalog.refreshes.end(catalog.refreshes.start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(), error="boom")
+    assert [(h.status, h.delta_version, h.rows_inserted) for h in catalog.refreshes.recent("v")] == [
         ("failed", None, 0), ("succeeded", 7, 0), ("succeeded", 7, 0), ("succeeded", None, 3)]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import psycopg2
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_view_matches, assert_views_match, refresh_ok
+from conftest import assert_view_matches, assert_views_match, examples, refresh_ok, varied
 from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration
@@ -79,7 +79,7 @@ operations = st.lists(
     st.one_of(single_ops, st.tuples(st.just("txn"), st.lists(single_ops, min_size=2, max_size=4)),
               st.just(("refresh",))),
     min_size=4, max_size=16,
-)
+).filter(varied)
 
 BOUNDS = {"events_01": "FROM (0) TO (10)", "events_new": f"FROM ({ATTACHED_RANGE[0]}) TO ({ATTACHED_RANGE[1]})"}
 
@@ -146,6 +146,7 @@ def reset(db) -> None:
 
 
 @pytest.mark.slow
+@settings(max_examples=examples(2))
 @given(ops=operations)
 def test_random_dml_on_parent_and_partitions_with_attach_and_detach(events_project, db, ops):
     reset(db)

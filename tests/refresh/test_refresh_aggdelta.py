@@ -76,7 +76,7 @@ def test_fixed_scenario_moves_fans_out_empties_and_refills_groups(shop, db):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shop", ["local"], indirect=True)
-@settings(max_examples=examples(4))
+@settings(max_examples=examples(3))
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_equals_postgres(shop, db, sequence):
     random_dml_then_refresh(shop, db, sequence, VIEWS)
@@ -85,7 +85,7 @@ def test_random_dml_then_fast_refresh_equals_postgres(shop, db, sequence):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shop", ["connect"], indirect=True)
-@settings(max_examples=examples(2))
+@settings(max_examples=examples(1))
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_over_connect(shop, db, sequence):
     random_dml_then_refresh(shop, db, sequence, VIEWS)

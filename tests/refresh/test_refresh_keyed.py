@@ -151,7 +151,7 @@ def test_complete_refresh_rebuilds_the_key_map(shop, db):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shop", ["local"], indirect=True)
-@settings(max_examples=examples(3))
+@settings(max_examples=examples(2))
 @given(sequence=sequences)
 def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(shop, db, sequence):
     random_dml_then_refresh(shop, db, sequence, VIEWS)

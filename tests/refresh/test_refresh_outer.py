@@ -133,7 +133,7 @@ def test_fixed_scenario(shop, db, views):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spark_mode", ["local"])  # over Connect: the fixed scenario (same refresh code)
-@settings(max_examples=examples(2))
+@settings(max_examples=examples(1))
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_equals_postgres(shop, db, sequence):
     random_dml_then_refresh(shop, db, sequence, VIEWS)

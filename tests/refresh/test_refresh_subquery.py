@@ -93,7 +93,7 @@ def test_fixed_scenario(shop, db):
 
 
 @pytest.mark.slow
-@settings(max_examples=examples(2))
+@settings(max_examples=examples(1))
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_equals_postgres(shop, db, sequence):
     random_dml_then_refresh(shop, db, sequence, VIEWS)

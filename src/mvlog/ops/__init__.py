@@ -2,8 +2,8 @@
 
 Owns ``mvlog verify`` (``verify``: a view against its query at one snapshot, by the row
 fingerprints of ``fingerprint`` that PostgreSQL and Spark compute alike), freshness (``freshness``:
-a view's lag since its oldest unapplied change, and its ``freshness:`` status) and the
-scheduler's Prometheus metrics (``metrics``).
+a view's lag since its oldest unapplied change, and its ``freshness:`` status), ``mvlog status``
+(``status``) and the scheduler's Prometheus metrics (``metrics``).
 
 May import: the pipeline (:mod:`mvlog.apply`, :mod:`mvlog.plan`, :mod:`mvlog.refresh`), the
 layers below it (:mod:`mvlog.sql`, :mod:`mvlog.postgres`, :mod:`mvlog.spark`) and the shared

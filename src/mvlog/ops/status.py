@@ -1,0 +1,81 @@
+"""What ``mvlog status`` reports: each view's staleness, pending changes and freshness, and each
+log's size, oldest unconsumed change and the views that pin it.
+
+Read-only: the catalog's rows, the logs' pending counts and the registrar's checks (a view whose
+base tables changed shape is "invalid" or "needs_complete" before its next refresh says so).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from mvlog.apply import Registrar
+from mvlog.config import Config
+from mvlog.errors import RefreshError
+from mvlog.model import LogInfo
+from mvlog.ops.freshness import Freshness
+from mvlog.postgres.catalog import Catalog
+from mvlog.postgres.logs import Logs
+
+
+class Status:
+    """The status of one project's views and logs."""
+
+    def __init__(self, config: Config, catalog: Catalog, logs: Logs, registrar: Registrar, freshness: Freshness):
+        self.config = config
+        self.catalog = catalog
+        self.logs = logs
+        self.registrar = registrar
+        self.freshness = freshness
+
+    def report(self) -> dict[str, Any]:
+        """Views (staleness, pending changes, rows) and logs (size, oldest unconsumed change)."""
+        logs = self.logs.registered()
+        views = []
+        for row in self.catalog.view_status_rows():
+            pending = self.logs.pending([logs[t] for t in row.tables if t in logs], row.last_snaptime)
+            needs, invalid = row.needs_complete, None
+            try:
+                view = self.config.view(row.name)
+                needs = needs or self.registrar.needs_complete(self.catalog.view_state(row.name),
+                                                               self.registrar.check(view))
+            except KeyError:
+                pass  # registered, but no longer in this configuration
+            except RefreshError as exc:
+                invalid = str(exc)
+            if invalid:
+                staleness, needs = "invalid", invalid
+            elif needs or row.last_snaptime is None:
+                staleness = "needs_complete"
+            elif pending.rows:
+                staleness = "stale"
+            else:
+                staleness = "fresh"
+            views.append({
+                "name": row.name, "location": row.location, "refresh": row.refresh, "class": row.view_class,
+                "fast_refresh": row.fast_reason is None, "why_not_fast": row.fast_reason, "group": row.group,
+                "last_refresh": row.last_refresh_at.isoformat() if row.last_refresh_at else None,
+                "last_method": row.last_method, "staleness": staleness, "needs_complete_reason": needs,
+                "pending_log_rows": pending.rows, "rows": row.row_count, "base_tables": sorted(row.tables),
+                **self.freshness.status_fields(row, pending),
+            })
+        return {"views": views, "logs": self.log_rows(logs)}
+
+    def log_rows(self, logs: dict[str, LogInfo] | None = None) -> list[dict[str, Any]]:
+        """Per log: rows, bytes, the oldest change some view has not consumed, views that pin it."""
+        logs = self.logs.registered() if logs is None else logs
+        now = datetime.now(timezone.utc)
+        log_list = []
+        for table, log in sorted(logs.items()):
+            found = self.catalog.log_status(log)
+            oldest = found.oldest_unconsumed
+            partitions, uncovered = self.logs.coverage(log)
+            log_list.append({
+                "table": table, "log": f"mvlog.{log.log_name}", "rows": found.rows, "bytes": found.bytes,
+                "oldest_unconsumed_change": oldest.isoformat() if oldest else None,
+                "oldest_unconsumed_age_seconds": round((now - oldest).total_seconds(), 3) if oldest else None,
+                "pinned_by": list(found.pinned_by),
+                "partitions": partitions, "not_covered": uncovered,
+            })
+        return log_list
