@@ -1,4 +1,4 @@
-"""mvlog's catalog on a real PostgreSQL (no Spark): registration, view state, locks, history, purge horizon."""
+"""mvlog's catalog on a real PostgreSQL (no Spark): registration, view state, locks, versions, purge horizon."""
 
 from __future__ import annotations
 
@@ -8,26 +8,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from mvlog.apply import Registration
 from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import RefreshMethod
 from mvlog.spark.warehouse import WriteCounts
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def registered(db, make_project):
-    """A project whose view ``v`` is registered (apply's catalog step only: nothing is built)."""
-    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
-    project = make_project(["t"], [{"name": "v", "query": "SELECT id, a FROM t"}])
-    with pytest.raises(UsageError, match="not installed in this database yet"):
-        project.catalog.check()
-    report = Registration()
-    with project.source.transaction() as cur:
-        project.registrar.register(cur, report)
-    assert (report.logs_created, report.views_registered) == (["public.t"], ["v"])
-    return project
 
 
 def test_a_registered_view_waits_for_its_build_and_pins_its_log(registered):
@@ -66,25 +51,6 @@ def test_a_view_lock_refuses_a_second_holder_until_released(registered):
         assert str(busy.value).startswith("view v is being refreshed by pid ") and busy.value.transient
     with catalog.lock_views(["v"]):
         pass
-
-
-def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
-    catalog = registered.catalog
-    stamp = datetime(2026, 11, 22, 3, 1, 2, tzinfo=timezone.utc)
-    done = catalog.refreshes.start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
-    catalog.refreshes.end(done, WriteCounts(3, 1, 1, 1), method=RefreshMethod.COMPLETE, reason="a table was truncated")
-    catalog.refreshes.start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
-    catalog.refreshes.close_interrupted(["v"])
-    newest, oldest = registered.history("v")
-    assert (newest.status, newest.method) == ("failed", "fast")
-    assert newest.error == "interrupted: the refresh process ended before finishing"
-    assert (oldest.status, oldest.method, oldest.reason, oldest.keys_read, oldest.rows_deleted) == (
-        "succeeded", "complete", "a table was truncated", 3, 1)
-    assert isinstance(oldest.seconds, float) and oldest.seconds >= 0
-    data = oldest.to_json()
-    assert data["snaptime"] == stamp.isoformat() and data["error"] is None and data["id"] == done
-    with pytest.raises(UsageError, match="view nope is not registered"):
-        registered.history("nope")
 
 
 def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
