@@ -7,6 +7,7 @@ reuses the session's Spark.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -152,23 +153,33 @@ class Database:
         return conn
 
 
-@pytest.fixture
-def db(pg) -> Iterator[Database]:
+@contextlib.contextmanager
+def new_database(pg) -> Iterator[Database]:
+    """A fresh database on the test cluster, dropped afterwards."""
     name = "t_" + uuid.uuid4().hex[:10]
     admin = psycopg2.connect(pg.dsn())
     admin.autocommit = True
     admin.cursor().execute(f'CREATE DATABASE "{name}"')
     database = Database(pg, name)
-    yield database
-    database.conn.close()
-    admin.cursor().execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    admin.close()
+    try:
+        yield database
+    finally:
+        database.conn.close()
+        admin.cursor().execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        admin.close()
 
 
 @pytest.fixture
-def make_project(db, tmp_path, request) -> Callable[..., "Project"]:
-    """Write mvlog.yaml (logs and views given) for ``db`` and return a Project on it;
-    ``spark_mode="connect"`` runs it on the ``connect_engine`` server."""
+def db(pg) -> Iterator[Database]:
+    with new_database(pg) as database:
+        yield database
+
+
+@contextlib.contextmanager
+def project_maker(db: Database, directory, request) -> Iterator[Callable[..., "Project"]]:
+    """A function that writes mvlog.yaml (logs and views given) for ``db`` in ``directory`` and
+    returns a Project on it; ``spark_mode="connect"`` runs it on the ``connect_engine`` server.
+    The projects it made are closed afterwards."""
     from mvlog.config import load_config
     from mvlog.project import Project
 
@@ -183,20 +194,29 @@ def make_project(db, tmp_path, request) -> Callable[..., "Project"]:
             spark["remote"] = request.getfixturevalue("connect_engine").remote
         doc = {
             "source": {"dsn": db.dsn},
-            "warehouse": warehouse or str(tmp_path / "warehouse"),
+            "warehouse": warehouse or str(directory / "warehouse"),
             "spark": spark,
             "logs": [t if isinstance(t, dict) else {"table": t} for t in logs],
             "views": views,
         }
-        path = tmp_path / "mvlog.yaml"
+        path = directory / "mvlog.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False) + extra)
         project = Project(load_config(path))
         projects.append(project)
         return project
 
-    yield make
-    for project in projects:
-        project.close()
+    try:
+        yield make
+    finally:
+        for project in projects:
+            project.close()
+
+
+@pytest.fixture
+def make_project(db, tmp_path, request) -> Iterator[Callable[..., "Project"]]:
+    """Projects on ``db`` (see :func:`project_maker`)."""
+    with project_maker(db, tmp_path, request) as make:
+        yield make
 
 
 def visible_columns(columns: list[str]) -> list[str]:

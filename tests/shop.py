@@ -3,10 +3,12 @@ for the correctness oracles of join-like views."""
 
 from __future__ import annotations
 
+import contextlib
+
 import psycopg2
 from hypothesis import strategies as st
 
-from conftest import assert_views_match, refresh_ok, varied
+from conftest import assert_views_match, new_database, project_maker, refresh_ok, varied
 
 SCHEMA = """
 CREATE TABLE nation (id integer PRIMARY KEY, name text NOT NULL, region integer);
@@ -21,6 +23,7 @@ CREATE TABLE orders (
 CREATE INDEX ON orders (customer_id);
 CREATE INDEX ON orders (status);
 """
+RESET = "DELETE FROM orders; DELETE FROM customers; DELETE FROM nation;"
 SEED = """
 INSERT INTO nation VALUES (1, 'France', 1), (2, 'Japan', 2), (3, 'Peru', 1);
 INSERT INTO customers VALUES (1, 'Ada', 1, 'retail'), (2, 'Bo', 2, NULL), (3, 'Cy', 1, 'corp'), (4, 'Di', 3, 'retail');
@@ -69,6 +72,38 @@ def build_shop(db, make_project, views: list[dict], spark_mode: str):
     return project
 
 
+class SharedShop:
+    """A shop built once for the tests of a module (a build of every view costs more than a
+    refresh): ``seeded()`` hands the project over in the seed state, refreshing it back there if a
+    test before changed it; the oracles reset it themselves (``random_dml_then_refresh``)."""
+
+    def __init__(self, project, db, views: list[dict]):
+        self.project = project
+        self.db = db
+        self.views = views
+        self.seeded_state = True
+
+    def seeded(self):
+        if not self.seeded_state:
+            self.db.execute(RESET + SEED)
+            refresh_ok(self.project)
+        self.seeded_state = False  # the test about to get it changes it
+        return self.project
+
+    def changed(self):
+        """The project for a test that resets the data itself (an oracle)."""
+        self.seeded_state = False
+        return self.project
+
+
+@contextlib.contextmanager
+def shared_shop(request, pg, directory, views: list[dict], spark_mode: str):
+    """A :class:`SharedShop` in a database of its own on ``pg`` (files in ``directory``), for a
+    module-scoped fixture."""
+    with new_database(pg) as db, project_maker(db, directory, request) as make:
+        yield SharedShop(build_shop(db, make, views, spark_mode), db, views)
+
+
 def build_large_shop(db) -> None:
     """The shop's tables with 100k customers and 200k orders (two per customer), analyzed: large
     enough for PostgreSQL's planner to prefer indexes for a handful of keys."""
@@ -100,7 +135,7 @@ def check_views(project, views: list[dict]) -> None:
 def random_dml_then_refresh(project, db, sequence, views: list[dict]) -> None:
     """Run ``sequence`` (statements, transactions of them, "refresh"), refreshing fast where it
     says so and at the end; after each refresh every view equals its query in PostgreSQL."""
-    db.execute("DELETE FROM orders; DELETE FROM customers; DELETE FROM nation;" + SEED)
+    db.execute(RESET + SEED)
     refresh_ok(project)
     conn = db.connect()
     try:

@@ -7,7 +7,7 @@ import sqlglot
 from hypothesis import given, settings
 
 from conftest import SPARK_MODES, assert_view_matches, assert_views_match, examples, refresh_ok, stats_after, table_stats
-from shop import SCHEMA, build_shop, check_views, random_dml_then_refresh, sequences
+from shop import SCHEMA, check_views, random_dml_then_refresh, sequences, shared_shop
 from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration
@@ -42,12 +42,14 @@ VIEWS = [
 ]
 
 
-@pytest.fixture(params=SPARK_MODES)
-def shop(db, make_project, request):
-    return build_shop(db, make_project, VIEWS, request.param)
+@pytest.fixture(scope="module", params=SPARK_MODES)
+def built_shop(request, pg, tmp_path_factory):
+    with shared_shop(request, pg, tmp_path_factory.mktemp("shop"), VIEWS, request.param) as built:
+        yield built
 
 
-def test_fixed_scenario_join_and_aggregate(shop, db):
+def test_fixed_scenario_join_and_aggregate(built_shop):
+    shop, db = built_shop.seeded(), built_shop.db
     status = {v["name"]: v for v in shop.status()["views"]}
     assert {v: (s["class"], s["fast_refresh"]) for v, s in status.items()} == {
         "join2": ("join", True), "join3": ("join", True), "selfjoin": ("join", True),
@@ -141,8 +143,9 @@ def test_apply_has_postgresql_check_every_statement_of_a_fast_refresh(db, make_p
     assert status["fast_refresh"] is False and "operator does not exist" in status["why_not_fast"]
 
 
-@pytest.mark.parametrize("shop", ["local"], indirect=True)
-def test_complete_refresh_rebuilds_the_key_map(shop, db):
+@pytest.mark.parametrize("built_shop", ["local"], indirect=True)
+def test_complete_refresh_rebuilds_the_key_map(built_shop):
+    shop, db = built_shop.seeded(), built_shop.db
     refresh_ok(shop, complete=True)
     db.execute("UPDATE orders SET status = 'open' WHERE id = 3; DELETE FROM customers WHERE id = 1")
     assert {r.method for r in refresh_ok(shop).values()} == {"fast"}
@@ -150,19 +153,19 @@ def test_complete_refresh_rebuilds_the_key_map(shop, db):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shop", ["local"], indirect=True)
+@pytest.mark.parametrize("built_shop", ["local"], indirect=True)
 @settings(max_examples=examples(2))
 @given(sequence=sequences)
-def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(shop, db, sequence):
-    random_dml_then_refresh(shop, db, sequence, VIEWS)
+def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shop", ["connect"], indirect=True)
+@pytest.mark.parametrize("built_shop", ["connect"], indirect=True)
 @settings(max_examples=examples(1))  # the same refresh code on another session kind: fewer examples
 @given(sequence=sequences)
-def test_random_dml_on_all_tables_then_fast_refresh_over_connect(shop, db, sequence):
-    random_dml_then_refresh(shop, db, sequence, VIEWS)
+def test_random_dml_on_all_tables_then_fast_refresh_over_connect(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
 
 
 def test_aggregate_refresh_reads_only_affected_groups(db, make_project):

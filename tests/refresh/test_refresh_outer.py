@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 
 from conftest import SPARK_MODES, assert_views_match, examples, refresh_ok, stats_after, table_stats
-from shop import (build_large_shop, build_shop, check_fast_views, fast_refresh_and_check, random_dml_then_refresh,
-                  sequences)
+from shop import (build_large_shop, check_fast_views, fast_refresh_and_check, random_dml_then_refresh, sequences,
+                  shared_shop)
 
 pytestmark = pytest.mark.integration
 
@@ -102,22 +102,15 @@ CONNECT_VIEWS = [v for v in VIEWS if v["name"] in {
     "union_outer_and_total"}]
 
 
-@pytest.fixture(params=SPARK_MODES)
-def spark_mode(request):
-    return request.param
+@pytest.fixture(scope="module", params=SPARK_MODES)
+def built_shop(request, pg, tmp_path_factory):
+    views = VIEWS if request.param == "local" else CONNECT_VIEWS
+    with shared_shop(request, pg, tmp_path_factory.mktemp("shop"), views, request.param) as built:
+        yield built
 
 
-@pytest.fixture
-def views(spark_mode):
-    return VIEWS if spark_mode == "local" else CONNECT_VIEWS
-
-
-@pytest.fixture
-def shop(db, make_project, spark_mode, views):
-    return build_shop(db, make_project, views, spark_mode)
-
-
-def test_fixed_scenario(shop, db, views):
+def test_fixed_scenario(built_shop):
+    shop, db, views = built_shop.seeded(), built_shop.db, built_shop.views
     check_fast_views(shop, views)
     db.execute("INSERT INTO customers VALUES (9, 'New', NULL, 'corp')")          # a root without partners
     db.execute("UPDATE orders SET customer_id = NULL WHERE id = 3")              # an order loses its customer
@@ -132,11 +125,11 @@ def test_fixed_scenario(shop, db, views):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spark_mode", ["local"])  # over Connect: the fixed scenario (same refresh code)
+@pytest.mark.parametrize("built_shop", ["local"], indirect=True)  # over Connect: the fixed scenario
 @settings(max_examples=examples(1))
 @given(sequence=sequences)
-def test_random_dml_then_fast_refresh_equals_postgres(shop, db, sequence):
-    random_dml_then_refresh(shop, db, sequence, VIEWS)
+def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
 
 
 def test_outer_join_refresh_reads_only_affected_rows(db, make_project):

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 
 from conftest import assert_view_matches, examples, refresh_ok, stats_after, table_stats
-from shop import (build_large_shop, build_shop, check_fast_views, fast_refresh_and_check, random_dml_then_refresh,
-                  sequences)
+from shop import (build_large_shop, check_fast_views, fast_refresh_and_check, random_dml_then_refresh, sequences,
+                  shared_shop)
 
 pytestmark = pytest.mark.integration
 
@@ -71,14 +71,16 @@ VIEWS = [
 ]
 
 
-@pytest.fixture
-def shop(db, make_project):
+@pytest.fixture(scope="module")
+def built_shop(request, pg, tmp_path_factory):
     # Local Spark only: the Spark side of these views (a JDBC read, a MERGE by key) is the join and
     # aggregate views', which run over Spark Connect in test_refresh_keyed and test_refresh_outer.
-    return build_shop(db, make_project, VIEWS, "local")
+    with shared_shop(request, pg, tmp_path_factory.mktemp("shop"), VIEWS, "local") as built:
+        yield built
 
 
-def test_fixed_scenario(shop, db):
+def test_fixed_scenario(built_shop):
+    shop, db = built_shop.seeded(), built_shop.db
     check_fast_views(shop, VIEWS)
     db.execute("UPDATE customers SET segment = 'retail' WHERE id = 2")        # Bo's order now passes EXISTS
     db.execute("UPDATE orders SET status = 'shipped' WHERE id = 1")           # Ada keeps one open order
@@ -95,8 +97,8 @@ def test_fixed_scenario(shop, db):
 @pytest.mark.slow
 @settings(max_examples=examples(1))
 @given(sequence=sequences)
-def test_random_dml_then_fast_refresh_equals_postgres(shop, db, sequence):
-    random_dml_then_refresh(shop, db, sequence, VIEWS)
+def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
 
 
 def test_semi_join_refresh_reads_only_affected_rows(db, make_project):

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 
 from conftest import assert_view_matches, examples, refresh_ok, stats_after, table_stats
-from shop import (build_large_shop, build_shop, check_fast_views, fast_refresh_and_check, random_dml_then_refresh,
-                  sequences)
+from shop import (build_large_shop, check_fast_views, fast_refresh_and_check, random_dml_then_refresh, sequences,
+                  shared_shop)
 
 pytestmark = pytest.mark.integration
 
@@ -35,12 +35,14 @@ VIEWS = [
 ]
 
 
-@pytest.fixture
-def shop(db, make_project):  # local Spark only: the Spark side is a keyed view's (see test_refresh_subquery)
-    return build_shop(db, make_project, VIEWS, "local")
+@pytest.fixture(scope="module")
+def built_shop(request, pg, tmp_path_factory):  # local Spark only: the Spark side is a keyed view's
+    with shared_shop(request, pg, tmp_path_factory.mktemp("shop"), VIEWS, "local") as built:  # (see subquery)
+        yield built
 
 
-def test_fixed_scenario(shop, db):
+def test_fixed_scenario(built_shop):
+    shop, db = built_shop.seeded(), built_shop.db
     check_fast_views(shop, VIEWS)
     db.execute("INSERT INTO orders VALUES (6, 1, 'open', 1.00, 1), (7, NULL, 'open', 2.00, 1)")  # new latest, NULL
     db.execute("UPDATE orders SET customer_id = 2 WHERE id = 2")     # moves between partitions
@@ -54,8 +56,8 @@ def test_fixed_scenario(shop, db):
 @pytest.mark.slow
 @settings(max_examples=examples(1))
 @given(sequence=sequences)
-def test_random_dml_then_fast_refresh_equals_postgres(shop, db, sequence):
-    random_dml_then_refresh(shop, db, sequence, VIEWS)
+def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
 
 
 def test_window_refresh_reads_only_affected_partitions(db, make_project):
