@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import SUBPROCESS_SPARK
 from mvlog.postgres.pgtemp import free_port
 
 pytestmark = pytest.mark.integration
@@ -30,7 +31,7 @@ def write_config(tmp_path: Path, dsn: str, logs: list[str], views: list[dict], w
     path = tmp_path / "mvlog.yaml"
     path.write_text(yaml.safe_dump({
         "source": {"dsn": dsn}, "warehouse": warehouse or str(tmp_path / "wh"),
-        "spark": {"remote": remote} if remote else {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}},
+        "spark": {"remote": remote} if remote else SUBPROCESS_SPARK,
         "logs": [{"table": t} for t in logs], "views": views,
     }, sort_keys=False))
     return path

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import yaml
 
+from conftest import SUBPROCESS_SPARK
 from mvlog.config import load_config, parse_config
 from mvlog.postgres.pgtemp import free_port
 from mvlog.errors import ConfigError
@@ -66,7 +67,7 @@ def test_schedule_refreshes_on_cron_and_stops_cleanly(db, spark, tmp_path):
     config = tmp_path / "mvlog.yaml"
     config.write_text(yaml.safe_dump({
         "source": {"dsn": db.dsn}, "warehouse": str(tmp_path / "wh"),
-        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}},
+        "spark": SUBPROCESS_SPARK,
         "logs": [{"table": "t"}],
         "views": [{"name": "every2", "schedule": "*/2 * * * * *", "query": "SELECT id, a FROM t WHERE a % 2 = 0"},
                   {"name": "every5", "schedule": "*/5 * * * * *", "query": "SELECT id, a * 10 AS a10 FROM t"}],

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 from conftest import SPARK_MODES, examples, refresh_ok
-from shop import build_shop, check_views, random_dml_then_refresh, sequences
+from shop import check_views, random_dml_then_refresh, sequences, shared_shop
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +28,10 @@ VIEWS = [
 ]
 
 
-@pytest.fixture(params=SPARK_MODES)
-def shop(db, make_project, request):
-    return build_shop(db, make_project, VIEWS, request.param)
+@pytest.fixture(scope="module", params=SPARK_MODES)
+def built_shop(request, pg, tmp_path_factory):
+    with shared_shop(request, pg, tmp_path_factory.mktemp("shop"), VIEWS, request.param) as built:
+        yield built
 
 
 def groups_table(db, view: str) -> str | None:
@@ -46,7 +47,8 @@ def verify_ok(project) -> None:
         [(r.view, r.status, r.reason, r.mismatches[:2]) for r in results]
 
 
-def test_every_view_is_kept_by_deltas_and_explain_and_plan_say_so(shop):
+def test_every_view_is_kept_by_deltas_and_explain_and_plan_say_so(built_shop):
+    shop = built_shop.project  # read only: plans and explanations
     for view in VIEWS:
         plan = shop.plan(view["name"]).to_json()
         assert plan["aggregate_deltas"] and plan["groups_recomputed"] is None, plan
@@ -54,7 +56,8 @@ def test_every_view_is_kept_by_deltas_and_explain_and_plan_say_so(shop):
         assert fast.possible and fast.reason.startswith("by deltas"), fast.reason
 
 
-def test_fixed_scenario_moves_fans_out_empties_and_refills_groups(shop, db):
+def test_fixed_scenario_moves_fans_out_empties_and_refills_groups(built_shop):
+    shop, db = built_shop.seeded(), built_shop.db
     db.execute("UPDATE orders SET status = NULL WHERE id = 1")                 # into the NULL group
     db.execute("UPDATE orders SET customer_id = 2 WHERE id = 2")               # moves between groups
     db.execute("DELETE FROM orders WHERE id = 5")                              # empties 'cancelled'
@@ -75,20 +78,20 @@ def test_fixed_scenario_moves_fans_out_empties_and_refills_groups(shop, db):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shop", ["local"], indirect=True)
+@pytest.mark.parametrize("built_shop", ["local"], indirect=True)
 @settings(max_examples=examples(3))
 @given(sequence=sequences)
-def test_random_dml_then_fast_refresh_equals_postgres(shop, db, sequence):
-    random_dml_then_refresh(shop, db, sequence, VIEWS)
-    verify_ok(shop)
+def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
+    verify_ok(built_shop.project)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shop", ["connect"], indirect=True)
+@pytest.mark.parametrize("built_shop", ["connect"], indirect=True)
 @settings(max_examples=examples(1))
 @given(sequence=sequences)
-def test_random_dml_then_fast_refresh_over_connect(shop, db, sequence):
-    random_dml_then_refresh(shop, db, sequence, VIEWS)
+def test_random_dml_then_fast_refresh_over_connect(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
 
 
 def test_a_fast_refresh_reads_changed_rows_not_whole_groups(db, make_project):

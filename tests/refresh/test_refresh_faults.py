@@ -12,7 +12,7 @@ import time
 import pytest
 import yaml
 
-from conftest import assert_views_match
+from conftest import SUBPROCESS_SPARK, assert_views_match
 from mvlog.config import load_config
 from mvlog.faults import POINTS
 from mvlog.project import Project
@@ -53,7 +53,7 @@ def test_sigkill_at_every_point_then_refresh_converges(db, tmp_path, connect_eng
     config = tmp_path / "mvlog.yaml"
     config.write_text(yaml.safe_dump({
         "source": {"dsn": db.dsn}, "warehouse": str(tmp_path / "wh"),
-        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}},
+        "spark": SUBPROCESS_SPARK,
         "logs": [{"table": "customers"}, {"table": "orders"}], "views": VIEWS,
     }))
     project = Project(load_config(config))
