@@ -95,7 +95,7 @@ def test_two_schedulers_share_the_views_and_survive_a_sigkill(db, tmp_path, conn
         for lines in outputs:
             wait_for_line(lines, "ready: Spark started", 120)
         writer.start()
-        time.sleep(10)
+        time.sleep(6)  # three firings (every 2 s) of both schedulers
         # Kill the scheduler that is in the middle of a refresh.
         pids = {p.pid for p in schedulers}
         deadline = time.monotonic() + 60
@@ -107,7 +107,7 @@ def test_two_schedulers_share_the_views_and_survive_a_sigkill(db, tmp_path, conn
         killed.wait(30)
         killed_at = time.time()
         survivor = next(p for p in schedulers if p is not killed)
-        time.sleep(10)
+        time.sleep(6)  # writers go on while the survivor takes the views over
         stop.set()
         writer.join(30)
         last_write = writes[-1]
