@@ -15,8 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from mvlog.apply import Registrar, Registration
-from mvlog.postgres.catalog import Catalog
-from mvlog.postgres.refresh_history import HistoryRow
+from mvlog.postgres.catalog import Catalog, HistoryRow
 from mvlog.config import Config, ViewConfig, load_config
 from mvlog.ops.freshness import Freshness
 from mvlog.ops.status import Status
@@ -246,9 +245,7 @@ class Project:
     def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
         """The most recent refreshes of a view, newest first."""
         self.catalog.check()
-        if not self.catalog.is_registered(name):
-            raise UsageError(f"view {name} is not registered; run 'mvlog apply' first")
-        return self.catalog.refreshes.recent(name, limit)
+        return self.catalog.history(name, limit)
 
     def version_as_of(self, name: str, at: datetime) -> tuple[int, datetime]:
         """The Delta version of view ``name`` that holds it as of source time ``at``, and the stamp it
@@ -257,7 +254,7 @@ class Project:
         view = self._select_views([name])[0]
         members = [v.name for v in self.config.views if view.group is not None and v.group == view.group]
         self.catalog.check()
-        found = self.catalog.refreshes.versions_as_of(members or [view.name], at)
+        found = self.catalog.versions_as_of(members or [view.name], at)
         whose = f"refresh group {view.group!r}" if members else f"view {view.name}"
         if found is None:
             raise UsageError(f"{whose} has no refresh at or before {at.isoformat()}"

@@ -221,7 +221,7 @@ class Refresher:
             with self.catalog.lock_views(names, wait):
                 planned = [self._plan(view, complete, for_refresh=True) for view in views]
                 logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
-                self.catalog.refreshes.close_interrupted(names)
+                self.catalog.close_interrupted(names)
                 checkpoint("before_stamp")
                 with self.logs.stamp(logs) as stamped:
                     checkpoint("after_stamp")
@@ -268,7 +268,7 @@ class Refresher:
     def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float,
                      phases: Phases) -> RefreshResult:
         view, plan = planned.view, planned.plan
-        history_id = self.catalog.refreshes.start(view.name, plan.method, plan.reason, stamped.time)
+        history_id = self.catalog.history_start(view.name, plan.method, plan.reason, stamped.time)
         counts, oldest = WriteCounts(), None
         try:
             plan = self._after_stamp(view, plan, stamped)
@@ -285,9 +285,9 @@ class Refresher:
                 self._record(view, plan, stamped, row_count)
             checkpoint("after_record")
         except MvlogError as exc:
-            self.catalog.refreshes.end(history_id, counts, error=str(exc))
+            self.catalog.history_end(history_id, counts, error=str(exc))
             return RefreshResult.failed(view.name, exc, started, plan, stamped.time)
-        self.catalog.refreshes.end(history_id, counts, method=plan.method, reason=plan.reason, oldest_change=oldest)
+        self.catalog.history_end(history_id, counts, method=plan.method, reason=plan.reason, oldest_change=oldest)
         return RefreshResult(view.name, plan.method, plan.reason, stamped.time, counts.keys_read, counts.rows_inserted,
                              counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started,
                              phases=phases.seconds)

@@ -1,4 +1,4 @@
-"""mvlog's catalog on a real PostgreSQL (no Spark): registration, view state, locks, versions, purge horizon."""
+"""mvlog's catalog on a real PostgreSQL (no Spark): registration, view state, locks, history, purge horizon."""
 
 from __future__ import annotations
 
@@ -8,11 +8,26 @@ from datetime import datetime, timezone
 
 import pytest
 
+from mvlog.apply import Registration
 from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import RefreshMethod
 from mvlog.spark.warehouse import WriteCounts
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def registered(db, make_project):
+    """A project whose view ``v`` is registered (apply's catalog step only: nothing is built)."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    project = make_project(["t"], [{"name": "v", "query": "SELECT id, a FROM t"}])
+    with pytest.raises(UsageError, match="not installed in this database yet"):
+        project.catalog.check()
+    report = Registration()
+    with project.source.transaction() as cur:
+        project.registrar.register(cur, report)
+    assert (report.logs_created, report.views_registered) == (["public.t"], ["v"])
+    return project
 
 
 def test_a_registered_view_waits_for_its_build_and_pins_its_log(registered):
@@ -53,13 +68,32 @@ def test_a_view_lock_refuses_a_second_holder_until_released(registered):
         pass
 
 
+def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
+    catalog = registered.catalog
+    stamp = datetime(2026, 11, 22, 3, 1, 2, tzinfo=timezone.utc)
+    done = catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
+    catalog.history_end(done, WriteCounts(3, 1, 1, 1), method=RefreshMethod.COMPLETE, reason="a table was truncated")
+    catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
+    catalog.close_interrupted(["v"])
+    newest, oldest = registered.history("v")
+    assert (newest.status, newest.method) == ("failed", "fast")
+    assert newest.error == "interrupted: the refresh process ended before finishing"
+    assert (oldest.status, oldest.method, oldest.reason, oldest.keys_read, oldest.rows_deleted) == (
+        "succeeded", "complete", "a table was truncated", 3, 1)
+    assert isinstance(oldest.seconds, float) and oldest.seconds >= 0
+    data = oldest.to_json()
+    assert data["snaptime"] == stamp.isoformat() and data["error"] is None and data["id"] == done
+    with pytest.raises(UsageError, match="view nope is not registered"):
+        registered.history("nope")
+
+
 def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
     """A catalog of version 2 (before refresh_history.delta_version) is refused by name; installing
     again (what 'mvlog apply' does) upgrades it in place, keeping the history."""
     catalog = registered.catalog
     stamp = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    first = catalog.refreshes.start("v", RefreshMethod.COMPLETE, "the view is new", stamp)
-    catalog.refreshes.end(first, WriteCounts(rows_inserted=3, version=0))
+    first = catalog.history_start("v", RefreshMethod.COMPLETE, "the view is new", stamp)
+    catalog.history_end(first, WriteCounts(rows_inserted=3, version=0))
     db.execute("ALTER TABLE mvlog.refresh_history DROP COLUMN delta_version")
     db.execute("DELETE FROM mvlog.schema_version WHERE version >= 3")
     with pytest.raises(UsageError, match="catalog in this database is version 2, this mvlog needs 4; run 'mvlog apply'"):
@@ -68,8 +102,8 @@ def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
         catalog.install(cur)
     catalog.check()
     # A refresh that wrote nothing keeps the version its predecessor recorded; one that failed has none.
-    catalog.refreshes.end(catalog.refreshes.start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(version=7))
-    catalog.refreshes.end(catalog.refreshes.start("v", RefreshMethod.FAST, "r", stamp), WriteCounts())
-    catalog.refreshes.end(catalog.refreshes.start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(), error="boom")
-    assert [(h.status, h.delta_version, h.rows_inserted) for h in catalog.refreshes.recent("v")] == [
+    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(version=7))
+    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts())
+    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(), error="boom")
+    assert [(h.status, h.delta_version, h.rows_inserted) for h in catalog.history("v")] == [
         ("failed", None, 0), ("succeeded", 7, 0), ("succeeded", 7, 0), ("succeeded", None, 3)]

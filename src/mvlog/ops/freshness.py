@@ -49,7 +49,7 @@ class Freshness:
             target = self.config.view(row.name).freshness
         except KeyError:
             target = None
-        day = self.catalog.refreshes.lags_since(row.name, datetime.now(timezone.utc) - timedelta(days=1))
+        day = self.catalog.lags_since(row.name, datetime.now(timezone.utc) - timedelta(days=1))
         worst = max([*day, lag or 0.0])
         return {
             "lag_seconds": None if lag is None else round(lag, 3),

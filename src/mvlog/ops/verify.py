@@ -261,7 +261,7 @@ class Verifier:
                 .selectExpr(*key_aliases, *[f"CAST(NULL AS {c.spark_type}) AS {quote_spark(c.name)}" for c in columns],
                             f"CAST(NULL AS BOOLEAN) AS {quote_spark(PRESENT)}"))
         staged = self.warehouse.stage(present.unionByName(gone))
-        history = self.catalog.refreshes.start(view.name, RefreshMethod.FAST,
+        history = self.catalog.history_start(view.name, RefreshMethod.FAST,
                                              f"verify --repair: {len(bad)} mismatched keys re-merged", at.time)
         metadata = {"view": view.name, "snaptime": at.time.isoformat(), "method": "repair"}
         try:
@@ -269,9 +269,9 @@ class Verifier:
             counts = self.warehouse.merge(location, staged, shape.key_columns, metadata,
                                           row_hash=row_hash, trust_row_hash=False)
         except MvlogError as exc:
-            self.catalog.refreshes.end(history, WriteCounts(), error=str(exc))
+            self.catalog.history_end(history, WriteCounts(), error=str(exc))
             raise
-        self.catalog.refreshes.end(history, counts)
+        self.catalog.history_end(history, counts)
         return counts
 
 

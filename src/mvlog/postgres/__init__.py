@@ -2,7 +2,7 @@
 
 Owns psycopg2 (``source``: connections, transactions, catalog lookups, errors worded once),
 the materialized view logs and stamping (``logs``), mvlog's catalog tables (``catalog``: the
-only module that names them, with its ``refresh_history``; views, history and status rows), view locks (``locks``), the
+only module that names them; views, history and status rows, typed in ``catalog_rows``), view locks (``locks``), the
 JDBC options Spark reads PostgreSQL with (``jdbc``), and throwaway clusters (``pgtemp``).
 
 May import: :mod:`mvlog.sql`, :mod:`mvlog.model`, :mod:`mvlog.errors`, :mod:`mvlog.config`,

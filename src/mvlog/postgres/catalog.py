@@ -2,84 +2,32 @@
 
 :class:`Catalog` is the one owner of ``mvlog.views``, ``mvlog.view_logs``,
 ``mvlog.refresh_history`` and ``mvlog.ddl_log``: installing and checking the schema,
-registering views, the typed state a refresh starts from and records, status rows, and the
-advisory locks that keep two refreshes of one view apart. The history rows are its
-``refreshes`` (:mod:`mvlog.postgres.refresh_history`).
+registering views, the typed state a refresh starts from and records, history rows,
+status rows, and the advisory locks that keep two refreshes of one view apart. The rows are
+typed values of :mod:`mvlog.postgres.catalog_rows`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from psycopg2 import sql
 
 from mvlog.errors import ConcurrentRefreshError, UsageError
-from mvlog.postgres.refresh_history import RefreshHistory
 from mvlog.postgres.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
 from mvlog.model import LogInfo, RefreshMethod
+from mvlog.postgres.catalog_rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
 from mvlog.postgres.source import Cursor, Source, log_identifier, read_sql
 from mvlog.sql.aggdelta import drop_groups_sql
 from mvlog.sql.keymap import drop_keymap_sql
 from mvlog.sql.shape import groups_name, keymap_name
 
 SCHEMA_VERSION = 4  # the newest sql/NNN_*.sql catalog version (005: logs of partitioned tables)
-@dataclass(frozen=True)
-class ViewState:
-    """What the catalog knows of a registered view between refreshes."""
 
-    last_snaptime: datetime | None  # last_V: log rows up to it are consumed
-    needs_complete: str | None  # why the next refresh must be complete, if it must
-    row_count: int | None
-    definition_hash: str
-    output_signature: str | None  # the query's columns and types at the last complete refresh
-    last_refresh_at: datetime | None
-
-
-@dataclass(frozen=True)
-class ViewRegistration:
-    """One view as ``mvlog apply`` registers it."""
-
-    name: str
-    query: str
-    definition_hash: str
-    location: str
-    refresh: RefreshMethod
-    view_class: str
-    fast_reason: str | None
-    group: str | None
-    logs: tuple[LogInfo, ...]
-
-
-@dataclass(frozen=True)
-class ViewStatusRow:
-    """A registered view as ``mvlog status`` starts from it."""
-
-    name: str
-    location: str
-    refresh: str
-    view_class: str
-    fast_reason: str | None
-    last_refresh_at: datetime | None
-    last_method: str | None
-    last_snaptime: datetime | None
-    needs_complete: str | None
-    row_count: int | None
-    group: str | None
-    tables: tuple[str, ...]  # qualified names of its logged base tables
-
-
-@dataclass(frozen=True)
-class LogStatusRow:
-    """A log's size and backlog, for ``mvlog status``."""
-
-    rows: int
-    bytes: int
-    oldest_unconsumed: datetime | None  # commit time of the oldest change some view has not consumed
-    pinned_by: tuple[str, ...]  # views never refreshed: they keep every row of the log
+__all__ = ["Catalog", "HistoryRow", "LogStatusRow", "ViewRegistration", "ViewState", "ViewStatusRow"]
 
 
 class Catalog:
@@ -87,7 +35,6 @@ class Catalog:
 
     def __init__(self, source: Source):
         self.source = source
-        self.refreshes = RefreshHistory(source)  # mvlog.refresh_history
 
     # -- the schema ------------------------------------------------------------------------
 
@@ -279,6 +226,100 @@ class Catalog:
             cur.execute("SELECT last_stamp FROM mvlog.logs WHERE log_name = %s", (log.log_name,))
             return cur.fetchone()[0]
         return horizon if all_refreshed else None
+
+    # -- history ----------------------------------------------------------------------------------
+
+    def close_interrupted(self, names: Sequence[str]) -> None:
+        """Refreshes still 'running' while we hold the view locks died (killed, crashed): say so."""
+        self.source.query(
+            "UPDATE mvlog.refresh_history SET status = 'failed', finished_at = clock_timestamp(), "
+            "error = 'interrupted: the refresh process ended before finishing' "
+            "WHERE view_name = ANY(%s) AND status = 'running'",
+            (list(names),),
+        )
+
+    def history_start(self, view: str, method: RefreshMethod, reason: str, stamp: datetime) -> int:
+        rows = self.source.query(
+            """
+            INSERT INTO mvlog.refresh_history (view_name, started_at, method, reason, snaptime, status)
+            VALUES (%s, now(), %s, %s, %s, 'running') RETURNING id
+            """,
+            (view, method.value, reason, stamp),
+        )
+        return rows[0][0]
+
+    def history_end(self, history_id: int, counts: Any, error: str | None = None,
+                    method: RefreshMethod | None = None, reason: str | None = None,
+                    oldest_change: datetime | None = None) -> None:
+        """Finish a history row: failed with ``error``, else succeeded (with the method and reason
+        the refresh ended with). ``counts``: keys_read, rows_inserted/updated/deleted and the Delta
+        version written; a success that wrote nothing records the version of the view's last
+        success, which still holds it."""
+        self.source.query(
+            """
+            UPDATE mvlog.refresh_history AS h SET finished_at = clock_timestamp(), status = %s, error = %s,
+                   keys_read = %s, rows_inserted = %s, rows_updated = %s, rows_deleted = %s,
+                   method = coalesce(%s, method), reason = coalesce(%s, reason), oldest_change = %s,
+                   delta_version = CASE WHEN %s IS NOT NULL THEN NULL ELSE coalesce(%s, (
+                       SELECT p.delta_version FROM mvlog.refresh_history AS p
+                       WHERE p.view_name = h.view_name AND p.id < h.id AND p.status = 'succeeded'
+                         AND p.delta_version IS NOT NULL
+                       ORDER BY p.id DESC LIMIT 1)) END
+            WHERE id = %s
+            """,
+            ("failed" if error else "succeeded", error, counts.keys_read, counts.rows_inserted, counts.rows_updated,
+             counts.rows_deleted, method.value if method else None, reason, oldest_change, error, counts.version,
+             history_id),
+        )
+
+    def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
+        """The most recent refreshes of a view, newest first."""
+        if not self.is_registered(name):
+            raise UsageError(f"view {name} is not registered; run 'mvlog apply' first")
+        rows = self.source.query(
+            """
+            SELECT id, started_at, finished_at, extract(epoch FROM finished_at - started_at)::float8, status, method,
+                   reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version,
+                   extract(epoch FROM finished_at - oldest_change)::float8
+            FROM mvlog.refresh_history WHERE view_name = %s ORDER BY id DESC LIMIT %s
+            """,
+            (name, limit),
+        )
+        return [HistoryRow(*row) for row in rows]
+
+    def versions_as_of(self, names: Sequence[str], at: datetime) -> tuple[datetime, dict[str, int | None]] | None:
+        """The newest stamp at or before ``at`` that every one of ``names`` was refreshed to (a refresh
+        group's views share their stamps), and the Delta version each was left at by that refresh
+        (None where the history predates recorded versions); None if there is no such stamp."""
+        rows = self.source.query(
+            """
+            WITH common AS (
+                SELECT snaptime FROM mvlog.refresh_history
+                WHERE view_name = ANY(%(names)s) AND status = 'succeeded' AND snaptime <= %(at)s
+                GROUP BY snaptime HAVING count(DISTINCT view_name) = %(n)s
+                ORDER BY snaptime DESC LIMIT 1)
+            SELECT DISTINCT ON (h.view_name) h.view_name, h.snaptime, h.delta_version
+            FROM mvlog.refresh_history AS h JOIN common USING (snaptime)
+            WHERE h.view_name = ANY(%(names)s) AND h.status = 'succeeded'
+            ORDER BY h.view_name, h.id DESC
+            """,
+            {"names": list(names), "at": at, "n": len(set(names))},
+        )
+        if not rows:
+            return None
+        return rows[0][1], {name: version for name, _, version in rows}
+
+    def lags_since(self, name: str, since: datetime) -> list[float]:
+        """The lags (seconds) that the view's successful refreshes finished since ``since`` ended."""
+        rows = self.source.query(
+            """
+            SELECT extract(epoch FROM finished_at - oldest_change)::float8 FROM mvlog.refresh_history
+            WHERE view_name = %s AND status = 'succeeded' AND finished_at >= %s AND oldest_change IS NOT NULL
+            ORDER BY id
+            """,
+            (name, since),
+        )
+        return [row[0] for row in rows]
 
     # -- status -----------------------------------------------------------------------------------
 
