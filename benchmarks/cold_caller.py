@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg2
@@ -33,9 +33,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from log_overhead import pgbench  # noqa: E402
 
-from mvlog.spark import engine  # noqa: E402
 from mvlog.config import SparkConfig  # noqa: E402
 from mvlog.postgres.pgtemp import TempPostgres, free_port  # noqa: E402
+from mvlog.spark import engine  # noqa: E402
 from mvlog.spark.session import close_connect_sessions  # noqa: E402
 
 VIEWS = [
@@ -104,7 +104,7 @@ def main() -> None:
         engine.stop()
         close_connect_sessions()
 
-    print(f"# cold caller: {platform.node()}, {os.cpu_count()} cores, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print(f"# cold caller: {platform.node()}, {os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
     print(f"# {accounts:,} accounts, {args.changes:,} changed before each fast refresh, 2 views; "
           f"medians of {args.repeat} new processes; engine start {engine_start:.1f} s, apply {apply_seconds:.1f} s\n")
     print("| Spark | fast (s) | complete (s) | complete / fast |")
@@ -118,7 +118,7 @@ def main() -> None:
     for mode, _ in modes:
         for view in VIEWS:
             mine = [x for x in phases[mode] if x["view"] == view["name"]]
-            med = lambda f: statistics.median(f(x) for x in mine)  # noqa: E731
+            med = lambda f, mine=mine: statistics.median(f(x) for x in mine)  # noqa: E731
             print(f"| {mode} | {view['name']} | {med(lambda x: x['keys_read']):.0f} | {med(lambda x: x['seconds']):.2f} | "
                   + " | ".join(f"{med(lambda x, p=p: x['phases'].get(p, 0.0)):.2f}"
                                for p in ("prepare", "read", "write", "record")) + " |")

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg2
@@ -43,8 +43,8 @@ from psycopg2 import sql
 from mvlog.config import load_config
 from mvlog.errors import ConfigError
 from mvlog.postgres.pgtemp import SUPERUSER, TempPostgres
-from mvlog.project import Project
 from mvlog.postgres.source import log_identifier
+from mvlog.project import Project
 
 DESIGNS = ("none", "statement", "row")
 LOGGED = ("pgbench_accounts", "pgbench_tellers", "pgbench_branches")
@@ -273,7 +273,7 @@ def main() -> None:
             project.apply()
             header = [
                 f"machine: {os.cpu_count()} cores, {os.uname().sysname} {os.uname().release}, data directory on "
-                f"{filesystem(pg.datadir)}; date: {datetime.now(timezone.utc):%Y-%m-%d}; {'; '.join(shown)}",
+                f"{filesystem(pg.datadir)}; date: {datetime.now(UTC):%Y-%m-%d}; {'; '.join(shown)}",
                 f"pgbench: scale {args.scale}, -c {args.clients} -j {args.jobs}, {args.seconds} s per run after a "
                 f"{args.warmup} s warm-up, median of {args.repeat} runs per cell, designs in rotating order",
                 f"logged: {', '.join(LOGGED)}. Not logged: {history_note(project)}",

@@ -20,7 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -94,7 +94,7 @@ def main() -> None:
                         timings.setdefault(label, []).append(seconds)
 
     one = statistics.median(timings["1 view"])
-    print(f"# many views: {platform.node()}, {os.cpu_count()} cores, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
+    print(f"# many views: {platform.node()}, {os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
           f"{'Spark Connect' if args.remote else 'own SparkSession'}")
     print(f"# {args.rows:,} orders, {args.keys:,} changed before each refresh; medians of {args.repeat}; "
           f"apply (build of {len(names)} views) {apply_seconds:.1f} s\n")

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg2
@@ -173,7 +173,7 @@ def main() -> None:
 
     print()
     print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} cores; "
-          f"date: {datetime.now(timezone.utc):%Y-%m-%d}; rows: {args.rows}; Spark cold start {cold:.1f} s")
+          f"date: {datetime.now(UTC):%Y-%m-%d}; rows: {args.rows}; Spark cold start {cold:.1f} s")
     print("| pattern | view | changed | rows changed | view keys | fast, warm (s) | keys/s | fast, cold (s) "
           "| complete, warm (s) | speed-up (warm) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")

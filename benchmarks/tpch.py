@@ -30,15 +30,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg2
 import yaml
 
-from mvlog.spark import engine
 from mvlog.config import SparkConfig
 from mvlog.postgres.pgtemp import TempPostgres, free_port
+from mvlog.spark import engine
 from mvlog.spark.session import close_connect_sessions
 
 SCHEMA = """
@@ -185,7 +185,7 @@ def main() -> None:
             close_connect_sessions()
 
     print(f"# TPC-H SF{args.scale:g}: {platform.node()}, {os.cpu_count()} cores, "
-          f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
+          f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
     print(f"# {', '.join(f'{t} {n:,}' for t, n in counts.items())} rows; load {load_seconds:.0f} s, "
           f"apply (complete build) {apply_seconds:.0f} s; per round RF1 + RF2 of {orders:,} orders each, "
           f"{orders:,} status flips, {max(1, orders // 3):,} customers changing segment; "
@@ -199,7 +199,7 @@ def main() -> None:
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for view in views:
         mine = [x for x in phases if x["view"] == view["name"]]
-        med = lambda f: statistics.median(f(x) for x in mine)  # noqa: E731
+        med = lambda f, mine=mine: statistics.median(f(x) for x in mine)  # noqa: E731
         print(f"| {view['name']} | {med(lambda x: x['keys_read']):,.0f} | "
               f"{med(lambda x: x['rows_inserted']):,.0f} / {med(lambda x: x['rows_updated']):,.0f} / "
               f"{med(lambda x: x['rows_deleted']):,.0f} | {med(lambda x: x['seconds']):.1f} | "

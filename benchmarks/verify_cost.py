@@ -18,17 +18,17 @@ import os
 import platform
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg2
 from psycopg2 import sql
+from refresh_vs_complete import change, load, write_config
 
-from mvlog.ops import fingerprint
 from mvlog.config import load_config
+from mvlog.ops import fingerprint
 from mvlog.postgres.pgtemp import TempPostgres
 from mvlog.project import Project
-from refresh_vs_complete import change, load, write_config
 
 
 def source_part(dsn: str, project: Project, view: str) -> float:
@@ -91,7 +91,7 @@ def main() -> None:
 
     print()
     print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} cores; "
-          f"date: {datetime.now(timezone.utc):%Y-%m-%d}; orders: {args.rows:,}")
+          f"date: {datetime.now(UTC):%Y-%m-%d}; orders: {args.rows:,}")
     print("| view | view rows | complete refresh (s) | PostgreSQL part (s) | verify --full (s) "
           "| verify --sample 1000 (s) | rows sampled |")
     print("|---|---:|---:|---:|---:|---:|---:|")

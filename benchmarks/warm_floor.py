@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg2
@@ -37,10 +37,10 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from refresh_vs_complete import VIEWS, load, merge_metrics  # noqa: E402
 
-from mvlog.spark import engine  # noqa: E402
 from mvlog.config import load_config  # noqa: E402
 from mvlog.postgres.pgtemp import TempPostgres, free_port  # noqa: E402
 from mvlog.project import Project  # noqa: E402
+from mvlog.spark import engine  # noqa: E402
 from mvlog.spark.session import close_connect_sessions  # noqa: E402
 
 PHASES = ("prepare", "read", "write", "record")
@@ -191,7 +191,7 @@ def main() -> None:
             run.update(jobs_in(log[run["mode"]], run["start"], run["end"]))
 
     print()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; date: {datetime.now(timezone.utc):%Y-%m-%d}; "
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; date: {datetime.now(UTC):%Y-%m-%d}; "
           f"rows: {args.rows}; keys changed per refresh: {args.keys}; repeats: {args.repeat}; "
           f"engine start: {engine_start:.1f} s")
     print()

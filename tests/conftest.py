@@ -13,8 +13,9 @@ import os
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 import psycopg2
 import pytest
@@ -78,7 +79,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg() -> Iterator["TempPostgres"]:
+def pg() -> Iterator[TempPostgres]:
     from mvlog.postgres.pgtemp import TempPostgres
 
     with TempPostgres(password="pg-secret-4711") as cluster:
@@ -118,9 +119,9 @@ SUBPROCESS_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions
 @pytest.fixture(scope="session")
 def connect_engine(tmp_path_factory):
     """One local Spark Connect server for the run, started as ``mvlog engine start`` does."""
-    from mvlog.spark import engine
     from mvlog.config import SparkConfig
     from mvlog.postgres.pgtemp import free_port
+    from mvlog.spark import engine
     from mvlog.spark.session import close_connect_sessions
 
     saved = os.environ.get(engine.ENGINE_DIR_ENV)
@@ -181,7 +182,7 @@ def db(pg) -> Iterator[Database]:
 
 
 @contextlib.contextmanager
-def project_maker(db: Database, directory, request) -> Iterator[Callable[..., "Project"]]:
+def project_maker(db: Database, directory, request) -> Iterator[Callable[..., Project]]:
     """A function that writes mvlog.yaml (logs and views given) for ``db`` in ``directory`` and
     returns a Project on it; ``spark_mode="connect"`` runs it on the ``connect_engine`` server.
     The projects it made are closed afterwards."""
@@ -218,7 +219,7 @@ def project_maker(db: Database, directory, request) -> Iterator[Callable[..., "P
 
 
 @pytest.fixture
-def make_project(db, tmp_path, request) -> Iterator[Callable[..., "Project"]]:
+def make_project(db, tmp_path, request) -> Iterator[Callable[..., Project]]:
     """Projects on ``db`` (see :func:`project_maker`)."""
     with project_maker(db, tmp_path, request) as make:
         yield make

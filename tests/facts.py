@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from mvlog.sql.analysis import analyze
 from mvlog.model import LogInfo
+from mvlog.sql.analysis import analyze
 from mvlog.sql.shaping import shape_view
 
 LOG = LogInfo("public", "orders", "mlog$_orders_1", ("id",), ("bigint",), 1)
 CUSTOMERS = LogInfo("public", "customers", "mlog$_customers_2", ("id",), ("integer",), 2)
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def shape(query: str, alias: str = "orders"):

@@ -6,9 +6,8 @@ from __future__ import annotations
 import contextlib
 
 import psycopg2
-from hypothesis import strategies as st
-
 from conftest import assert_views_match, new_database, project_maker, refresh_ok, varied
+from hypothesis import strategies as st
 
 SCHEMA = """
 CREATE TABLE nation (id integer PRIMARY KEY, name text NOT NULL, region integer);

@@ -10,25 +10,25 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import psycopg2
 import psycopg2.errors
 from sqlglot import exp
 
-from mvlog.sql.analysis import analyze
-from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
+from mvlog import plan as planner
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, RefreshError, SourceError
-from mvlog.sql.expansion import Expansion, expand_views, redefined_view
-from mvlog.postgres.logs import Logs
 from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, TableInfo, log_name_for
-from mvlog import plan as planner
+from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
+from mvlog.postgres.logs import Logs
+from mvlog.postgres.source import Cursor, Source
+from mvlog.sql import aggdelta, keymap, rewrite, sqlgen, union
+from mvlog.sql.analysis import analyze
+from mvlog.sql.expansion import Expansion, expand_views, redefined_view
 from mvlog.sql.shape import ViewShape, downgrade
 from mvlog.sql.shaping import shape_view
-from mvlog.sql import aggdelta, keymap, rewrite, sqlgen, union
-from mvlog.postgres.source import Cursor, Source
 
 if TYPE_CHECKING:
     from mvlog.sql.explain import Explanation
@@ -56,7 +56,7 @@ class Registration:
     views_unregistered: list[str] = field(default_factory=list)
 
 
-CHECK_SINCE = datetime(2000, 1, 1, tzinfo=timezone.utc)  # any window start: the statements are only planned
+CHECK_SINCE = datetime(2000, 1, 1, tzinfo=UTC)  # any window start: the statements are only planned
 
 
 def definition_hash(view: ViewConfig) -> str:
@@ -166,7 +166,7 @@ class Registrar:
         """``query`` with the PostgreSQL views it reads expanded to their definitions."""
         return expand_views(query, lambda schema, name: self.source.view_definition(cur, schema, name))
 
-    def explain(self, view: ViewConfig) -> "Explanation":
+    def explain(self, view: ViewConfig) -> Explanation:
         """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW): its query
         analysed as ``apply`` would, without needing its logs to exist yet."""
         from mvlog.sql.explain import explain

@@ -10,13 +10,22 @@ from __future__ import annotations
 import sys
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 
-from mvlog.cli_output import (emit_json, err, out, print_apply_report, print_engine, print_explain, print_history,
-                              print_results, print_status)
+from mvlog.cli_output import (
+    emit_json,
+    err,
+    out,
+    print_apply_report,
+    print_engine,
+    print_explain,
+    print_history,
+    print_results,
+    print_status,
+)
 from mvlog.errors import MvlogError, redact
 
 # How long `mvlog refresh` waits for a view another process is refreshing before it skips it:
@@ -164,7 +173,7 @@ def schedule(ctx: click.Context, metrics_port: int | None, metrics_host: str) ->
     state = _state(ctx)
 
     def log(line: str) -> None:
-        click.echo(f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ} {state.redact(line)}", err=False)
+        click.echo(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {state.redact(line)}", err=False)
         sys.stdout.flush()
 
     metrics = None

@@ -80,7 +80,7 @@ class LogConfig(_Strict):
     tables: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _one_form(self) -> "LogConfig":
+    def _one_form(self) -> LogConfig:
         if self.table is not None and (self.schema_name is not None or self.tables is not None):
             raise ValueError("give either table, or schema with tables, not both")
         if self.table is None and self.schema_name is None:
@@ -164,7 +164,7 @@ class Config(_Strict):
         return [] if value is None else value
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "Config":
+    def _unique_names(self) -> Config:
         seen: dict[str, int] = {}
         for i, view in enumerate(self.views):
             if view.name.lower() in seen:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import sys
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 

@@ -8,7 +8,7 @@ concurrent refresh): the scheduler retries those, and only those.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class MvlogError(Exception):

@@ -72,7 +72,7 @@ class LogInfo:
         return f"{self.table_schema}.{self.table_name}"
 
     @classmethod
-    def for_table(cls, table: TableInfo, log_name: str) -> "LogInfo":
+    def for_table(cls, table: TableInfo, log_name: str) -> LogInfo:
         """The log ``log_name`` of ``table``, keyed by the table's primary key."""
         return cls(table.schema, table.name, log_name, tuple(c.name for c in table.key),
                    tuple(c.type for c in table.key), table.oid)

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
 
 from sqlglot import exp
 
+from mvlog.errors import RefreshRefused
+from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, RefreshMethod, WindowSize
 from mvlog.sql.aggdelta import fast_delta_sql
 from mvlog.sql.analysis import DIALECT
-from mvlog.errors import RefreshRefused
 from mvlog.sql.explain import affected_keys_how
-from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, RefreshMethod, WindowSize
 from mvlog.sql.shape import ViewShape, col
 from mvlog.sql.sqlgen import fast_keyed_sql, fast_simple_sql
 from mvlog.sql.union import fast_union_sql

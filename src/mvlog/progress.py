@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -16,7 +16,7 @@ class Reporter:
         pass
 
     @contextlib.contextmanager
-    def task(self, label: str, total: int) -> Iterator["Reporter"]:
+    def task(self, label: str, total: int) -> Iterator[Reporter]:
         yield self
 
     def advance(self, text: str) -> None:

@@ -10,25 +10,26 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
+from mvlog import plan as planner
 from mvlog.apply import Registrar, Registration
-from mvlog.postgres.catalog import Catalog, HistoryRow
 from mvlog.config import Config, ViewConfig, load_config
+from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
+from mvlog.model import LogInfo, Occupant
 from mvlog.ops.freshness import Freshness
 from mvlog.ops.status import Status
-from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
-from mvlog import plan as planner
-from mvlog.postgres.logs import Logs
 from mvlog.plan import RefreshPlan
+from mvlog.postgres.catalog import Catalog, HistoryRow
+from mvlog.postgres.jdbc import JdbcSource
+from mvlog.postgres.logs import Logs
+from mvlog.postgres.source import Source, dsn_secrets
 from mvlog.progress import Reporter
 from mvlog.refresh import Refresher, RefreshResult
-from mvlog.postgres.source import Source, dsn_secrets
 from mvlog.spark.session import configured_remote, remote_address, remote_secrets, remote_url
-from mvlog.postgres.jdbc import JdbcSource
-from mvlog.model import LogInfo, Occupant
 from mvlog.spark.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class Project:
         (self._message or self.reporter.message)(message)
 
     @classmethod
-    def load(cls, path: str | None = None, **kwargs: Any) -> "Project":
+    def load(cls, path: str | None = None, **kwargs: Any) -> Project:
         return cls(load_config(path), **kwargs)
 
     @property
@@ -110,7 +111,7 @@ class Project:
     def close(self) -> None:
         self.source.close()
 
-    def __enter__(self) -> "Project":
+    def __enter__(self) -> Project:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -229,7 +230,7 @@ class Project:
         return self.freshness.lags(names)
 
     def verify(self, names: list[str] | None = None, sample: int | None = None, repair: bool = False,
-               refresh: bool = False) -> list["VerifyResult"]:
+               refresh: bool = False) -> list[VerifyResult]:
         """Compare views with their queries (``sample``: about that many rows each; None: all);
         ``refresh`` first; ``repair``: re-merge mismatched keys. See :mod:`mvlog.ops.verify`."""
         from mvlog.ops.verify import Verifier
@@ -268,7 +269,7 @@ class Project:
                                  f"{stamp.isoformat()} (its log was cleaned up)")
         return version, stamp
 
-    def explain(self, name: str) -> "Explanation":
+    def explain(self, name: str) -> Explanation:
         """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW)."""
         return self.registrar.explain(self._select_views([name])[0])
 

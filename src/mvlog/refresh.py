@@ -15,27 +15,29 @@ import dataclasses
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any
 
 from mvlog import plan as planner
 from mvlog.apply import Registrar, definition_hash
-from mvlog.postgres.catalog import Catalog, ViewState
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError, RefreshRefused
 from mvlog.faults import arm, checkpoint
-from mvlog.postgres.logs import Logs, StampedSnapshot
 from mvlog.model import ROW_HASH_COLUMN, RefreshMethod
 from mvlog.plan import RefreshPlan, plan_refresh
+from mvlog.postgres.catalog import Catalog, ViewState
+from mvlog.postgres.jdbc import JdbcSource
+from mvlog.postgres.logs import Logs, StampedSnapshot
+from mvlog.postgres.source import Source
 from mvlog.progress import Reporter
+from mvlog.spark.warehouse import Warehouse, WriteCounts
 from mvlog.sql import aggdelta, keymap, union
 from mvlog.sql.analysis import DIALECT, ViewClass
 from mvlog.sql.shape import ViewShape, groups_name
-from mvlog.postgres.source import Source
-from mvlog.postgres.jdbc import JdbcSource
-from mvlog.spark.warehouse import Warehouse, WriteCounts
 
 
 @dataclass
@@ -63,7 +65,7 @@ class RefreshResult:
 
     @classmethod
     def failed(cls, view: str, exc: MvlogError, started: float, plan: RefreshPlan | None = None,
-               snaptime: datetime | None = None) -> "RefreshResult":
+               snaptime: datetime | None = None) -> RefreshResult:
         """A refresh that failed; a refused one (a ``fast`` view that needs a complete refresh)
         ran no method, and its reason is the refusal's."""
         if isinstance(exc, RefreshRefused):
@@ -73,7 +75,7 @@ class RefreshResult:
                    seconds=time.monotonic() - started, transient=exc.transient, detail=_traceback(exc))
 
     @classmethod
-    def busy(cls, view: str, exc: ConcurrentRefreshError, started: float) -> "RefreshResult":
+    def busy(cls, view: str, exc: ConcurrentRefreshError, started: float) -> RefreshResult:
         """Skipped: another process is refreshing the view (``exc`` says who)."""
         return cls(view, None, f"being refreshed by {exc.holder}", None, seconds=time.monotonic() - started,
                    skipped=True)
@@ -137,20 +139,20 @@ def refresh_units(views: list[ViewConfig]) -> list[list[ViewConfig]]:
 class _Lanes:
     """One Refresher per worker thread, opened on the thread's first unit, closed at the end."""
 
-    def __init__(self, new_lane: Callable[[], ContextManager["Refresher"]]):
+    def __init__(self, new_lane: Callable[[], AbstractContextManager[Refresher]]):
         self._new_lane = new_lane
         self._local = threading.local()
         self._stack = contextlib.ExitStack()
         self._lock = threading.Lock()
 
-    def current(self) -> "Refresher":
+    def current(self) -> Refresher:
         lane = getattr(self._local, "lane", None)
         if lane is None:
             with self._lock:
                 lane = self._local.lane = self._stack.enter_context(self._new_lane())
         return lane
 
-    def __enter__(self) -> "_Lanes":
+    def __enter__(self) -> _Lanes:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -185,7 +187,7 @@ class Refresher:
         return self._warehouse()
 
     def run(self, views: list[ViewConfig], complete: bool, concurrency: int = 1,
-            new_lane: Callable[[], ContextManager["Refresher"]] | None = None,
+            new_lane: Callable[[], AbstractContextManager[Refresher]] | None = None,
             wait: float = 0.0) -> list[RefreshResult]:
         """Refresh views; the views of one group as one unit, every other view alone. With
         ``new_lane`` (a Refresher on connections and a Spark session of its own), up to

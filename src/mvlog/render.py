@@ -3,7 +3,8 @@ one line for logs (``mvlog schedule``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
@@ -42,7 +43,7 @@ def result_line(result: RefreshResult) -> str:
             f"rows={result.row_count} seconds={result.seconds:.1f}")
 
 
-def verify_table(results: Iterable["VerifyResult"], secrets: Iterable[str] = ()) -> Table:
+def verify_table(results: Iterable[VerifyResult], secrets: Iterable[str] = ()) -> Table:
     """A rich table: a row per view (status, rows compared, pending keys, Delta version), then
     a row per mismatched key shown, with the columns that differ."""
     secrets = list(secrets)

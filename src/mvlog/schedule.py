@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from croniter import croniter
 
@@ -46,7 +47,7 @@ class Unit:
     cron: str | None = None
     group: str | None = None
     freshness: timedelta | None = None
-    next_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    next_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     last_seconds: float = 0.0  # what its last refresh took: a freshness unit starts that much early
 
     def advance(self, after: datetime) -> None:
@@ -117,7 +118,7 @@ class Scheduler:
     """The long-running loop behind ``mvlog schedule``."""
 
     def __init__(self, project: Project, log: Callable[[str], None], max_retries: int = 3, backoff: float = 2.0,
-                 metrics: "SchedulerMetrics | None" = None):
+                 metrics: SchedulerMetrics | None = None):
         self.project = project
         self.metrics = metrics
         self.units = units_of(project.config)
@@ -136,27 +137,27 @@ class Scheduler:
         signal.signal(signal.SIGINT, request_stop)
 
     def run(self) -> None:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         for unit in self.units:
             unit.last_seconds = self._last_seconds(unit)
             unit.advance(now)
             self.log(f"scheduled {unit.describe()}; next look {unit.next_at:%H:%M:%S}")
-        self.project.warehouse  # start Spark once, before the first refresh is due
+        _ = self.project.warehouse  # start Spark once, before the first refresh is due
         self.log("ready: Spark started")
         self._update_gauges()
         looked = {unit.name: now for unit in self.units}
         while not self.stop.is_set():
-            wait = (min(u.next_at for u in self.units) - datetime.now(timezone.utc)).total_seconds()
+            wait = (min(u.next_at for u in self.units) - datetime.now(UTC)).total_seconds()
             if wait > 0 and self.stop.wait(wait):
                 break
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             looking = [u for u in self.units if u.next_at <= now]
             due = self.due(looking, looked, now)
             self.refresh(due)
             self._update_gauges()
             for unit in looking:
                 looked[unit.name] = now
-                unit.advance(max(datetime.now(timezone.utc), now))
+                unit.advance(max(datetime.now(UTC), now))
         self.log("stopped")
 
     def _update_gauges(self) -> None:

@@ -5,8 +5,8 @@ next `apply`."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import assert_view_matches, refresh_ok
+
 from mvlog.cli import main
 
 pytestmark = pytest.mark.integration

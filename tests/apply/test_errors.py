@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from mvlog.errors import (ConcurrentRefreshError, ConfigError, MvlogError, RefreshError, SourceError, UsageError,
-                          WarehouseError, redact)
+from mvlog.errors import (
+    ConcurrentRefreshError,
+    ConfigError,
+    MvlogError,
+    RefreshError,
+    SourceError,
+    UsageError,
+    WarehouseError,
+    redact,
+)
 
 
 def test_exit_codes():

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from mvlog.errors import SourceError
 from mvlog.model import Column, LogInfo, RefreshMethod, TableInfo, checked_snapshot_id, log_name_for
+
 
 def test_a_log_is_keyed_by_its_tables_primary_key():
     table = TableInfo("Sales", "Order Items!", 4711, (Column("id", "bigint"), Column("line", "int"),

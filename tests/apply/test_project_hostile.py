@@ -9,7 +9,6 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import assert_view_matches
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import SUBPROCESS_SPARK
+
 from mvlog.postgres.pgtemp import free_port
 
 pytestmark = pytest.mark.integration

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
-from mvlog.ops import fingerprint
-from mvlog.errors import UsageError
-from mvlog.ops.fingerprint import Column
-from mvlog.model import ROW_HASH_COLUMN
-
 from spark.test_warehouse_types import ROW, SETUP, TABLE, VALUES
+
+from mvlog.errors import UsageError
+from mvlog.model import ROW_HASH_COLUMN
+from mvlog.ops import fingerprint
+from mvlog.ops.fingerprint import Column
 
 
 def test_every_type_the_warehouse_writes_has_a_text_form():

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import SPARK_MODES
+
 from mvlog.config import load_config
 from mvlog.demo import examples_dir
 from mvlog.project import Project

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from rich.console import Console
 
@@ -11,7 +11,7 @@ from mvlog.model import RefreshMethod
 from mvlog.refresh import RefreshResult
 from mvlog.render import result_line, results_table
 
-S = datetime(2026, 11, 22, 3, 1, 2, tzinfo=timezone.utc)
+S = datetime(2026, 11, 22, 3, 1, 2, tzinfo=UTC)
 OK = RefreshResult("open_orders", RefreshMethod.FAST, "changed keys since the last refresh", S, 10, 4, 0, 6, 498, 3.91,
                    phases={"prepare": 0.2104, "read": 0.3, "write": 3.3, "record": 0.1})
 FAILED = RefreshResult.failed("per_customer", SourceError("cannot connect: password s3cret refused", transient=True),

@@ -9,16 +9,15 @@ import signal
 import subprocess
 import sys
 import time
-
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
-
 from conftest import SUBPROCESS_SPARK
+
 from mvlog.config import load_config, parse_config
-from mvlog.postgres.pgtemp import free_port
 from mvlog.errors import ConfigError
+from mvlog.postgres.pgtemp import free_port
 from mvlog.project import Project
 from mvlog.schedule import units_of
 
@@ -149,7 +148,7 @@ def test_freshness_units():
     a.last_seconds = 20
     assert a.fresh_enough(0.0) and a.fresh_enough(489.0) and not a.fresh_enough(491.0)  # 20 + 30 + 60 to spare
     assert not a.fresh_enough(None)  # never built
-    start = datetime(2026, 1, 1, 10, 0, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, 10, 0, 1, tzinfo=UTC)
     a.advance(start)
     assert a.next_at == start + timedelta(seconds=30)
     g.advance(start)  # the cron's next firing is an hour away; the freshness look comes first

@@ -14,12 +14,12 @@ import time
 
 import pytest
 import yaml
-
 from conftest import assert_views_match
+from test_schedule import follow, wait_for_line
+
 from mvlog.config import load_config
 from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE
 from mvlog.project import Project
-from test_schedule import follow, wait_for_line
 
 pytestmark = pytest.mark.integration
 

@@ -4,8 +4,8 @@ mismatches, and --repair makes the view exact again."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import assert_view_matches, assert_views_match, refresh_ok
+
 from mvlog.cli import main
 from mvlog.spark.sparksql import delta_table
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -38,7 +38,7 @@ def test_a_registered_view_waits_for_its_build_and_pins_its_log(registered):
     assert catalog.unbuilt_views() == {"v"}
     assert [v["staleness"] for v in registered.status()["views"]] == ["needs_complete"]
     log = registered.logs.registered()["public.t"]
-    stamp = datetime(2026, 11, 22, 3, 1, 2, 123456, tzinfo=timezone.utc)
+    stamp = datetime(2026, 11, 22, 3, 1, 2, 123456, tzinfo=UTC)
     with registered.source.transaction() as cur:
         assert catalog.dependents(cur, log) == ["v"]
         assert catalog.purge_horizon(cur, log) is None  # v never refreshed: nothing may be purged
@@ -70,7 +70,7 @@ def test_a_view_lock_refuses_a_second_holder_until_released(registered):
 
 def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
     catalog = registered.catalog
-    stamp = datetime(2026, 11, 22, 3, 1, 2, tzinfo=timezone.utc)
+    stamp = datetime(2026, 11, 22, 3, 1, 2, tzinfo=UTC)
     done = catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
     catalog.history_end(done, WriteCounts(3, 1, 1, 1), method=RefreshMethod.COMPLETE, reason="a table was truncated")
     catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
@@ -91,7 +91,7 @@ def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
     """A catalog of version 2 (before refresh_history.delta_version) is refused by name; installing
     again (what 'mvlog apply' does) upgrades it in place, keeping the history."""
     catalog = registered.catalog
-    stamp = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    stamp = datetime(2026, 1, 1, tzinfo=UTC)
     first = catalog.history_start("v", RefreshMethod.COMPLETE, "the view is new", stamp)
     catalog.history_end(first, WriteCounts(rows_inserted=3, version=0))
     db.execute("ALTER TABLE mvlog.refresh_history DROP COLUMN delta_version")

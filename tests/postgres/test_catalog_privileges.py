@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import psycopg2
 import pytest
-
 from conftest import assert_views_match
+
 from mvlog.config import SourceConfig
 from mvlog.errors import SourceError
-from mvlog.project import Project
 from mvlog.postgres.source import read_sql
+from mvlog.project import Project
 
 pytestmark = pytest.mark.integration
 

@@ -5,9 +5,9 @@ each refresh, drop unregisters (the data stays), and a name taken by another tab
 from __future__ import annotations
 
 import pytest
+from conftest import refresh_ok
 
 import mvlog.notebook as mvn
-from conftest import refresh_ok
 from mvlog.errors import WarehouseError
 
 pytestmark = pytest.mark.integration

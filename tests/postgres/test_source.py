@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import psycopg2
 import pytest
+from apply.test_config import VALID
 
 from mvlog.config import parse_config
 from mvlog.errors import ConfigError, SourceError
 from mvlog.postgres.pgtemp import free_port
 from mvlog.postgres.source import Source, dsn_password, dsn_secrets
-from apply.test_config import VALID
 
 
 @pytest.mark.parametrize(

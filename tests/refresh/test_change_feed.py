@@ -6,7 +6,6 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-
 from conftest import refresh_ok, visible_columns
 
 pytestmark = pytest.mark.integration

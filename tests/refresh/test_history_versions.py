@@ -8,9 +8,9 @@ import json
 from datetime import timedelta
 
 import pytest
+from conftest import refresh_ok
 
 import mvlog.notebook as mvn
-from conftest import refresh_ok
 from mvlog.cli import main
 from mvlog.errors import UsageError
 

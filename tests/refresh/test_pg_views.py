@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import psycopg2
 import pytest
+from conftest import assert_views_match, examples, refresh_ok, varied
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_views_match, examples, refresh_ok, varied
 from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import pytest
-
 from facts import LOG, T0, shape
-from mvlog.sql.analysis import analyze
+
 from mvlog.config import RefreshMethod
 from mvlog.errors import RefreshError
-from mvlog.model import ColumnStats
-from mvlog.model import WindowSize
-from mvlog.plan import (COMPLETE_MIN_KEYS, ROWS_PER_PARTITION, after_stamp, needs_complete,
-                        partition_predicates, plan_refresh, schema_drift, with_partitions)
+from mvlog.model import ColumnStats, WindowSize
+from mvlog.plan import (
+    COMPLETE_MIN_KEYS,
+    ROWS_PER_PARTITION,
+    after_stamp,
+    needs_complete,
+    partition_predicates,
+    plan_refresh,
+    schema_drift,
+    with_partitions,
+)
+from mvlog.sql.analysis import analyze
 from mvlog.sql.shaping import shape_view
 
 

@@ -5,9 +5,8 @@ against PostgreSQL by the oracle and by ``mvlog verify``."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-
 from conftest import SPARK_MODES, examples, refresh_ok
+from hypothesis import given, settings
 from shop import check_views, random_dml_then_refresh, sequences, shared_shop
 
 pytestmark = pytest.mark.integration

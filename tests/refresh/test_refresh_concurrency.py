@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 
 import pytest
+from conftest import SPARK_MODES, assert_view_matches
 
 import mvlog.refresh
-from conftest import SPARK_MODES, assert_view_matches
 from mvlog.config import ViewConfig
 from mvlog.refresh import refresh_units
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 import yaml
-
 from conftest import SUBPROCESS_SPARK, assert_views_match
+
 from mvlog.config import load_config
 from mvlog.faults import POINTS
 from mvlog.project import Project

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import assert_views_match
 
 import mvlog.refresh
-from conftest import assert_views_match
 
 pytestmark = pytest.mark.integration
 

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import pytest
 import sqlglot
+from conftest import (
+    SPARK_MODES,
+    assert_view_matches,
+    assert_views_match,
+    examples,
+    refresh_ok,
+    stats_after,
+    table_stats,
+)
 from hypothesis import given, settings
-
-from conftest import SPARK_MODES, assert_view_matches, assert_views_match, examples, refresh_ok, stats_after, table_stats
 from shop import SCHEMA, check_views, random_dml_then_refresh, sequences, shared_shop
+
 from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration

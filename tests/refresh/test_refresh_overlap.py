@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import assert_views_match
-from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE
+
 from mvlog.config import load_config
+from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE
 from mvlog.project import Project
 
 pytestmark = pytest.mark.integration

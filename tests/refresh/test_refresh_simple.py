@@ -6,11 +6,19 @@ import re
 
 import psycopg2
 import pytest
+from conftest import (
+    SPARK_MODES,
+    assert_view_matches,
+    assert_views_match,
+    examples,
+    refresh_ok,
+    stats_after,
+    table_stats,
+    varied,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import (SPARK_MODES, assert_view_matches, assert_views_match, examples, refresh_ok, stats_after, table_stats,
-                      varied)
 from mvlog.errors import ConfigError
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,6 @@ import time
 
 import psycopg2
 import pytest
-
 from conftest import assert_views_match
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -4,11 +4,16 @@ primary-key-only logs, checked against PostgreSQL."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-
 from conftest import assert_view_matches, examples, refresh_ok, stats_after, table_stats
-from shop import (build_large_shop, check_fast_views, fast_refresh_and_check, random_dml_then_refresh, sequences,
-                  shared_shop)
+from hypothesis import given, settings
+from shop import (
+    build_large_shop,
+    check_fast_views,
+    fast_refresh_and_check,
+    random_dml_then_refresh,
+    sequences,
+    shared_shop,
+)
 
 pytestmark = pytest.mark.integration
 

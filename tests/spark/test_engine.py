@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from mvlog.spark import engine
 from mvlog.config import SparkConfig
 from mvlog.errors import UsageError
+from mvlog.spark import engine
 
 
 @pytest.fixture

@@ -27,9 +27,9 @@ def test_a_config_without_master_or_remote_uses_the_running_engine_and_says_so(m
     import os
 
     import mvlog.spark.session
-    from mvlog.spark import engine
     from mvlog.config import load_config
     from mvlog.project import Project
+    from mvlog.spark import engine
 
     monkeypatch.setenv(engine.ENGINE_DIR_ENV, str(tmp_path))
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
@@ -45,7 +45,7 @@ def test_a_config_without_master_or_remote_uses_the_running_engine_and_says_so(m
     opened = []
     monkeypatch.setattr(mvlog.spark.session, "build_session", lambda config: opened.append(remote_url(config)) or object())
     lines: list[str] = []
-    Project(load_config(tmp_path / "mvlog.yaml"), progress=lines.append).warehouse
+    _ = Project(load_config(tmp_path / "mvlog.yaml"), progress=lines.append).warehouse
     assert opened == ["sc://127.0.0.1:15999"]
     assert lines[0].startswith("using the running mvlog engine at sc://127.0.0.1:15999"), lines
     (tmp_path / "engine.json").unlink()

@@ -23,9 +23,9 @@ from pathlib import Path
 import pyspark
 import pytest
 import yaml
-
 from conftest import assert_view_matches
 from refresh.test_refresh_faults import SCHEMA, VIEWS  # the same three views, simple, join and aggregate
+
 from mvlog.config import load_config
 from mvlog.postgres.pgtemp import free_port
 from mvlog.project import Project

@@ -8,9 +8,9 @@ import shutil
 from urllib.parse import urlparse
 
 import pytest
+from conftest import assert_view_matches, assert_views_match, refresh_ok
 
 import mvlog.plan
-from conftest import assert_view_matches, assert_views_match, refresh_ok
 
 pytestmark = pytest.mark.integration
 

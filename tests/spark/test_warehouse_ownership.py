@@ -11,8 +11,8 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import assert_view_matches, refresh_ok
+
 from mvlog.errors import ConfigError, WarehouseError
 from mvlog.model import Occupant
 

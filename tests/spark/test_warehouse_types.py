@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import struct
-from datetime import timezone
+from datetime import UTC
 
 import pytest
-
 from conftest import assert_view_matches
 
 pytestmark = pytest.mark.integration
@@ -54,7 +53,7 @@ def normalize_pg(value, column):
     if column == "ratio":  # real: compare as the 32-bit float both sides hold
         return struct.unpack("f", struct.pack("f", value))[0]
     if column == "at_utc":
-        return value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value.astimezone(UTC).replace(tzinfo=None)
     if column == "doc":
         return value  # psycopg2 parses jsonb
     if column == "raw":

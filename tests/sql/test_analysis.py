@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mvlog.sql.analysis import ViewClass, analyze
 from mvlog.errors import ConfigError
+from mvlog.sql.analysis import ViewClass, analyze
 
 
 @pytest.mark.parametrize(

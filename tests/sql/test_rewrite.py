@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mvlog.sql.analysis import ViewClass, analyze
 from mvlog.model import Column, TableInfo
+from mvlog.sql.analysis import ViewClass, analyze
 
 
 def _table(name: str, oid: int, columns: str, key: str = "id") -> TableInfo:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from facts import CUSTOMERS, LOG, shape
+
 from mvlog.sql.analysis import analyze
 from mvlog.sql.shape import projected_columns
 from mvlog.sql.shaping import shape_view

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sqlglot
-
 from facts import CUSTOMERS, LOG, T0, shape
-from mvlog.sql.analysis import analyze
+
 from mvlog.config import RefreshMethod
 from mvlog.plan import plan_refresh
-from mvlog.sql.shaping import shape_view
 from mvlog.sql import changes, keymap, sqlgen
+from mvlog.sql.analysis import analyze
+from mvlog.sql.shaping import shape_view
 
 
 def test_fast_sql_restricts_the_view_to_changed_keys_in_the_window():

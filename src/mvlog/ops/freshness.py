@@ -9,13 +9,13 @@ underestimated. Each refresh records the lag it ended (``refresh_history.oldest_
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mvlog.postgres.catalog import Catalog, ViewStatusRow
 from mvlog.config import Config
-from mvlog.postgres.logs import Logs, Pending
 from mvlog.model import LogInfo
+from mvlog.postgres.catalog import Catalog, ViewStatusRow
+from mvlog.postgres.logs import Logs, Pending
 
 
 class Freshness:
@@ -49,7 +49,7 @@ class Freshness:
             target = self.config.view(row.name).freshness
         except KeyError:
             target = None
-        day = self.catalog.lags_since(row.name, datetime.now(timezone.utc) - timedelta(days=1))
+        day = self.catalog.lags_since(row.name, datetime.now(UTC) - timedelta(days=1))
         worst = max([*day, lag or 0.0])
         return {
             "lag_seconds": None if lag is None else round(lag, 3),
@@ -61,4 +61,4 @@ class Freshness:
 
 def _lag(oldest: datetime | None) -> float:
     """Seconds since ``oldest`` (0: nothing pending)."""
-    return max(0.0, (datetime.now(timezone.utc) - oldest).total_seconds()) if oldest else 0.0
+    return max(0.0, (datetime.now(UTC) - oldest).total_seconds()) if oldest else 0.0

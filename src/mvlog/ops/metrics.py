@@ -61,7 +61,7 @@ class SchedulerMetrics:
         except OSError as exc:
             raise MvlogError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
 
-    def observe(self, result: "RefreshResult") -> None:
+    def observe(self, result: RefreshResult) -> None:
         """Count one refresh result."""
         view = result.view
         status = "failed" if result.error else "skipped" if result.skipped else "ok"
@@ -75,7 +75,7 @@ class SchedulerMetrics:
                           ("deleted", result.rows_deleted)):
             self.rows.labels(view, change).inc(n)
 
-    def update_gauges(self, project: "Project", force: bool = False) -> None:
+    def update_gauges(self, project: Project, force: bool = False) -> None:
         """Lag per view and backlog per log, from the catalog (at most every GAUGE_SECONDS)."""
         if not force and time.monotonic() - self._gauges_at < GAUGE_SECONDS:
             return

@@ -7,7 +7,7 @@ base tables changed shape is "invalid" or "needs_complete" before its next refre
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from mvlog.apply import Registrar
@@ -65,7 +65,7 @@ class Status:
     def log_rows(self, logs: dict[str, LogInfo] | None = None) -> list[dict[str, Any]]:
         """Per log: rows, bytes, the oldest change some view has not consumed, views that pin it."""
         logs = self.logs.registered() if logs is None else logs
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         log_list = []
         for table, log in sorted(logs.items()):
             found = self.catalog.log_status(log)

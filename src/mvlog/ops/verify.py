@@ -18,27 +18,28 @@ import math
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from psycopg2 import sql
 from sqlglot import exp
 
-from mvlog.ops import fingerprint
-from mvlog.sql import union
 from mvlog.apply import Registrar
-from mvlog.postgres.catalog import Catalog
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import MvlogError, UsageError, WarehouseError
+from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN, RefreshMethod
+from mvlog.ops import fingerprint
 from mvlog.ops.fingerprint import KEY_HASH, ROW_HASH, Column
+from mvlog.plan import plan_refresh
+from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import StampedSnapshot
-from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN, RefreshMethod
-from mvlog.plan import plan_refresh
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark.sparksql import quote_spark
 from mvlog.spark.warehouse import Warehouse, WriteCounts
+from mvlog.sql import union
 
 SHOWN = 20  # mismatched keys described per view
 ATTEMPTS = 5  # times verify looks again while a refresh is between its Delta commit and its record

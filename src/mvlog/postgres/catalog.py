@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from psycopg2 import sql
 
 from mvlog.errors import ConcurrentRefreshError, UsageError
-from mvlog.postgres.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.postgres.catalog_rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
+from mvlog.postgres.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
 from mvlog.postgres.source import Cursor, Source, log_identifier, read_sql
 from mvlog.sql.aggdelta import drop_groups_sql
 from mvlog.sql.keymap import drop_keymap_sql

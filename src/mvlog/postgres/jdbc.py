@@ -10,6 +10,7 @@ from psycopg2.extensions import parse_dsn
 
 from mvlog.errors import ConfigError
 
+
 @dataclass(frozen=True)
 class JdbcSource:
     """How Spark reaches PostgreSQL: a JDBC URL plus connection properties."""
@@ -18,7 +19,7 @@ class JdbcSource:
     properties: dict[str, str] = field(repr=False)
 
     @classmethod
-    def from_dsn(cls, dsn: str) -> "JdbcSource":
+    def from_dsn(cls, dsn: str) -> JdbcSource:
         try:
             params = parse_dsn(dsn)
         except Exception:

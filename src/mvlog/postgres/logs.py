@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable, Iterator, Sequence
 
 import psycopg2
 import psycopg2.extensions
@@ -199,7 +199,7 @@ class Logs:
     # -- stamping, windows, purging --------------------------------------------------------
 
     @contextlib.contextmanager
-    def stamp(self, logs: Sequence[LogInfo]) -> Iterator["StampedSnapshot"]:
+    def stamp(self, logs: Sequence[LogInfo]) -> Iterator[StampedSnapshot]:
         """Stamp every sentinel row of these logs with one new S, and hold the snapshot the stamp saw.
 
         The refresh reads everything at that snapshot, so it sees the base tables exactly as

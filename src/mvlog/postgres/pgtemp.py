@@ -81,7 +81,7 @@ class TempPostgres:
             cmd = ["runuser", "-u", SUPERUSER, "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True)
 
-    def start(self) -> "TempPostgres":
+    def start(self) -> TempPostgres:
         self.bin_dir = find_bin_dir()
         self.root = Path(tempfile.mkdtemp(prefix="mvlog-pg-"))
         os.chmod(self.root, 0o755)
@@ -130,7 +130,7 @@ class TempPostgres:
         shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
 
-    def __enter__(self) -> "TempPostgres":
+    def __enter__(self) -> TempPostgres:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -11,17 +11,17 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import re
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import psycopg2
 import psycopg2.extensions
 from psycopg2 import sql
 
 from mvlog.errors import ConfigError, SourceError, redact
-from mvlog.sql.expansion import PgView
 from mvlog.model import MVLOG_SCHEMA, Column, ColumnStats, LogInfo, TableInfo, checked_snapshot_id
+from mvlog.sql.expansion import PgView
 
 Cursor = psycopg2.extensions.cursor
 
@@ -342,13 +342,13 @@ class Source:
     def column_stats(self, log: LogInfo, column: str) -> ColumnStats | None:
         """The planner statistics of one column of a logged table; None before it was analyzed."""
         rows = self.query(
-            """
-            SELECT s.histogram_bounds::text::text[], ({rows}), s.n_distinct
+            f"""
+            SELECT s.histogram_bounds::text::text[], ({ESTIMATED_ROWS}), s.n_distinct
             FROM pg_stats s
             JOIN pg_class c ON c.oid = %(oid)s
             WHERE s.schemaname = %(schema)s AND s.tablename = %(name)s AND s.attname = %(column)s
               AND s.inherited = (c.relkind = 'p')  -- a partitioned table has only its partitions' rows
-            """.format(rows=ESTIMATED_ROWS),
+            """,
             {"oid": log.table_oid, "schema": log.table_schema, "name": log.table_name, "column": column},
         )
         if not rows or rows[0][0] is None:

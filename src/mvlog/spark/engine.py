@@ -18,7 +18,7 @@ import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from mvlog.config import SparkConfig
@@ -155,7 +155,7 @@ def start(config: SparkConfig, host: str | None = None, port: int | None = None,
     with open(log, "ab") as out:
         process = subprocess.Popen(server_command(config, host, port), stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    info = EngineInfo(process.pid, host, port, datetime.now(timezone.utc).isoformat(timespec="seconds"), str(log),
+    info = EngineInfo(process.pid, host, port, datetime.now(UTC).isoformat(timespec="seconds"), str(log),
                       config.master)
     _state_file().write_text(json.dumps(asdict(info)))
     deadline = time.monotonic() + timeout

@@ -55,7 +55,7 @@ class Merging:
     _own_commit: Any  # DeltaHistory._own_commit
     _session_commit_version: Any  # Warehouse._session_commit_version
 
-    def stage(self, df: Any) -> "Staged":
+    def stage(self, df: Any) -> Staged:
         """Read ``df`` from PostgreSQL exactly once, into executor memory (spilling to disk).
 
         The MERGE then reads the staged rows twice (to find the touched files, then to write)
@@ -76,7 +76,7 @@ class Merging:
             raise self._fail("reading from PostgreSQL failed", exc) from None
         return Staged(checkpointed, rows, low, high, non_null < rows, null_key_deletes)
 
-    def merge(self, location: str, staged: "Staged", key_columns: tuple[str, ...], metadata: dict,
+    def merge(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
               txn: tuple[str, int] | None = None, row_hash: bool = True, trust_row_hash: bool = True) -> WriteCounts:
         """One MERGE on the view key: the staged rows hold affected keys (``_mvlog_key_<i>``) and
         their current view rows; ``_mvlog_present`` is NULL where the key has no row any more.

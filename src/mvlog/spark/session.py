@@ -7,9 +7,9 @@ import os
 import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlsplit
 
 from mvlog.config import SparkConfig

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-
 # What the PostgreSQL JDBC driver says, inside a Spark error, when the connection, not the
 # statement, failed: the same read may succeed later.
 JDBC_CONNECTION_LOST = ("terminating connection", "I/O error occurred", "Connection refused",

@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from mvlog.errors import SourceError, WarehouseError, redact
 from mvlog.model import FOREIGN_FILES_SHOWN, ROW_HASH_COLUMN, Occupant, checked_snapshot_id
-from mvlog.spark.history import DeltaHistory, _mvlog_metadata, _int_or_none
+from mvlog.spark.history import DeltaHistory, _int_or_none, _mvlog_metadata
 from mvlog.spark.merge import Merging, WriteCounts  # noqa: F401 (WriteCounts: part of this API)
 from mvlog.spark.session import is_connect
-from mvlog.spark.sparksql import (JDBC_CONNECTION_LOST, delta_table, error_class, postgres_message, quote_spark,
-                                  row_hash_sql, short_error, spark_literal)
+from mvlog.spark.sparksql import (
+    JDBC_CONNECTION_LOST,
+    delta_table,
+    error_class,
+    postgres_message,
+    quote_spark,
+    row_hash_sql,
+    short_error,
+    spark_literal,
+)
 
 if TYPE_CHECKING:  # handed in by the caller: this layer does not import psycopg2
     from mvlog.postgres.jdbc import JdbcSource
@@ -135,7 +144,7 @@ class Warehouse(DeltaHistory, Merging):
         except Exception as exc:
             raise WarehouseError(f"cannot delete {location}: {redact(short_error(exc), self.secrets)}") from None
 
-    def read(self, jdbc: "JdbcSource", select_sql: str, snapshot: str | None, partitions: tuple[str, ...] = ()) -> Any:
+    def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None, partitions: tuple[str, ...] = ()) -> Any:
         """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``; with ``partitions``
         (disjoint WHERE clauses covering every row) one JDBC read per clause, in parallel."""
         options = {"fetchsize": "10000", "preferTimestampNTZ": "true", **jdbc.properties}

@@ -22,10 +22,21 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mvlog.sql.analysis import DIALECT
-from mvlog.sql.changes import (changed_keys_sql, in_query, input_column, key_names, keymap_items, keymap_key_columns,
-                           keymap_table, parse_select, touched_rows, union_of, unit_column)
 from mvlog.model import HIDDEN_PREFIX, PRESENT
+from mvlog.sql.analysis import DIALECT
+from mvlog.sql.changes import (
+    changed_keys_sql,
+    in_query,
+    input_column,
+    key_names,
+    keymap_items,
+    keymap_key_columns,
+    keymap_table,
+    parse_select,
+    touched_rows,
+    union_of,
+    unit_column,
+)
 from mvlog.sql.shape import AggregateDeltas, ViewShape, col, groups_name, ident
 
 STATE = HIDDEN_PREFIX + "state"  # CTE: each affected group's new state (and the old state's row)

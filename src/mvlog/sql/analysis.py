@@ -16,12 +16,24 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from mvlog.sql import rewrite
 from mvlog.errors import ConfigError
 from mvlog.model import TableInfo
+from mvlog.sql import rewrite
 from mvlog.sql.restrictions import NotKeyable, group_expressions, has_grouping_sets, is_volatile, join_reasons
-from mvlog.sql.sqltree import (DIALECT, TableRef, from_items, identifier_name, item_alias, join_side, own_aggregates,
-                               own_windows, partition_by, root_join, table_refs, window_parts)
+from mvlog.sql.sqltree import (
+    DIALECT,
+    TableRef,
+    from_items,
+    identifier_name,
+    item_alias,
+    join_side,
+    own_aggregates,
+    own_windows,
+    partition_by,
+    root_join,
+    table_refs,
+    window_parts,
+)
 from mvlog.sql.subqueries import SemiJoin, subquery_lineage
 
 __all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions", "identifier_name", "join_side",
@@ -46,14 +58,14 @@ class Analysis:
     view_class: ViewClass
     tables: list[TableRef]
     reasons: list[str] = field(default_factory=list)
-    branches: list["Analysis"] = field(default_factory=list)  # UNION ALL: each branch's analysis
+    branches: list[Analysis] = field(default_factory=list)  # UNION ALL: each branch's analysis
     # UNION (distinct): DISTINCT over the UNION ALL of ``branches``, each made SELECT DISTINCT.
     distinct: bool = False
     # An aggregate over a UNION ALL: ``branches`` are each branch's SELECT DISTINCT of its groups.
     over_union: bool = False
     # Tables read by subquery expressions (EXISTS, IN, scalar): the last entries of ``tables``,
     # each with the condition under which its rows matter to a row of the FROM items.
-    semi_joins: list["SemiJoin"] = field(default_factory=list)
+    semi_joins: list[SemiJoin] = field(default_factory=list)
 
     @property
     def fast_possible(self) -> bool:
@@ -249,9 +261,9 @@ def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_
             continue
         outputs = {n: (p.this if isinstance(p, exp.Alias) else p) for n, p in zip(names, branch.selects)}
 
-        def moved(node: exp.Expression) -> exp.Expression:
+        def moved(node: exp.Expression, outputs: dict = outputs) -> exp.Expression:
             return node.copy().transform(
-                lambda n: outputs[identifier_name(n.this)].copy() if isinstance(n, exp.Column) else n)
+                lambda c: outputs[identifier_name(c.this)].copy() if isinstance(c, exp.Column) else c)
 
         unit = branch.copy()
         unit.set("expressions", [moved(g) for g in groups])

@@ -10,10 +10,9 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mvlog.sql.analysis import DIALECT, ViewClass
 from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, LogInfo
+from mvlog.sql.analysis import DIALECT, ViewClass
 from mvlog.sql.shape import ViewShape, col, ident
-
 
 # CTE names of a fast read: prefixed, so that they cannot shadow a table the view's query reads.
 AFFECTED = HIDDEN_PREFIX + "affected_keys"  # the view keys to recompute (_mvlog_key_<i>)

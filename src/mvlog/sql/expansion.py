@@ -10,8 +10,8 @@ only substitutes them, so it needs neither a driver nor Spark.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import sqlglot
 from sqlglot import exp

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from mvlog.sql.analysis import Analysis, ViewClass
-from mvlog.sql.shape import ViewShape
 from mvlog.sql.rewrite import FULL_JOIN_PARTS
+from mvlog.sql.shape import ViewShape
 
 KEY_MAP_NOTE = ("old view keys come from mvlog's key map (base keys -> view key), because the logs hold "
                 "primary keys only")

@@ -9,10 +9,21 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mvlog.sql.analysis import DIALECT
-from mvlog.sql.changes import (ROOTS, changed_keys_sql, in_query, in_roots, keymap_items, keymap_table, parse_select,
-                           root_exprs, roots_ref, roots_sql, touched_rows)
 from mvlog.model import HIDDEN_PREFIX
+from mvlog.sql.analysis import DIALECT
+from mvlog.sql.changes import (
+    ROOTS,
+    changed_keys_sql,
+    in_query,
+    in_roots,
+    keymap_items,
+    keymap_table,
+    parse_select,
+    root_exprs,
+    roots_ref,
+    roots_sql,
+    touched_rows,
+)
 from mvlog.sql.shape import ViewShape, col, ident
 
 

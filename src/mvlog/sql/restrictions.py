@@ -11,7 +11,6 @@ from sqlglot import exp
 
 from mvlog.sql.sqltree import identifier_name, item_alias, join_side, null_rejecting
 
-
 # Functions whose value changes between evaluations or over time: a view using them
 # cannot be maintained from changed keys alone.
 VOLATILE_FUNCTIONS = {

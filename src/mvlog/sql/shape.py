@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvlog.sql.analysis import ViewClass, identifier_name, table_refs
 from mvlog.model import HIDDEN_PREFIX, LogInfo
+from mvlog.sql.analysis import ViewClass, identifier_name, table_refs
 
 
 def ident(name: str) -> exp.Identifier:
@@ -84,7 +84,7 @@ class ViewShape:
     outer: bool = False
     # UNION ALL: each branch's shape (its key map named after the branch) and its SELECT with the
     # view's two hidden key columns (BRANCH_COLUMN, ROW_KEY_COLUMN) instead of its own.
-    branches: tuple["ViewShape", ...] = ()
+    branches: tuple[ViewShape, ...] = ()
     branch_selects: tuple[str, ...] = ()
     # Window views: the PARTITION BY its window functions share (over the base rows, like
     # key_exprs); the key map maps base rows to it, and a refresh recomputes whole partitions.

@@ -8,14 +8,36 @@ import dataclasses
 
 from sqlglot import exp
 
-from mvlog.sql.analysis import (DIALECT, Analysis, NotKeyable, SemiJoin, ViewClass, group_expressions, identifier_name,
-                            join_side, partition_by, root_join, window_parts)
-from mvlog.sql.sqltree import conjuncts, full_join_parts, item_alias, root_first
-from mvlog.sql.aggdelta import plan_deltas
-from mvlog.sql.changes import union_of
 from mvlog.model import HIDDEN_PREFIX, LogInfo
-from mvlog.sql.shape import (BRANCH_COLUMN, ROW_KEY_COLUMN, RangeKey, TableKey, ViewShape, add_hidden, col, downgrade,
-                         ident, keymap_name, projected_columns)
+from mvlog.sql.aggdelta import plan_deltas
+from mvlog.sql.analysis import (
+    DIALECT,
+    Analysis,
+    NotKeyable,
+    SemiJoin,
+    ViewClass,
+    group_expressions,
+    identifier_name,
+    join_side,
+    partition_by,
+    root_join,
+    window_parts,
+)
+from mvlog.sql.changes import union_of
+from mvlog.sql.shape import (
+    BRANCH_COLUMN,
+    ROW_KEY_COLUMN,
+    RangeKey,
+    TableKey,
+    ViewShape,
+    add_hidden,
+    col,
+    downgrade,
+    ident,
+    keymap_name,
+    projected_columns,
+)
+from mvlog.sql.sqltree import conjuncts, full_join_parts, item_alias, root_first
 
 
 def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]) -> ViewShape:

@@ -15,15 +15,29 @@ from datetime import datetime
 
 from sqlglot import exp
 
+from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql import aggdelta
 from mvlog.sql.analysis import DIALECT, ViewClass, window_parts
-from mvlog.sql.changes import (AFFECTED, ROOTS, changed_keys_sql, in_query, in_roots, key_exprs, key_names, keymap_key_columns,
-                           keymap_table, parse_select, root_exprs, roots_ref, roots_sql, touched_rows, union_of,
-                           unit_exprs)
+from mvlog.sql.changes import (
+    AFFECTED,
+    ROOTS,
+    changed_keys_sql,
+    in_query,
+    in_roots,
+    key_exprs,
+    key_names,
+    keymap_key_columns,
+    keymap_table,
+    parse_select,
+    root_exprs,
+    roots_ref,
+    roots_sql,
+    touched_rows,
+    union_of,
+    unit_exprs,
+)
 from mvlog.sql.keymap import keymap_update_sql
-from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql.shape import ViewShape, col, ident
-
 
 AFFECTED_ALIAS = HIDDEN_PREFIX + "affected"
 

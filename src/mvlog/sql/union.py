@@ -11,10 +11,10 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mvlog.sql.analysis import DIALECT, ViewClass
 from mvlog.model import CHANGED_KEY_PREFIX
-from mvlog.sql.shape import ROW_KEY_COLUMN, ViewShape, col, ident
 from mvlog.sql import changes, keymap, sqlgen
+from mvlog.sql.analysis import DIALECT, ViewClass
+from mvlog.sql.shape import ROW_KEY_COLUMN, ViewShape, col, ident
 
 
 def _aggregate(branch: ViewShape) -> bool:
