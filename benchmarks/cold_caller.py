@@ -119,7 +119,8 @@ def main() -> None:
         for view in VIEWS:
             mine = [x for x in phases[mode] if x["view"] == view["name"]]
             med = lambda f, mine=mine: statistics.median(f(x) for x in mine)  # noqa: E731
-            print(f"| {mode} | {view['name']} | {med(lambda x: x['keys_read']):.0f} | {med(lambda x: x['seconds']):.2f} | "
+            print(f"| {mode} | {view['name']} | {med(lambda x: x['keys_read']):.0f} | "
+                  f"{med(lambda x: x['seconds']):.2f} | "
                   + " | ".join(f"{med(lambda x, p=p: x['phases'].get(p, 0.0)):.2f}"
                                for p in ("prepare", "read", "write", "record")) + " |")
 

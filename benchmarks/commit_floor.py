@@ -42,7 +42,8 @@ def main() -> None:
 
         def source() -> None:
             r = next(rounds)
-            spark.range(args.rows).selectExpr("id AS k", f"id + {r} AS n", f"CAST(id + {r} AS decimal(18,2)) AS total") \
+            spark.range(args.rows).selectExpr("id AS k", f"id + {r} AS n",
+                                              f"CAST(id + {r} AS decimal(18,2)) AS total") \
                 .createOrReplaceTempView("s")
 
         merge = (f"MERGE INTO delta.`{path}` t USING s ON t.k = s.k "

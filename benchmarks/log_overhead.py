@@ -50,7 +50,8 @@ DESIGNS = ("none", "statement", "row")
 LOGGED = ("pgbench_accounts", "pgbench_tellers", "pgbench_branches")
 BULK = "mvlog_bench_bulk"
 DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
-SHOWN = ("server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_level", "shared_buffers", "max_wal_size")
+SHOWN = ("server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_level", "shared_buffers",
+         "max_wal_size")
 
 ROW_BODY = """
 BEGIN

@@ -35,8 +35,10 @@ from mvlog.project import Project  # noqa: E402
 
 TEMPLATES = [
     "SELECT id, customer_id, amount, status FROM orders WHERE status = '{status}'",
-    "SELECT o.id, c.name, o.amount FROM orders o JOIN customers c ON c.id = o.customer_id WHERE c.segment = '{segment}'",
-    "SELECT customer_id, count(*) AS n, sum(amount) AS total FROM orders WHERE status = '{status}' GROUP BY customer_id",
+    "SELECT o.id, c.name, o.amount FROM orders o JOIN customers c ON c.id = o.customer_id "
+    "WHERE c.segment = '{segment}'",
+    "SELECT customer_id, count(*) AS n, sum(amount) AS total FROM orders WHERE status = '{status}' "
+    "GROUP BY customer_id",
 ]
 STATUSES = ("open", "shipped", "cancelled")
 SEGMENTS = ("a", "b", "c")

@@ -73,7 +73,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs PostgreSQL or Spark must be marked ``integration``, so that
     ``-m 'not integration'`` is the quick, pure subset."""
     unmarked = [item.nodeid for item in items
-                if REAL_PARTS & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("integration") is None]
+                if REAL_PARTS & set(getattr(item, "fixturenames", ()))
+                and item.get_closest_marker("integration") is None]
     if unmarked:
         raise pytest.UsageError(f"mark these tests integration (they use PostgreSQL or Spark): {', '.join(unmarked)}")
 

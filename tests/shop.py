@@ -38,7 +38,8 @@ amounts = st.none() | st.decimals(min_value=-50, max_value=500, places=2, allow_
 ops = st.one_of(
     st.tuples(st.just("INSERT INTO orders VALUES (%s, %s, %s, %s, %s)"),
               st.tuples(order_ids, st.none() | customer_ids, statuses, amounts, st.none() | st.integers(0, 9))),
-    st.tuples(st.just("UPDATE orders SET status = %s, amount = %s WHERE id = %s"), st.tuples(statuses, amounts, order_ids)),
+    st.tuples(st.just("UPDATE orders SET status = %s, amount = %s WHERE id = %s"),
+              st.tuples(statuses, amounts, order_ids)),
     st.tuples(st.just("UPDATE orders SET customer_id = %s WHERE id = %s"),  # NULLing and un-NULLing too
               st.tuples(st.none() | customer_ids, order_ids)),
     st.tuples(st.just("UPDATE orders SET id = %s WHERE id = %s"), st.tuples(order_ids, order_ids)),

@@ -1,10 +1,9 @@
-"""The package's layers: imports only point down, and each layer keeps to its drivers.
+"""The package's layers: every module of ``mvlog`` is in one layer, imports only point down, each
+layer keeps to its drivers, and no two modules of one package import each other in a cycle.
 
-``mvlog.sql`` is pure (no psycopg2, no pyspark), ``mvlog.postgres`` never imports pyspark,
-``mvlog.spark`` never psycopg2 (it is handed JDBC options); none imports the pipeline above it;
-``mvlog.ops`` (verify, freshness, metrics) reads the pipeline but never the facade or the CLI.
-Checked on the source (every import statement, also inside functions; ``TYPE_CHECKING`` blocks
-are annotations only), and by importing each pure module in a fresh interpreter.
+Checked on the source (every import statement, also inside functions), and by importing each pure
+module in a fresh interpreter. Imports in ``TYPE_CHECKING`` blocks (annotations only) may name a
+driver's types, but never a layer above.
 """
 
 from __future__ import annotations
@@ -18,67 +17,153 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "mvlog"
-BASE = {"mvlog.model", "mvlog.errors", "mvlog.config"}  # shared facts every layer may read
-ALLOWED = {  # layer -> (mvlog modules or packages it may import, third-party roots it must not)
-    "sql": ({"mvlog.sql"} | BASE, {"psycopg2", "pyspark", "py4j"}),
-    "postgres": ({"mvlog.postgres", "mvlog.sql"} | BASE, {"pyspark", "py4j"}),
-    "spark": ({"mvlog.spark"} | BASE, {"psycopg2"}),
-    # Operations: over the pipeline and the layers below it; never the facade or the commands.
-    "ops": ({"mvlog.ops", "mvlog.sql", "mvlog.postgres", "mvlog.spark", "mvlog.plan", "mvlog.apply",
-             "mvlog.refresh"} | BASE, set()),
-}
+
+# The layers, bottom up: a module of a layer may import modules of its own layer and of the layers
+# *below it in this table*, and none of the third-party roots its row forbids. ``mvlog`` itself is
+# the package's ``__init__``/``__main__``.
+LAYERS: list[tuple[str, set[str], set[str]]] = [  # (layer, its modules or packages, forbidden roots)
+    ("shared", {"mvlog.errors", "mvlog.model", "mvlog.config", "mvlog.faults", "mvlog.progress"},
+     {"psycopg2", "pyspark", "py4j", "rich", "click", "prometheus_client"}),
+    ("sql", {"mvlog.sql"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
+    ("postgres", {"mvlog.postgres"}, {"pyspark", "py4j", "rich", "click"}),
+    ("spark", {"mvlog.spark"}, {"psycopg2", "rich", "click"}),
+    ("pipeline", {"mvlog.plan", "mvlog.apply", "mvlog.refresh"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
+    ("ops", {"mvlog.ops"}, {"psycopg2", "rich", "click"}),
+    ("facade", {"mvlog.project"}, {"psycopg2", "rich", "click"}),
+    ("commands", {"mvlog.cli", "mvlog.cli_output", "mvlog.render", "mvlog.schedule", "mvlog.demo", "mvlog.notebook",
+                  "mvlog.__main__", "mvlog"}, {"psycopg2"}),
+]
+# Beside the order: the adapters do not import each other (Spark reads PostgreSQL through the JDBC
+# options it is handed).
+NOT_BELOW = {"spark": {"postgres"}}
+PURE = ["mvlog.plan", "mvlog.model", "mvlog.config", "mvlog.errors", "mvlog.progress"]
 
 
-def imports(path: Path) -> list[tuple[str, int]]:
-    """(module, line) of every import in ``path`` outside ``if TYPE_CHECKING:`` blocks."""
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the layer ``module`` belongs to (its longest matching entry)."""
+    best = None
+    for index, (_, members, _) in enumerate(LAYERS):
+        for member in members:
+            if (module == member or module.startswith(member + ".")) and (
+                    best is None or len(member) > best[1]):
+                best = (index, len(member))
+    assert best is not None, f"{module} is in no layer of tests/test_layers.py"
+    return best[0]
+
+
+def imports(path: Path, annotations: bool = False) -> list[tuple[str, int]]:
+    """(module, line) of every import in ``path`` (with ``annotations``, also those in ``if
+    TYPE_CHECKING:`` blocks); relative imports resolved, ``from package import module`` as the module."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = {id(n) for node in ast.walk(tree)
-               if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-               for n in ast.walk(node)}
+    skipped = set() if annotations else {
+        id(n) for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for n in ast.walk(node)}
+    here = module_name(path).split(".")
+    package = here if path.stem == "__init__" else here[:-1]
     found = []
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "mvlog":  # from mvlog import x: the module mvlog.x
-                found += [(f"mvlog.{alias.name}", node.lineno) for alias in node.names]
-            else:
-                found.append((node.module, node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[:len(package) - node.level + 1] + [node.module or ""]).rstrip(".") \
+                if node.level else node.module or ""
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                is_module = (PACKAGE.parent / Path(*candidate.split("."))).with_suffix(".py").exists() or \
+                    (PACKAGE.parent / Path(*candidate.split(".")) / "__init__.py").exists()
+                found.append((candidate if is_module else base, node.lineno))
     return found
 
 
-def layer_modules(layer: str) -> list[Path]:
-    return sorted((PACKAGE / layer).glob("*.py"))
+def mvlog_imports(path: Path) -> list[tuple[str, int]]:
+    return [(m, line) for m, line in imports(path) if m == "mvlog" or m.startswith("mvlog.")]
 
 
-@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_every_module_is_in_exactly_one_layer():
+    for path in all_modules():
+        layer_of(module_name(path))
+
+
+@pytest.mark.parametrize("layer", [name for name, _, _ in LAYERS])
 def test_a_layer_imports_only_itself_the_layers_below_and_its_own_drivers(layer):
-    allowed, forbidden = ALLOWED[layer]
+    index = [name for name, _, _ in LAYERS].index(layer)
+    forbidden = LAYERS[index][2]
     wrong = []
-    for path in layer_modules(layer):
-        for module, line in imports(path):
-            root = module.split(".")[0]
-            if root in forbidden:
-                wrong.append(f"{path.name}:{line} imports {module}")
-            elif root == "mvlog" and not any(module == a or module.startswith(a + ".") for a in allowed):
-                wrong.append(f"{path.name}:{line} imports {module}")
+    for path in all_modules():
+        module = module_name(path)
+        if layer_of(module) != index:
+            continue
+        run_time = set(imports(path))
+        for imported, line in imports(path, annotations=True):
+            where = f"{path.relative_to(PACKAGE)}:{line} imports {imported}"
+            if (imported, line) in run_time and imported.split(".")[0] in forbidden:
+                wrong.append(where)
+            elif imported == "mvlog" or imported.startswith("mvlog."):
+                target = layer_of(imported)
+                if target > index:  # not even for annotations: a layer knows nothing of those above it
+                    wrong.append(f"{where} (layer {LAYERS[target][0]})")
+                elif (imported, line) in run_time and LAYERS[target][0] in NOT_BELOW.get(layer, ()):
+                    wrong.append(f"{where} (layer {LAYERS[target][0]})")
     assert not wrong, wrong
 
 
-def test_every_module_of_a_layer_is_in_its_package_and_has_a_docstring():
-    for layer in ALLOWED:
-        for path in layer_modules(layer):
-            assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))), f"{layer}/{path.name}"
+def test_no_cycle_between_the_modules_of_one_package():
+    graph: dict[str, set[str]] = {}
+    for path in all_modules():
+        module = module_name(path)
+        package = module.rsplit(".", 1)[0] if path.stem != "__init__" else module
+        graph[module] = {m for m, _ in mvlog_imports(path)
+                         if m != module and m.rsplit(".", 1)[0] == package and m != package}
+    cycles = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                cycles.append(" -> ".join(path[path.index(target):] + [target]))
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, cycles
 
 
-@pytest.mark.parametrize("module", [f"mvlog.sql.{p.stem}" for p in layer_modules("sql") if p.stem != "__init__"]
-                         + ["mvlog.plan", "mvlog.model", "mvlog.config", "mvlog.errors"])
+def test_every_module_has_a_docstring():
+    for path in all_modules():
+        if path.name != "__main__.py":
+            assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))), path.relative_to(PACKAGE)
+
+
+@pytest.mark.parametrize("module", sorted(f"mvlog.sql.{p.stem}" for p in (PACKAGE / "sql").glob("*.py")
+                                          if p.stem != "__init__") + PURE)
 def test_pure_modules_load_no_driver_when_imported(module):
     probe = (f"import sys, json, {module}; "
-             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg2', 'pyspark', 'py4j') "
-             "or m.startswith(('mvlog.postgres.', 'mvlog.spark.')))))")
+             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg2', 'pyspark', 'py4j', "
+             "'rich') or m.startswith(('mvlog.postgres.', 'mvlog.spark.')))))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                                       check=True).stdout)
+    assert loaded == []
+
+
+def test_the_command_line_loads_no_spark_and_no_database_driver_for_help():
+    probe = ("import sys, json, mvlog.cli; "
+             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg2', 'pyspark', 'py4j'))))")
     loaded = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                                        check=True).stdout)
     assert loaded == []

@@ -13,13 +13,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import psycopg2
-import psycopg2.errors
 from sqlglot import exp
 
 from mvlog import plan as planner
 from mvlog.config import Config, ViewConfig
-from mvlog.errors import ConfigError, RefreshError, SourceError
+from mvlog.errors import ConfigError, RefreshError
 from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, TableInfo, log_name_for
 from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
 from mvlog.postgres.logs import Logs
@@ -287,12 +285,7 @@ class Registrar:
     def validate(self) -> Registration:
         """Check the configuration against the database without changing anything."""
         report = Registration()
-        try:
-            with self.source.inspection() as cur:
-                self.register(cur, report)
-        except psycopg2.errors.InsufficientPrivilege as exc:
-            raise SourceError(f"PostgreSQL: {self.source.describe_error(exc)} (mvlog apply needs the rights of the "
-                              f"owner of the tables and of schema mvlog)") from None
-        except psycopg2.Error as exc:
-            raise ConfigError(f"PostgreSQL: {self.source.describe_error(exc)}") from None
+        needs = "mvlog apply needs the rights of the owner of the tables and of schema mvlog"
+        with self.source.validation(needs) as cur:
+            self.register(cur, report)
         return report

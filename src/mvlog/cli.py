@@ -25,6 +25,7 @@ from mvlog.cli_output import (
     print_history,
     print_results,
     print_status,
+    reporter_for,
 )
 from mvlog.errors import MvlogError, redact
 
@@ -59,7 +60,6 @@ def _project(ctx: click.Context):
     state = _state(ctx)
     if state.project is None:
         from mvlog.config import load_config
-        from mvlog.progress import reporter_for
         from mvlog.project import Project
 
         config = load_config(state.config)

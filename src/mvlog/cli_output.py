@@ -1,4 +1,4 @@
-"""What the ``mvlog`` commands print: the two consoles, the reports of ``apply`` and ``refresh``,
+"""What the ``mvlog`` commands print: the two consoles, progress (bars or lines), the reports of ``apply`` and ``refresh``,
 the tables of ``status``, ``explain`` and ``history``, the engine's line, and ``--json`` output.
 
 :mod:`mvlog.cli` parses the options, calls the project and decides the exit code; this module
@@ -8,14 +8,18 @@ printed, so that ``mvlog --help`` loads none of the refresh machinery it imports
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from mvlog.progress import Reporter
 
 # Not a terminal (a pipe, a log file): wide enough that tables are not squeezed.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -118,3 +122,64 @@ def print_engine(info, as_json: bool, verb: str, flag: str = "running") -> None:
     else:
         out.print(f"engine {verb}: {info.remote} (pid {info.pid}, master {info.master}, since {info.started_at}); "
                   f"log {info.log}", markup=False)
+
+
+# -- progress: the rich implementations of mvlog.progress.Reporter ---------------------------
+
+
+class LineReporter(Reporter):
+    """Plain lines, for logs and pipes."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self._label, self._total, self._done = "", 0, 0
+
+    def message(self, text: str) -> None:
+        self.console.print(f"… {text}", markup=False, highlight=False)
+
+    @contextlib.contextmanager
+    def task(self, label: str, total: int) -> Iterator[Reporter]:
+        self._label, self._total, self._done = label, total, 0
+        yield self
+
+    def advance(self, text: str) -> None:
+        self._done += 1
+        self.message(f"{self._label} {self._done}/{self._total}: {text}")
+
+
+class BarReporter(Reporter):
+    """A rich progress bar, for terminals."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+
+    def message(self, text: str) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, status=text)
+        else:
+            self.console.print(f"[dim]… {text}[/dim]")
+
+    @contextlib.contextmanager
+    def task(self, label: str, total: int) -> Iterator[Reporter]:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("[dim]{task.fields[status]}"))
+        with Progress(*columns, console=self.console, transient=True) as progress:
+            self._progress = progress
+            self._task = progress.add_task(label, total=total, status="")
+            try:
+                yield self
+            finally:
+                self._progress, self._task = None, None
+
+    def advance(self, text: str) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, advance=1, status=text)
+
+
+def reporter_for(console: Console, quiet: bool) -> Reporter:
+    """A bar on a terminal, lines elsewhere, nothing when quiet."""
+    if quiet:
+        return Reporter()
+    return BarReporter(console) if console.is_terminal else LineReporter(console)

@@ -8,7 +8,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import psycopg2
 from rich.console import Console
 from rich.table import Table
 
@@ -62,8 +61,7 @@ def run_demo(keep: bool = False, warehouse: str | None = None, console: Console 
     console.print("[bold]1. Starting a throwaway PostgreSQL[/bold]")
     pg = TempPostgres().start()
     try:
-        with psycopg2.connect(pg.dsn()) as conn, conn.cursor() as cur:
-            cur.execute((shop / "schema.sql").read_text())
+        pg.run_script((shop / "schema.sql").read_text())
         console.print(f"   PostgreSQL on 127.0.0.1:{pg.port}, {example} data loaded ({facts['loaded']})")
         config_text = (shop / "mvlog.yaml").read_text()
         if warehouse:
@@ -77,10 +75,7 @@ def run_demo(keep: bool = False, warehouse: str | None = None, console: Console 
             console.print(results_table(report.builds))
             _show(console, project, facts["show"], "before")
             console.print(f"[bold]3. Changing the data[/bold] (examples/{example}/changes.sql)")
-            with psycopg2.connect(pg.dsn()) as conn:
-                conn.autocommit = True
-                with conn.cursor() as cur:
-                    cur.execute((shop / "changes.sql").read_text())
+            pg.run_script((shop / "changes.sql").read_text())
             console.print(f"   {facts['changes']}")
             console.print("[bold]4. mvlog refresh[/bold]: fast refresh from the logs")
             results = project.refresh(raise_on_error=True)

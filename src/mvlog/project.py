@@ -29,7 +29,8 @@ from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Source, dsn_secrets
 from mvlog.progress import Reporter
 from mvlog.refresh import Refresher, RefreshResult
-from mvlog.spark.session import configured_remote, remote_address, remote_secrets, remote_url
+from mvlog.spark.remote import configured_remote, remote_address, remote_secrets
+from mvlog.spark.session import remote_url
 from mvlog.spark.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class Project:
         self.logs = Logs(self.source)
         self.registrar = Registrar(config, self.source, self.catalog, self.logs)
         self.freshness = Freshness(config, self.catalog, self.logs)
-        self._status = Status(config, self.catalog, self.logs, self.registrar, self.freshness)
+        self.status_reader = Status(config, self.catalog, self.logs, self.registrar, self.freshness)
         self.jdbc = JdbcSource.from_dsn(config.source.dsn)
         self.reporter = reporter or Reporter()
         self._message = progress
@@ -219,11 +220,11 @@ class Project:
     def status(self) -> dict[str, Any]:
         """Views (staleness, pending changes, rows) and logs (size, oldest unconsumed change)."""
         self.catalog.check()
-        return self._status.report()
+        return self.status_reader.report()
 
     def log_status(self, logs: dict[str, LogInfo] | None = None) -> list[dict[str, Any]]:
         """Per log: rows, bytes, the oldest change some view has not consumed, views that pin it."""
-        return self._status.log_rows(logs)
+        return self.status_reader.log_rows(logs)
 
     def lags(self, names: list[str]) -> dict[str, float | None]:
         """The current lag of each named view (see :mod:`mvlog.ops.freshness`)."""

@@ -374,7 +374,7 @@ class Refresher:
                 if complete:
                     # Refill the existing key map only if its columns still fit (a changed primary key
                     # changes them): a refresh role may refill a table it does not own.
-                    table = keymap.keymap_table(keymapped).sql(dialect="postgres")
+                    table = keymap.keymap_table(keymapped).sql(dialect=DIALECT)
                     current = self.source.relation_columns(cur, table)
                     if current is not None and current != keymap.keymap_all_columns(keymapped):
                         cur.execute(keymap.drop_keymap_sql(keymapped.keymap or ""))

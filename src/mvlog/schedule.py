@@ -164,7 +164,7 @@ class Scheduler:
         if self.metrics is None:
             return
         try:
-            self.metrics.update_gauges(self.project)
+            self.metrics.update_gauges(self.project.config.views, self.project.freshness, self.project.status_reader)
         except MvlogError as exc:  # the database is away: the gauges keep their last values
             self.log(f"metrics not updated: {exc}")
 

@@ -48,19 +48,29 @@ def test_object_store_warehouse_is_kept_as_is():
     ("change", "message"),
     [
         (("  master: local[*]", "  master: local[*]\n  mastr: x"), "mvlog.yaml:6: spark: unknown key 'mastr'"),
-        (("    refresh: force", "    refresh: sometimes"), "mvlog.yaml:12: views[0].refresh (customer_revenue): must be one of 'fast', 'complete' or 'force'"),
-        (("  - name: open_orders", "  - name: open-orders"), "mvlog.yaml:17: views[1].name (open-orders): a view name must start with a letter"),
-        (("  - name: open_orders", "  - name: Customer_Revenue"), "view name 'Customer_Revenue' is already used by views[0]"),
-        (("  - table: public.customers", "  - table: public.orders"), "table 'public.orders' is already listed at logs[0]"),
+        (("    refresh: force", "    refresh: sometimes"),
+         "mvlog.yaml:12: views[0].refresh (customer_revenue): must be one of 'fast', 'complete' or 'force'"),
+        (("  - name: open_orders", "  - name: open-orders"),
+         "mvlog.yaml:17: views[1].name (open-orders): a view name must start with a letter"),
+        (("  - name: open_orders", "  - name: Customer_Revenue"),
+         "view name 'Customer_Revenue' is already used by views[0]"),
+        (("  - table: public.customers", "  - table: public.orders"),
+         "table 'public.orders' is already listed at logs[0]"),
         (('    schedule: "*/5 * * * *"', '    schedule: "every minute"'), "is not a valid cron expression"),
-        (('    schedule: "*/5 * * * *"', '    freshness: 10 minutes'), "views[0].freshness (customer_revenue): '10 minutes' is not a duration (e.g. 30s, 10m"),
+        (('    schedule: "*/5 * * * *"', '    freshness: 10 minutes'),
+         "views[0].freshness (customer_revenue): '10 minutes' is not a duration (e.g. 30s, 10m"),
         (("warehouse: ./warehouse\n", ""), "missing required key 'warehouse'"),
-        (("    query: SELECT id FROM public.orders WHERE status = 'open'", ""), "views[1] (open_orders): missing required key 'query'"),
-        (("logs:\n  - table: public.orders\n  - table: public.customers", "logs: public.orders"), "logs: Input should be a valid list"),
+        (("    query: SELECT id FROM public.orders WHERE status = 'open'", ""),
+         "views[1] (open_orders): missing required key 'query'"),
+        (("logs:\n  - table: public.orders\n  - table: public.customers", "logs: public.orders"),
+         "logs: Input should be a valid list"),
         (("  - table: public.orders", "  - table: [public, orders]"), "logs[0].table: Input should be a valid string"),
-        (("    group: sales", "    group: {name: sales}"), "views[0].group (customer_revenue): Input should be a valid string"),
-        (("  conf: {spark.sql.shuffle.partitions: 8, spark.x.flag: true}", "  conf: [1, 2]"), "spark.conf: Input should be a valid dictionary"),
-        (("  master: local[*]", "  master: local[*]\n  remote: http://engine:15002"), "mvlog.yaml:6: spark.remote: 'http://engine:15002' is not a Spark Connect URL"),
+        (("    group: sales", "    group: {name: sales}"),
+         "views[0].group (customer_revenue): Input should be a valid string"),
+        (("  conf: {spark.sql.shuffle.partitions: 8, spark.x.flag: true}", "  conf: [1, 2]"),
+         "spark.conf: Input should be a valid dictionary"),
+        (("  master: local[*]", "  master: local[*]\n  remote: http://engine:15002"),
+         "mvlog.yaml:6: spark.remote: 'http://engine:15002' is not a Spark Connect URL"),
         (("  master: local[*]", "  master: local[*]\n  remote: sc://"), "is not a Spark Connect URL (sc://host:port)"),
     ],
 )
@@ -115,7 +125,8 @@ def test_env_expansion(monkeypatch):
     config = parse_config(VALID.replace("app:s3cret@", "app:${SHOP_PASSWORD}@"))
     assert config.source.dsn == "postgresql://app:p@ss word@db.example:5432/shop"
     monkeypatch.delenv("SHOP_PASSWORD")
-    with pytest.raises(ConfigError, match=r"mvlog.yaml:2: source.dsn refers to environment variable \$\{SHOP_PASSWORD\}"):
+    with pytest.raises(ConfigError,
+                       match=r"mvlog.yaml:2: source.dsn refers to environment variable \$\{SHOP_PASSWORD\}"):
         parse_config(VALID.replace("app:s3cret@", "app:${SHOP_PASSWORD}@"))
 
 

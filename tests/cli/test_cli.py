@@ -37,7 +37,8 @@ def write_config(tmp_path: Path, dsn: str, logs: list[str], views: list[dict], w
     return path
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str, secret: str = "pg-secret-4711"):
+def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str,
+                          secret: str = "pg-secret-4711"):
     output = result.stdout + result.stderr
     assert result.returncode == code, output
     assert "Traceback" not in output
@@ -170,7 +171,8 @@ def test_explain_each_class_and_unsupported_shapes(db, tmp_path):
         "cte": ("WITH s AS (SELECT g, sum(x) AS sx FROM t GROUP BY g) SELECT g, sx FROM s", True, "groups"),
         "recursive": ("WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
                       "SELECT t.id FROM t JOIN r ON r.n = t.g", False, "recursive CTEs"),
-        "full": ("SELECT t.id, u.y FROM t FULL JOIN u ON u.t_id = t.id", True, "the rows of public.u without a partner"),
+        "full": ("SELECT t.id, u.y FROM t FULL JOIN u ON u.t_id = t.id", True,
+                 "the rows of public.u without a partner"),
         "full_agg": ("SELECT u.y, count(t.id) FROM t FULL JOIN u ON u.t_id = t.id GROUP BY u.y", True,
                      "either part of the FULL JOIN"),
         "full_total": ("SELECT count(t.id) AS n FROM t FULL JOIN u ON u.t_id = t.id", False,
@@ -181,7 +183,8 @@ def test_explain_each_class_and_unsupported_shapes(db, tmp_path):
                         "of changed rows, before and after the change, are recomputed whole"),
         "limited": ("SELECT id FROM t ORDER BY x LIMIT 10", False, "LIMIT/OFFSET is not incrementally maintainable"),
         "clock": ("SELECT id FROM t WHERE d > now()", False, "non-deterministic function"),
-        "unlogged": ("SELECT t.id FROM t JOIN nolog n ON n.id = t.id", False, "table public.nolog has no materialized view log"),
+        "unlogged": ("SELECT t.id FROM t JOIN nolog n ON n.id = t.id", False,
+                     "table public.nolog has no materialized view log"),
     }
     config = write_config(tmp_path, db.dsn, ["t", "u"], [{"name": n, "query": q} for n, (q, _, _) in views.items()])
     # apply refuses the view over the unlogged table; explain still explains it
@@ -219,7 +222,8 @@ def test_drop_views_and_logs(db, tmp_path):  # a Spark of its own: Connect canno
     assert "view v2 dropped" in result.stdout and "log on public.t dropped" in result.stdout
     assert db.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 't'::regclass")[0][0] == 0
     assert db.execute("SELECT count(*) FROM mvlog.logs")[0][0] == 0
-    assert db.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'mvlog' AND tablename LIKE 'mlog$%'")[0][0] == 0
+    assert db.execute("SELECT count(*) FROM pg_tables "
+                      "WHERE schemaname = 'mvlog' AND tablename LIKE 'mlog$%'")[0][0] == 0
     assert db.execute("SELECT count(*) FROM pg_proc WHERE proname LIKE 'mlog$%'")[0][0] == 0
     db.execute("INSERT INTO t VALUES (2, 2)")  # writes work without the log
     assert_one_line_error(run(config, "drop", "nope"), 2, "view nope is not registered")
@@ -257,7 +261,8 @@ def test_debug_prints_a_failed_refresh_s_traceback_and_its_cause(tmp_path, monke
     config = write_config(tmp_path, "postgresql://u@127.0.0.1:1/db", ["t"], [{"name": "v", "query": "SELECT * FROM t"}])
     assert main(["-q", "-c", str(config), "refresh"]) == 1
     plain = capsys.readouterr().err
-    assert "Traceback" not in plain and plain.strip() == "Error: refresh of view v failed: reading from PostgreSQL failed"
+    assert "Traceback" not in plain and plain.strip() == ("Error: refresh of view v failed: "
+                                                          "reading from PostgreSQL failed")
     assert main(["-q", "-c", str(config), "--debug", "refresh"]) == 1
     debug = capsys.readouterr().err
     assert "Traceback" in debug and "the driver's own words" in debug and "reported by mvlog as" in debug, debug

@@ -50,9 +50,11 @@ def test_tpch_revenue_notebook_runs(python3_kernel, db, tmp_path, monkeypatch, r
     monkeypatch.setenv("MVLOG_CONFIG", str(config_path))
     monkeypatch.setenv("TZ", "UTC")
     nb = nbformat.read(NOTEBOOKS / "tpch_revenue.ipynb", as_version=4)
-    assert all(not cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), "commit notebooks without outputs"
+    assert all(not cell.get("outputs") for cell in nb.cells
+               if cell.cell_type == "code"), "commit notebooks without outputs"
     # Any failing cell raises nbclient's CellExecutionError, which fails the test with the cell's traceback.
-    NotebookClient(nb, timeout=600, kernel_name=python3_kernel, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=600, kernel_name=python3_kernel,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
 
     outputs = [output for cell in nb.cells if cell.cell_type == "code" for output in cell.outputs]
     assert any("image/png" in output.get("data", {}) for output in outputs if output.output_type == "display_data")

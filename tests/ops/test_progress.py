@@ -6,7 +6,8 @@ import io
 
 from rich.console import Console
 
-from mvlog.progress import BarReporter, LineReporter, Reporter, reporter_for
+from mvlog.cli_output import BarReporter, LineReporter, reporter_for
+from mvlog.progress import Reporter
 
 
 def test_plain_lines_when_not_a_terminal():

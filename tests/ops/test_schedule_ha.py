@@ -113,7 +113,8 @@ def test_two_schedulers_share_the_views_and_survive_a_sigkill(db, tmp_path, conn
         last_write = writes[-1]
         # The survivor refreshes both views past the last write.
         deadline = time.monotonic() + 90
-        while not all(any(s == "succeeded" and started.timestamp() > last_write for started, _, s, _ in refreshes(db, v))
+        while not all(any(s == "succeeded" and started.timestamp() > last_write
+                          for started, _, s, _ in refreshes(db, v))
                       for v in ("copy", "sums")):
             assert time.monotonic() < deadline, "the survivor did not refresh past the last write"
             time.sleep(0.5)

@@ -64,7 +64,8 @@ def test_verify_finds_exactly_the_corrupted_keys_and_repair_mends_them(project, 
             "UPDATE {t} SET label = 'Grüße 2 世界!' WHERE id = 8",                  # unicode text
             "UPDATE {t} SET flag = NULL WHERE id = 10",                            # a value becomes NULL
             "UPDATE {t} SET amount = 1 WHERE id = 22",                             # a NULL gets a value
-            "INSERT INTO {t} (id, label, amount, at, flag) VALUES (1000, 'extra', 1.000, current_timestamp(), true)")  # a row too many
+            "INSERT INTO {t} (id, label, amount, at, flag) "                       # a row too many
+            "VALUES (1000, 'extra', 1.000, current_timestamp(), true)")
     corrupt(project, "per_label", "UPDATE {t} SET n = n + 1 WHERE label IS NULL")
     # Writers keep writing: changes after the last refresh are pending, not mismatches.
     db.execute("UPDATE item SET amount = amount + 1 WHERE id IN (12, 13)")

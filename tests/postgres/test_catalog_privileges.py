@@ -65,7 +65,8 @@ def test_writer_and_refresh_roles(pg, db, make_project):
         assert_views_match(project, VIEWS)
         assert {v["staleness"] for v in project.status()["views"]} == {"fresh"}
         project.purge()
-        with pytest.raises(SourceError, match=r"permission denied for database .*\(mvlog apply needs the rights of the owner"):
+        with pytest.raises(SourceError,
+                           match=r"permission denied for database .*\(mvlog apply needs the rights of the owner"):
             project.apply()
         with pytest.raises(SourceError, match="permission denied for table orders"):
             project.source.query("UPDATE orders SET amount = 0")

@@ -37,7 +37,8 @@ def test_views_are_catalog_tables(db, make_project, tmp_path):
     db.execute("DELETE FROM item WHERE id <= 6; UPDATE item SET kind = 'new' WHERE id = 7")
     refresh_ok(project)
     assert spark.table(f"{database}.items").count() == 24
-    assert {tuple(r) for r in spark.sql(f"SELECT kind, n FROM {database}.kinds WHERE kind = 'new'").collect()} == {("new", 1)}
+    assert {tuple(r) for r in spark.sql(f"SELECT kind, n FROM {database}.kinds WHERE kind = 'new'").collect()} == \
+        {("new", 1)}
     # The notebook helper reads the view by its name.
     read = mvn.read_view("kinds", str(tmp_path / "mvlog.yaml"))
     assert {r["kind"]: r["n"] for r in read.collect()} == {r["kind"]: r["n"] for r in
@@ -50,7 +51,8 @@ def test_views_are_catalog_tables(db, make_project, tmp_path):
     assert spark.table(f"{database}.items").count() == 24
 
     # Drop unregisters; the Delta table stays where it was.
-    assert project.drop_views(["kinds"]) == [f"view kinds dropped (its Delta table {project.config.view_location('kinds')} is kept)"]
+    assert project.drop_views(["kinds"]) == [
+        f"view kinds dropped (its Delta table {project.config.view_location('kinds')} is kept)"]
     assert not spark.catalog.tableExists(f"{database}.kinds")
     assert spark.read.format("delta").load(project.config.view_location("kinds")).count() == 4
 

@@ -12,7 +12,8 @@ def test_a_uri_and_a_key_value_dsn_become_the_same_jdbc_source():
     uri = JdbcSource.from_dsn("postgresql://app:s3cret@db.example:6543/shop?sslmode=require")
     kv = JdbcSource.from_dsn("host=db.example port=6543 dbname=shop user=app password=s3cret sslmode=require")
     assert uri == kv and uri.url == "jdbc:postgresql://db.example:6543/shop"
-    assert (uri.properties["user"], uri.properties["password"], uri.properties["sslmode"]) == ("app", "s3cret", "require")
+    assert (uri.properties["user"], uri.properties["password"], uri.properties["sslmode"]) == \
+        ("app", "s3cret", "require")
     assert "s3cret" not in repr(uri)
 
 

@@ -214,8 +214,10 @@ def test_dropping_a_partition_with_rows_refreshes_views_completely(db, make_proj
     project.apply()
     db.execute("DROP TABLE events_02a")
     results = {r.view: r for r in project.refresh()}
-    assert results["v_force"].method == "complete" and "a partition of public.events was dropped" in results["v_force"].reason
-    assert results["v_fast"].error and "cannot be fast-refreshed: a partition of public.events was dropped" in results["v_fast"].error
+    assert (results["v_force"].method == "complete"
+            and "a partition of public.events was dropped" in results["v_force"].reason)
+    assert (results["v_fast"].error
+            and "cannot be fast-refreshed: a partition of public.events was dropped" in results["v_fast"].error)
     refresh_ok(project, ["v_fast"], complete=True)
     assert_views_match(project, ("v_force", "v_fast"))
     # DETACH first, then DROP: exact key by key, so the views stay fast.
@@ -281,5 +283,6 @@ def test_tables_mvlog_cannot_log_exactly_are_refused_at_apply(db, make_project):
                           "(SELECT FROM pg_trigger WHERE tgname LIKE 'mvlog$%%')")[0][0]  # nothing applied
     # A view reading one partition names the table to read instead.
     project = make_project(["events"], [{"name": "v", "query": "SELECT id FROM events_02a"}])
-    with pytest.raises(ConfigError, match=r"views\[0\] \(v\): table public.events_02a is a partition of events: declare the log on events"):
+    with pytest.raises(ConfigError, match=r"views\[0\] \(v\): table public.events_02a is a partition of events: "
+                                          r"declare the log on events"):
         project.apply()

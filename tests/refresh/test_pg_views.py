@@ -110,14 +110,17 @@ def test_views_over_views_are_fast_and_a_redefinition_is_picked_up(shop, db):
         assert fast_capability(explained)["possible"], (view["name"], fast_capability(explained))
     assert shop.explain("v_gold").to_json()["pg_views"] == ["public.gold_customers", "public.big_orders",
                                                             "public.active_customers"]
-    db.execute("INSERT INTO customers VALUES (1, 'ann', 'gold', true), (2, 'bob', 'std', true), (3, 'cy', 'gold', false)")
-    db.execute("INSERT INTO orders VALUES (1, 1, 20, 'open'), (2, 2, 5, 'open'), (3, 3, 50, 'open'), (4, 1, 15, 'void')")
+    db.execute("INSERT INTO customers VALUES (1, 'ann', 'gold', true), (2, 'bob', 'std', true), "
+               "(3, 'cy', 'gold', false)")
+    db.execute("INSERT INTO orders VALUES (1, 1, 20, 'open'), (2, 2, 5, 'open'), (3, 3, 50, 'open'), "
+               "(4, 1, 15, 'void')")
     check_fast(shop)
     db.execute("UPDATE customers SET active = NOT active")
     db.execute("UPDATE orders SET amount = amount + 1")
     check_fast(shop)
     # The view every mvlog view reads (directly or through gold_customers) changes its filter.
-    db.execute("CREATE OR REPLACE VIEW active_customers AS SELECT id, name, tier FROM customers WHERE active OR tier = 'gold'")
+    db.execute("CREATE OR REPLACE VIEW active_customers AS SELECT id, name, tier FROM customers "
+               "WHERE active OR tier = 'gold'")
     results = {r.view: r for r in shop.refresh()}
     for name, result in results.items():
         assert result.error and "PostgreSQL view public.active_customers was redefined" in result.error, name

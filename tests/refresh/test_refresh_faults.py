@@ -23,7 +23,8 @@ SCHEMA = """
 CREATE TABLE customers (id int PRIMARY KEY, name text, region int);
 CREATE TABLE orders (id int PRIMARY KEY, customer_id int, amount numeric(10,2), status text);
 INSERT INTO customers SELECT g, 'c' || g, g % 3 FROM generate_series(1, 20) g;
-INSERT INTO orders SELECT g, 1 + g % 20, g, CASE WHEN g % 2 = 0 THEN 'open' ELSE 'done' END FROM generate_series(1, 200) g;
+INSERT INTO orders SELECT g, 1 + g % 20, g, CASE WHEN g % 2 = 0 THEN 'open' ELSE 'done' END \
+FROM generate_series(1, 200) g;
 """
 VIEWS = [
     {"name": "open_orders", "refresh": "fast", "query": "SELECT id, amount FROM orders WHERE status = 'open'"},
@@ -100,7 +101,8 @@ def test_a_view_another_session_is_refreshing_is_waited_for_then_skipped(db, mak
     (result,) = project.refresh(wait=1.5)
     assert time.monotonic() - started >= 1.5
     assert (result.status, result.error, result.method) == ("skipped", None, None)
-    assert result.reason.startswith(f"being refreshed by PostgreSQL backend {backend} from 127.0.0.1 since "), result.reason
+    assert result.reason.startswith(f"being refreshed by PostgreSQL backend {backend} from 127.0.0.1 since "), \
+        result.reason
     assert result.to_json()["status"] == "skipped"
     # The holder finishes while this refresh waits: it takes the view then.
     threading.Timer(1.0, holder.close).start()
@@ -116,7 +118,8 @@ def test_a_retried_delta_commit_is_not_applied_twice(db, make_project):
     location = project.config.view_location("open_orders")
     spark = warehouse.spark
     before = spark.read.format("delta").load(location).count()
-    df = spark.createDataFrame([(999999, 1.5, True, 999999)], "id int, amount double, _mvlog_present boolean, _mvlog_key_0 int")
+    df = spark.createDataFrame([(999999, 1.5, True, 999999)],
+                               "id int, amount double, _mvlog_present boolean, _mvlog_key_0 int")
     df = df.selectExpr("_mvlog_key_0", "id", "cast(amount as decimal(10,2)) as amount", "_mvlog_present")
     txn = ("mvlog:test-retry", 42)  # a fresh app id: the build recorded a far higher version for mvlog:open_orders
     first = warehouse.merge(location, warehouse.stage(df), ("id",), {"test": 1}, txn)

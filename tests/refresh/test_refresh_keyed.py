@@ -109,7 +109,8 @@ def test_a_view_grouped_by_an_expression_refreshes_fast(db, make_project):
     db.execute("CREATE TABLE sale (id int PRIMARY KEY, amount numeric(10,2))")
     db.execute("INSERT INTO sale SELECT g, g * 10 FROM generate_series(1, 9) g")
     project = make_project(["sale"], [{"name": "big_sales", "refresh": "fast", "query":
-                                       "SELECT amount > 50 AS big, sum(amount) AS total FROM sale GROUP BY amount > 50"}])
+                                       "SELECT amount > 50 AS big, sum(amount) AS total FROM sale "
+                                       "GROUP BY amount > 50"}])
     project.apply()
     db.execute("UPDATE sale SET amount = 5 WHERE id = 9; INSERT INTO sale VALUES (10, NULL), (11, 70)")
     result = refresh_ok(project)["big_sales"]

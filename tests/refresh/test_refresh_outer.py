@@ -149,7 +149,8 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
          "query": "SELECT c.id, count(o.id) AS n, sum(o.amount) AS total FROM customers c "
                   "LEFT JOIN orders o ON o.customer_id = c.id GROUP BY c.id"},
         {"name": "full_lines", "refresh": "fast",
-         "query": "SELECT o.id, c.id AS customer_id, c.name FROM orders o FULL JOIN customers c ON c.id = o.customer_id"},
+         "query": "SELECT o.id, c.id AS customer_id, c.name FROM orders o "
+                  "FULL JOIN customers c ON c.id = o.customer_id"},
         {"name": "right_lines", "refresh": "fast",  # orders LEFT JOIN (customers JOIN nation)
          "query": "SELECT o.id, c.name, n.name AS nation FROM customers c JOIN nation n ON n.id = c.nation_id "
                   "RIGHT JOIN orders o ON o.customer_id = c.id"},

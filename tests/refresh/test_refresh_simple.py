@@ -67,7 +67,8 @@ single_ops = st.one_of(
     st.tuples(st.just("shift_keys"), st.integers(0, 3)),
 )
 operations = st.lists(
-    st.one_of(single_ops, st.tuples(st.just("txn"), st.lists(single_ops, min_size=2, max_size=5)), st.just(("refresh",))),
+    st.one_of(single_ops, st.tuples(st.just("txn"), st.lists(single_ops, min_size=2, max_size=5)),
+              st.just(("refresh",))),
     min_size=3, max_size=14,
 ).filter(varied)
 
@@ -311,7 +312,8 @@ def test_truncate_forces_complete_refresh(db, make_project):
     assert results["v"].method == "complete" and "truncated" in results["v"].reason
     # A fast view refuses: the result says so, and names no method it did not run.
     refused = results["v_fast"].to_json()
-    assert (refused["status"], refused["method"], refused["reason"]) == ("failed", "-", "table public.items was truncated")
+    assert (refused["status"], refused["method"], refused["reason"]) == ("failed", "-",
+                                                                         "table public.items was truncated")
     assert refused["error"] == ("view v_fast cannot be fast-refreshed: table public.items was truncated; "
                                 "run 'mvlog refresh --complete v_fast'")
     assert_view_matches(project, "v")

@@ -79,12 +79,15 @@ class Writer(threading.Thread):
             if cur.rowcount == 0:
                 self.timed(cur, "UPDATE accounts SET balance = balance + %s WHERE id = %s", (amount, a))
         elif kind < 0.6:  # open an account with money from another
-            self.timed(cur, "INSERT INTO accounts SELECT %s, %s, 0 WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE id = %s)",
+            self.timed(cur, "INSERT INTO accounts SELECT %s, %s, 0 "
+                            "WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE id = %s)",
                        (a, r.randint(1, 5), a))
         elif kind < 0.7:  # close an account, its balance goes to another
-            self.timed(cur, "UPDATE accounts SET balance = balance + coalesce((SELECT balance FROM accounts WHERE id = %s), 0) "
+            self.timed(cur, "UPDATE accounts SET balance = balance "
+                            "+ coalesce((SELECT balance FROM accounts WHERE id = %s), 0) "
                             "WHERE id = (SELECT min(id) FROM accounts WHERE id <> %s)", (a, a))
-            self.timed(cur, "DELETE FROM accounts WHERE id = %s AND EXISTS (SELECT 1 FROM accounts WHERE id <> %s)", (a, a))
+            self.timed(cur, "DELETE FROM accounts WHERE id = %s "
+                            "AND EXISTS (SELECT 1 FROM accounts WHERE id <> %s)", (a, a))
         elif kind < 0.8:  # renumber an account: a primary-key update
             self.timed(cur, "UPDATE accounts SET id = %s WHERE id = %s", (a, b))
         elif kind < 0.9:  # move to another branch

@@ -41,7 +41,8 @@ VIEWS = [
               "SELECT customer_id, total FROM s WHERE total > 5"},
     {"name": "derived_join_agg", "refresh": "fast",
      "query": "SELECT s.segment, count(*) AS n, sum(s.amount) AS total FROM (SELECT c.segment, o.amount "
-              "FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.status IS NOT NULL) s GROUP BY s.segment"},
+              "FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.status IS NOT NULL) s "
+              "GROUP BY s.segment"},
     {"name": "cte_left", "refresh": "fast",  # a CTE on the NULL-extended side: its filter moves into ON
      "query": "WITH open_orders AS (SELECT id, customer_id, amount FROM orders WHERE status = 'open') "
               "SELECT c.id AS customer_id, oo.id AS order_id, oo.amount FROM customers c "

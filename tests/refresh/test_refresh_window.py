@@ -90,6 +90,7 @@ def test_window_refresh_reads_only_affected_partitions(db, make_project):
     assert results["latest_outer"].method == "fast" and results["latest_outer"].keys_read == 3 + 2 + 3
     for table in ("orders", "customers"):
         assert after[table][0] == before[table][0], f"a sequential scan read {table}"
-    assert after["orders"][2] - before["orders"][2] <= 1000, f"{after['orders'][2] - before['orders'][2]} orders fetched"
+    assert after["orders"][2] - before["orders"][2] <= 1000, \
+        f"{after['orders'][2] - before['orders'][2]} orders fetched"
     assert_view_matches(project, "latest")
     assert_view_matches(project, "latest_outer")

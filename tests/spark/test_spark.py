@@ -8,7 +8,9 @@ import pytest
 
 from mvlog.config import SparkConfig
 from mvlog.errors import SetupError
-from mvlog.spark.session import _host_port, build_session, remote_secrets, remote_url, session_conf
+from mvlog.spark.remote import host_port, remote_secrets
+from mvlog.spark.session import build_session, remote_url
+from mvlog.spark.settings import session_conf
 
 
 def test_remote_url_comes_from_the_yaml_else_spark_remote(monkeypatch, tmp_path):
@@ -43,7 +45,8 @@ def test_a_config_without_master_or_remote_uses_the_running_engine_and_says_so(m
 
     (tmp_path / "mvlog.yaml").write_text("source: {dsn: 'host=127.0.0.1 port=1 dbname=x'}\nwarehouse: ./wh\n")
     opened = []
-    monkeypatch.setattr(mvlog.spark.session, "build_session", lambda config: opened.append(remote_url(config)) or object())
+    monkeypatch.setattr(mvlog.spark.session, "build_session",
+                        lambda config: opened.append(remote_url(config)) or object())
     lines: list[str] = []
     _ = Project(load_config(tmp_path / "mvlog.yaml"), progress=lines.append).warehouse
     assert opened == ["sc://127.0.0.1:15999"]
@@ -58,7 +61,7 @@ def test_a_config_without_master_or_remote_uses_the_running_engine_and_says_so(m
     ("sc://[::1]:99", ("::1", 99)),
 ])
 def test_host_and_port_of_a_connect_url(url, address):
-    assert _host_port(url) == address
+    assert host_port(url) == address
 
 
 def test_connect_url_secrets_are_its_credential_values():

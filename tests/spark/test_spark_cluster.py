@@ -1,4 +1,5 @@
-"""Nothing relies on local mode: `mvlog apply`, `mvlog engine` and `mvlog refresh` against a real standalone Spark cluster.
+"""Nothing relies on local mode: `mvlog apply`, `mvlog engine` and `mvlog refresh` against a real
+standalone Spark cluster.
 
 A master and one worker are started from the pyspark installation (``bin/spark-class``) on
 free ports of 127.0.0.1, with their logs and the worker's work directory under a temporary

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from mvlog.spark.sparksql import delta_table, postgres_message, quote_spark, short_error
 
-JDBC_SCHEMA_ERROR = """org.apache.spark.SparkException: [JDBC_EXTERNAL_ENGINE_SYNTAX_ERROR.DURING_OUTPUT_SCHEMA_RESOLUTION] \
+JDBC_SCHEMA_ERROR = """org.apache.spark.SparkException: \
+[JDBC_EXTERNAL_ENGINE_SYNTAX_ERROR.DURING_OUTPUT_SCHEMA_RESOLUTION] \
 JDBC external engine syntax error. The error was caused by the query SELECT * FROM (WITH affected AS (SELECT 1)
 ) AS mvlog_src WHERE 1=0. ERROR: operator does not exist: numeric > boolean
   Hint: No operator matches the given name and argument types. You might need to add explicit type casts.

@@ -122,7 +122,8 @@ def test_merge_skips_files_of_a_view_whose_key_comes_after_32_columns(db, make_p
     assert_view_matches(project, "wide")
     # A rebuild of a table created before (default statistics) gets the setting too.
     location = project.config.view_location("wide")
-    project.warehouse.spark.sql(f"ALTER TABLE delta.`{location}` UNSET TBLPROPERTIES ('delta.dataSkippingNumIndexedCols')")
+    project.warehouse.spark.sql(f"ALTER TABLE delta.`{location}` "
+                                "UNSET TBLPROPERTIES ('delta.dataSkippingNumIndexedCols')")
     refresh_ok(project, ["wide"], complete=True)
     properties = project.warehouse.spark.sql(f"DESCRIBE DETAIL delta.`{location}`").collect()[0]["properties"]
     assert properties["delta.dataSkippingNumIndexedCols"] == "41"
@@ -242,7 +243,7 @@ def test_a_merge_knows_its_version_without_reading_the_history(db, make_project,
     def no_history(self, location, metadata):
         raise AssertionError(f"the history of {location} was read after a MERGE")
 
-    monkeypatch.setattr(DeltaHistory, "_own_commit", no_history)
+    monkeypatch.setattr(DeltaHistory, "own_commit", no_history)
     results = refresh_ok(project)
     monkeypatch.undo()
     assert {r.method for r in results.values()} == {"fast"}

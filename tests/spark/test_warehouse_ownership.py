@@ -23,7 +23,8 @@ def test_a_location_may_hold_nothing_or_the_views_own_table():
     assert Occupant().refusal("v", "/wh/v") is None
     assert Occupant(delta=True, view="v").refusal("v", "/wh/v") is None
     assert Occupant(delta=True, view="w").refusal("v", "/wh/v") == "/wh/v holds view w's Delta table, not view v's"
-    assert Occupant(delta=True).refusal("v", "/wh/v") == "/wh/v holds a Delta table that mvlog did not write, not view v's"
+    assert Occupant(delta=True).refusal("v", "/wh/v") == ("/wh/v holds a Delta table that mvlog did not write, "
+                                                          "not view v's")
     # A table an older mvlog wrote (its recent commits name no view) is the view's where the catalog has it.
     older = Occupant(delta=True, mvlog=True)
     assert older.refusal("v", "/wh/v", registered_here=True) is None
@@ -84,7 +85,8 @@ def test_a_view_moves_only_with_its_own_table_and_vacuum_spares_other_tables(db,
     other_root.mkdir()
     shutil.copytree(old_root / "a", other_root / "b")
     moved = make_project(["t"], views, warehouse=str(other_root))
-    with pytest.raises(ConfigError, match=rf"^views\[1\] \(b\): {other_root}/b holds view a's Delta table, not view b's"):
+    with pytest.raises(ConfigError,
+                       match=rf"^views\[1\] \(b\): {other_root}/b holds view a's Delta table, not view b's"):
         moved.apply()
     assert db.execute("SELECT count(*) FROM mvlog.views WHERE location LIKE %s", (f"{other_root}%",))[0][0] == 0
 

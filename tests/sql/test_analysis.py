@@ -33,7 +33,8 @@ from mvlog.sql.analysis import ViewClass, analyze
         ("SELECT * FROM t JOIN u ON u.id = t.id RIGHT JOIN w ON w.id = u.id JOIN x ON x.id = w.id", ViewClass.JOIN),
         # after LEFT joins: ON compares a column of every NULL-extendable table, or reads tables before it only
         ("SELECT * FROM t LEFT JOIN w ON w.id = t.id FULL OUTER JOIN u ON u.id = t.id", ViewClass.JOIN),
-        ("SELECT * FROM t LEFT JOIN w ON w.id = t.wid RIGHT JOIN u ON u.id = w.uid AND u.k IS NOT NULL", ViewClass.JOIN),
+        ("SELECT * FROM t LEFT JOIN w ON w.id = t.wid RIGHT JOIN u ON u.id = w.uid AND u.k IS NOT NULL",
+         ViewClass.JOIN),
         ("SELECT * FROM t JOIN v ON v.id = t.id LEFT JOIN w ON w.id = t.wid LEFT JOIN x ON x.id = t.xid "
          "RIGHT JOIN u ON u.id = (w.uid + 1) AND u.x = x.id", ViewClass.JOIN),
         ("SELECT DISTINCT t.a, u.b FROM t JOIN u ON u.id = t.uid", ViewClass.AGGREGATE),
@@ -109,7 +110,8 @@ def test_untyped_literals_of_a_union_take_the_column_types():
     assert analysis.reasons == []
     first, second, third = (b.query for b in analysis.branches)
     assert first == "SELECT id, amount, day FROM a"
-    assert second == "SELECT id, CAST(NULL AS DECIMAL(10, 2)) AS \"amount\", CAST('2024-01-01' AS DATE) AS \"day\" FROM b"
+    assert second == ("SELECT id, CAST(NULL AS DECIMAL(10, 2)) AS \"amount\", "
+                      "CAST('2024-01-01' AS DATE) AS \"day\" FROM b")
     assert third == 'SELECT CAST(NULL AS INT) AS "id", amount, day FROM c'
     # without the types (no database at hand) the branches stay as written
     assert analyze("SELECT id FROM a UNION ALL SELECT NULL FROM b").branches[1].query == "SELECT NULL FROM b"

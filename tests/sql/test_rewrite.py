@@ -118,7 +118,8 @@ def test_subquery_over_several_tables_joins_the_lineage_as_one_item():
          "WHERE c.id = o.customer_id)", "outer join"),
         ("SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM orders p JOIN (SELECT customer_id, count(*) AS n "
          "FROM orders GROUP BY 1) s ON s.customer_id = p.customer_id WHERE p.id = o.id)", "over a subquery"),
-        ("SELECT * FROM (SELECT customer_id, count(*) AS n FROM orders GROUP BY 1) s JOIN customers c ON c.id = s.customer_id",
+        ("SELECT * FROM (SELECT customer_id, count(*) AS n FROM orders GROUP BY 1) s "
+         "JOIN customers c ON c.id = s.customer_id",
          "FROM items other than tables"),
         ("SELECT * FROM (SELECT o.*, row_number() OVER (PARTITION BY customer_id ORDER BY id) AS rn FROM orders o) s "
          "JOIN customers c ON c.id = s.customer_id", "FROM items other than tables"),
@@ -142,7 +143,8 @@ def test_aggregate_over_union_all_moves_the_groups_and_filter_into_each_branch()
                         "SELECT c.id, 0 FROM customers c WHERE c.segment = 'x') s WHERE s.amount > 1 GROUP BY s.k")
     assert analysis.view_class is ViewClass.AGGREGATE and analysis.over_union, analysis.reasons
     first, second = (b.tree.sql(dialect="postgres") for b in analysis.branches)
-    assert first == 'SELECT DISTINCT "orders"."customer_id" FROM "public"."orders" AS "orders" WHERE "orders"."amount" > 1'
+    assert first == ('SELECT DISTINCT "orders"."customer_id" FROM "public"."orders" AS "orders" '
+                     'WHERE "orders"."amount" > 1')
     assert second == ('SELECT DISTINCT "c"."id" FROM "public"."customers" AS "c" '
                       'WHERE "c"."segment" = \'x\' AND 0 > 1')
 
@@ -152,7 +154,8 @@ def test_aggregate_over_distinct_or_union_is_one_over_its_branches():
                              "FROM orders) s GROUP BY s.customer_id")
     assert over_distinct.view_class is ViewClass.AGGREGATE and over_distinct.over_union, over_distinct.reasons
     (unit,) = over_distinct.branches
-    assert unit.tree.sql(dialect="postgres") == 'SELECT DISTINCT "orders"."customer_id" FROM "public"."orders" AS "orders"'
+    assert unit.tree.sql(dialect="postgres") == ('SELECT DISTINCT "orders"."customer_id" '
+                                                 'FROM "public"."orders" AS "orders"')
     over_union = _analyze("SELECT s.id, count(*) AS n FROM (SELECT customer_id AS id FROM orders UNION "
                           "SELECT DISTINCT id FROM customers) s GROUP BY s.id")
     assert over_union.view_class is ViewClass.AGGREGATE and len(over_union.branches) == 2, over_union.reasons

@@ -20,8 +20,8 @@ from sqlglot import exp
 
 from mvlog.errors import UsageError
 from mvlog.spark.sparksql import quote_spark
+from mvlog.sql.sqltree import DIALECT
 
-DIALECT = "postgres"
 KEY_HASH = "_mvlog_kh"
 ROW_HASH = "_mvlog_rh"
 BUCKET_DIGITS = 2  # 256 buckets
@@ -154,28 +154,29 @@ def pg_hashes(select_sql: str, columns: list[Column], keys: list[Column]) -> exp
     """``SELECT <key fingerprint> AS _mvlog_kh, <row fingerprint> AS _mvlog_rh FROM (<select_sql>) v``."""
     row = pg_fingerprint(columns)
     key = pg_fingerprint(keys) if keys else row.copy()
-    return exp.select(exp.alias_(key, KEY_HASH), exp.alias_(row, ROW_HASH)).from_(_pg_source(select_sql))
+    return exp.select(exp.alias_(key, KEY_HASH), exp.alias_(row, ROW_HASH)).from_(subquery(exp.maybe_parse(select_sql, dialect=DIALECT), "v"))
 
 
-def _pg_source(select_sql: str) -> exp.Subquery:
-    return exp.Subquery(this=exp.maybe_parse(select_sql, dialect=DIALECT),
-                        alias=exp.TableAlias(this=exp.to_identifier("v", quoted=True)))
-
-
-def pg_bucket_sums_sql() -> str:
-    """A psycopg2 ``sql.SQL`` template: per bucket of the relation ``{}`` of ``_mvlog_kh``,
-    ``_mvlog_rh`` (see :func:`pg_hashes`), count and sum (as text, to compare with Spark's)."""
+def pg_bucket_sums(hashed: exp.Select) -> exp.Select:
+    """Per bucket of ``hashed`` (rows of ``_mvlog_kh``, ``_mvlog_rh``: see :func:`pg_hashes`), count
+    and sum (as text, to compare with Spark's)."""
     bits = HASH_BITS_HEX * 4
-    return (f'SELECT substr("{KEY_HASH}", 1, {BUCKET_DIGITS}) AS bucket, count(*) AS n, '
-            f'sum((\'x\' || substr("{ROW_HASH}", 1, {HASH_BITS_HEX}))::bit({bits})::bigint)::text AS s '
-            f'FROM ({{}}) AS h GROUP BY 1')
+    sums = _pg(f'SELECT substr("{KEY_HASH}", 1, {BUCKET_DIGITS}) AS bucket, count(*) AS n, '
+               f'sum((\'x\' || substr("{ROW_HASH}", 1, {HASH_BITS_HEX}))::bit({bits})::bigint)::text AS s '
+               f'FROM hashed GROUP BY 1')
+    return sums.from_(subquery(hashed, "h"), copy=False)
+
+
+def subquery(query: exp.Expression, alias: str) -> exp.Subquery:
+    """``(query) AS alias``."""
+    return exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
 
 
 def pg_texts(select_sql: str, columns: list[Column], keys: list[Column]) -> exp.Select:
     """``SELECT <key fingerprint> AS _mvlog_kh, <canonical text of each column> FROM (<select_sql>) v``."""
     key = pg_fingerprint(keys or columns)
     texts = [exp.alias_(pg_text(c), exp.to_identifier(c.name, quoted=True)) for c in columns]
-    return exp.select(exp.alias_(key, KEY_HASH), *texts).from_(_pg_source(select_sql))
+    return exp.select(exp.alias_(key, KEY_HASH), *texts).from_(subquery(exp.maybe_parse(select_sql, dialect=DIALECT), "v"))
 
 
 def spark_texts(columns: list[Column], keys: list[Column]) -> list[str]:

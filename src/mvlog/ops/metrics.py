@@ -25,7 +25,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from mvlog.errors import MvlogError
 
 if TYPE_CHECKING:
-    from mvlog.project import Project
+    from collections.abc import Sequence
+
+    from mvlog.config import ViewConfig
+    from mvlog.ops.freshness import Freshness
+    from mvlog.ops.status import Status
     from mvlog.refresh import RefreshResult
 
 GAUGE_SECONDS = 5.0
@@ -75,19 +79,20 @@ class SchedulerMetrics:
                           ("deleted", result.rows_deleted)):
             self.rows.labels(view, change).inc(n)
 
-    def update_gauges(self, project: Project, force: bool = False) -> None:
-        """Lag per view and backlog per log, from the catalog (at most every GAUGE_SECONDS)."""
+    def update_gauges(self, views: Sequence[ViewConfig], freshness: Freshness, status: Status,
+                      force: bool = False) -> None:
+        """Lag per view (from ``freshness``) and backlog per log (from ``status``), at most every
+        GAUGE_SECONDS."""
         if not force and time.monotonic() - self._gauges_at < GAUGE_SECONDS:
             return
         self._gauges_at = time.monotonic()
-        views = project.config.views
-        for name, lag in project.lags([v.name for v in views]).items():
+        for name, lag in freshness.lags([v.name for v in views]).items():
             if lag is not None:
                 self.lag.labels(name).set(lag)
         for view in views:
             if view.freshness is not None:
                 self.target.labels(view.name).set(view.freshness.total_seconds())
-        for log in project.log_status():
+        for log in status.log_rows():
             self.log_rows.labels(log["table"]).set(log["rows"])
             self.log_bytes.labels(log["table"]).set(log["bytes"])
             self.log_age.labels(log["table"]).set(log["oldest_unconsumed_age_seconds"] or 0.0)

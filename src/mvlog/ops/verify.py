@@ -21,9 +21,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from psycopg2 import sql
 from sqlglot import exp
 
 from mvlog.apply import Registrar
@@ -40,6 +39,9 @@ from mvlog.postgres.source import Cursor, Source
 from mvlog.spark.sparksql import quote_spark
 from mvlog.spark.warehouse import Warehouse, WriteCounts
 from mvlog.sql import union
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 SHOWN = 20  # mismatched keys described per view
 ATTEMPTS = 5  # times verify looks again while a refresh is between its Delta commit and its record
@@ -80,11 +82,6 @@ class VerifyResult:
             "snaptime": self.snaptime.isoformat() if self.snaptime else None, "repaired": self.repaired,
             "reason": self.reason, "seconds": round(self.seconds, 3),
         }
-
-
-def _pg_sql(text: str) -> sql.SQL:
-    """SQL text for a statement run with parameters: a literal % (in a view's query) doubled."""
-    return sql.SQL(text.replace("%", "%%"))
 
 
 class Verifier:
@@ -160,21 +157,21 @@ class Verifier:
         pending = self._pending_keys(shape, location, at, keys) if keyed else []
         result.pending_keys = len(pending)
 
-        pg_hashed = _pg_sql(fingerprint.pg_hashes(shape.select_sql, columns, keys).sql(dialect="postgres"))
+        pg_hashed = fingerprint.pg_hashes(shape.select_sql, columns, keys)
         spark_hashed = delta.selectExpr(*fingerprint.spark_hashes(columns, keys))
         if pending:
             pending_df = spark.createDataFrame([(h,) for h in pending], f"{KEY_HASH} string")
             spark_hashed = spark_hashed.join(pending_df, KEY_HASH, "left_anti")
-        pg_kept = sql.SQL("SELECT * FROM ({}) AS h WHERE NOT (h.{} = ANY(%s))").format(
-            pg_hashed, sql.Identifier(KEY_HASH))
-        params: tuple = (pending,)
+        pg_kept = exp.select(exp.Star()).from_(fingerprint.subquery(pg_hashed, "h"))
+        if pending:
+            pg_kept = pg_kept.where(exp.not_(_is_one_of(exp.column(KEY_HASH, "h", quoted=True), pending)))
 
         if sample:
             total = spark_hashed.count()
             wanted = max(1, math.ceil(256 * sample / max(total, 1)))
             buckets = sorted(random.sample([f"{i:02x}" for i in range(256)], min(256, wanted)))
         else:
-            cur.execute(_pg_sql(fingerprint.pg_bucket_sums_sql()).format(pg_kept), params)
+            cur.execute(fingerprint.pg_bucket_sums(pg_kept).sql(dialect=fingerprint.DIALECT))
             pg_sums = {b: (int(n), s) for b, n, s in cur.fetchall()}
             table = f"mvlog_verify_{view.name}_{id(result)}"
             spark_hashed.createOrReplaceTempView(table)
@@ -185,7 +182,7 @@ class Verifier:
                 spark.catalog.dropTempView(table)
             result.rows_compared = sum(n for n, _ in pg_sums.values())
             buckets = sorted(b for b in set(pg_sums) | set(spark_sums) if pg_sums.get(b) != spark_sums.get(b))
-        pairs_pg, pairs_delta = self._pairs(cur, pg_kept, params, spark_hashed, buckets)
+        pairs_pg, pairs_delta = self._pairs(cur, pg_kept, spark_hashed, buckets)
         if sample:
             result.rows_compared = max(sum(pairs_pg.values()), sum(pairs_delta.values()))
         bad = sorted({kh for kh, _ in (pairs_pg - pairs_delta) + (pairs_delta - pairs_pg)})
@@ -209,16 +206,19 @@ class Verifier:
         null_keys = tuple(bool(check and at.query(check)[0][0]) for check in union.null_keys_checks(shape, at.time))
         key_columns = [Column(f"{CHANGED_KEY_PREFIX}{i}", k.spark_type) for i, k in enumerate(keys)]
         hashed = fingerprint.pg_hashes(plan.read_sql(null_keys), key_columns, key_columns)
-        return [r[0] for r in at.query(f"SELECT DISTINCT {KEY_HASH} FROM ({hashed.sql(dialect='postgres')}) AS p")]
+        return [r[0] for r in at.query(f"SELECT DISTINCT {KEY_HASH} FROM ({hashed.sql(dialect=fingerprint.DIALECT)}) AS p")]
 
-    def _pairs(self, cur: Cursor, pg_kept: sql.Composable, params: tuple, spark_hashed: Any,
+    def _pairs(self, cur: Cursor, pg_kept: exp.Select, spark_hashed: DataFrame,
                buckets: list[str]) -> tuple[Counter, Counter]:
         """(key fingerprint, row fingerprint) pairs of the given buckets, as multisets, from each side."""
         if not buckets:
             return Counter(), Counter()
-        cur.execute(sql.SQL("SELECT {k}, {r} FROM ({q}) AS p WHERE substr({k}, 1, %s) = ANY(%s)").format(
-            k=sql.Identifier(KEY_HASH), r=sql.Identifier(ROW_HASH), q=pg_kept),
-            params + (fingerprint.BUCKET_DIGITS, buckets))
+        key_hash = exp.column(KEY_HASH, "p", quoted=True)
+        bucket = exp.Substring(this=key_hash, start=exp.Literal.number(1),
+                               length=exp.Literal.number(fingerprint.BUCKET_DIGITS))
+        pairs = (exp.select(key_hash.copy(), exp.column(ROW_HASH, "p", quoted=True))
+                 .from_(fingerprint.subquery(pg_kept, "p")).where(_is_one_of(bucket, buckets)))
+        cur.execute(pairs.sql(dialect=fingerprint.DIALECT))
         pg = Counter(map(tuple, cur.fetchall()))
         rows = spark_hashed.where(
             f"substr({KEY_HASH}, 1, {fingerprint.BUCKET_DIGITS}) IN ({_spark_strings(buckets)})").collect()
@@ -227,9 +227,9 @@ class Verifier:
     def _describe(self, cur: Cursor, shape, columns: list[Column], keys: list[Column], delta: Any,
                   bad: list[str]) -> list[Mismatch]:
         """Both sides' rows of the mismatched key fingerprints ``bad``, as canonical text."""
-        texts = fingerprint.pg_texts(shape.select_sql, columns, keys)
-        cur.execute(sql.SQL("SELECT * FROM ({}) AS t WHERE {} = ANY(%s)").format(
-            _pg_sql(texts.sql(dialect="postgres")), sql.Identifier(KEY_HASH)), (bad,))
+        texts = (exp.select(exp.Star()).from_(fingerprint.subquery(fingerprint.pg_texts(shape.select_sql, columns, keys), "t"))
+                 .where(_is_one_of(exp.column(KEY_HASH, "t", quoted=True), bad)))
+        cur.execute(texts.sql(dialect=fingerprint.DIALECT))
         names = [c.name for c in columns]
         pg_rows = {r[0]: dict(zip(names, r[1:])) for r in cur.fetchall()}
         delta_rows = {r[0]: dict(zip(names, r[1:]))
@@ -248,10 +248,10 @@ class Verifier:
         keys with nothing pending are as at the view's stamp), or their deletion; one Delta
         commit, recorded in the history."""
         source_sql = exp.select(exp.Star(), exp.alias_(exp.true(), PRESENT)).from_(
-            exp.Subquery(this=exp.maybe_parse(shape.select_sql, dialect="postgres"),
+            exp.Subquery(this=exp.maybe_parse(shape.select_sql, dialect=fingerprint.DIALECT),
                          alias=exp.TableAlias(this=exp.to_identifier("v", quoted=True)))
         ).where(exp.In(this=fingerprint.pg_fingerprint(keys), expressions=[exp.Literal.string(h) for h in bad]))
-        source_rows = self.warehouse.read(self.jdbc, source_sql.sql(dialect="postgres"), at.snapshot)
+        source_rows = self.warehouse.read(self.jdbc, source_sql.sql(dialect=fingerprint.DIALECT), at.snapshot)
         values = [quote_spark(c.name) for c in columns]
         key_aliases = [f"{quote_spark(k.name)} AS {quote_spark(CHANGED_KEY_PREFIX + str(i))}"
                        for i, k in enumerate(keys)]
@@ -288,6 +288,11 @@ def _pending_view(shape, at: StampedSnapshot, needs_complete: str | None, keyed:
         if not keyed and at.window_has_rows(log, at.time):
             return f"{log.qualified_table} changed since the last refresh (a complete-refresh view)"
     return None
+
+
+def _is_one_of(value: exp.Expression, strings: list[str]) -> exp.In:
+    """``value IN ('a', 'b', …)``: md5 fingerprints and bucket prefixes, as string literals."""
+    return exp.In(this=value, expressions=[exp.Literal.string(s) for s in strings])
 
 
 def _spark_strings(values: list[str]) -> str:

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psycopg2
+
 from mvlog.errors import SetupError
 
 SUPERUSER = "postgres"
@@ -110,7 +112,6 @@ class TempPostgres:
         return self
 
     def _wait_ready(self) -> None:
-        import psycopg2
 
         deadline = time.monotonic() + 30
         while True:
@@ -129,6 +130,16 @@ class TempPostgres:
             self._run("pg_ctl", "-D", str(self.datadir), "-m", "immediate", "-w", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
+
+    def run_script(self, script: str, dbname: str = "postgres") -> None:
+        """Run ``script`` (statements, each committed as it runs) on the cluster as its superuser."""
+        conn = psycopg2.connect(self.dsn(dbname))
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(script)
+        finally:
+            conn.close()
 
     def __enter__(self) -> TempPostgres:
         return self.start()

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 import psycopg2
+import psycopg2.errors
 import psycopg2.extensions
 from psycopg2 import sql
 
@@ -149,6 +150,19 @@ class Source:
                 yield cur
         finally:
             conn.rollback()
+
+    @contextlib.contextmanager
+    def validation(self, needs: str) -> Iterator[Cursor]:
+        """:meth:`inspection` with PostgreSQL's errors worded: a missing right is a SourceError that
+        says what the work ``needs``; any other error a ConfigError (the configuration asks for
+        something the database refuses)."""
+        try:
+            with self.inspection() as cur:
+                yield cur
+        except psycopg2.errors.InsufficientPrivilege as exc:
+            raise SourceError(f"PostgreSQL: {self.describe_error(exc)} ({needs})") from None
+        except psycopg2.Error as exc:
+            raise ConfigError(f"PostgreSQL: {self.describe_error(exc)}") from None
 
     def query(self, statement: sql.Composable | str, params: Sequence | dict | None = None) -> list[tuple]:
         with self.transaction() as cur:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from mvlog.config import SparkConfig
 from mvlog.errors import SetupError, UsageError
+from mvlog.spark.remote import configured_remote, host_port, remote_address
+from mvlog.spark.settings import session_conf
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_HOST = "127.0.0.1"
@@ -108,8 +110,6 @@ def spark_submit() -> Path:
 
 def server_command(config: SparkConfig, host: str, port: int) -> list[str]:
     """The ``spark-submit`` command line of a Spark Connect server with mvlog's settings."""
-    from mvlog.spark.session import session_conf
-
     conf = session_conf(config)
     conf["spark.connect.grpc.binding.address"] = host
     conf["spark.connect.grpc.binding.port"] = str(port)
@@ -124,11 +124,9 @@ def server_command(config: SparkConfig, host: str, port: int) -> list[str]:
 def default_address(config: SparkConfig) -> tuple[str, int]:
     """Where to listen when not told: spark.remote's (or $SPARK_REMOTE's) port if it names this
     machine, else 15002. A running engine does not count: it is the one being started, or in the way."""
-    from mvlog.spark.session import _host_port, configured_remote, remote_address
-
     url = configured_remote(config)
     if url:
-        host, port = _host_port(remote_address(url))
+        host, port = host_port(remote_address(url))
         if host in ("127.0.0.1", "localhost", "::1"):
             return DEFAULT_HOST, port
     return DEFAULT_HOST, DEFAULT_PORT

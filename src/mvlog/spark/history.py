@@ -1,14 +1,18 @@
-"""Delta history: the commits mvlog wrote, their stamps and versions (a mixin of
-:class:`mvlog.spark.warehouse.Warehouse`, which provides ``spark`` and ``_fail``)."""
+"""Delta history: the commits mvlog wrote, their stamps and versions (a part of
+:class:`mvlog.spark.warehouse.Warehouse`)."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mvlog.errors import WarehouseError
+from mvlog.spark.commits import DeltaSession, mvlog_metadata
 from mvlog.spark.sparksql import delta_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 OWN_COMMIT_SEARCH = 20  # newest commits searched for the one a write just made (others may follow it)
 
@@ -16,25 +20,26 @@ OWN_COMMIT_SEARCH = 20  # newest commits searched for the one a write just made 
 class DeltaHistory:
     """Reading a view's Delta history: which commit a write made, which version holds a stamp."""
 
-    spark: Any
-    _fail: Any  # Warehouse._fail
+    def __init__(self, delta: DeltaSession):
+        self.delta = delta
+        self.spark = delta.spark
 
     def _last_commit(self, location: str) -> dict:
         return self.spark.sql(f"DESCRIBE HISTORY {delta_table(location)} LIMIT 1").collect()[0].asDict()
 
-    def _own_commit(self, location: str, metadata: dict) -> dict | None:
+    def own_commit(self, location: str, metadata: dict) -> dict | None:
         """The newest commit that carries ``metadata``: the one this process's write just made (or,
         when Delta skipped an already-applied transaction, the one that applied it first). An
         OPTIMIZE or another view's refresh may have committed since, so it is searched for."""
         expected = json.loads(json.dumps(metadata, default=str))
         for limit in (1, OWN_COMMIT_SEARCH):  # nearly always the newest: read one commit file, not 20
             for row in self.history(location, limit).collect():
-                if _mvlog_metadata(row["userMetadata"]) == expected:
+                if mvlog_metadata(row["userMetadata"]) == expected:
                     return row.asDict()
         return None  # buried under later commits: the write stands, its version is not known
 
 
-    def history(self, location: str, limit: int | None = None) -> Any:
+    def history(self, location: str, limit: int | None = None) -> DataFrame:
         """The Delta commit history of the table as a DataFrame, newest first."""
         return self.spark.sql(f"DESCRIBE HISTORY {delta_table(location)}" + (f" LIMIT {int(limit)}" if limit else ""))
 
@@ -44,13 +49,13 @@ class DeltaHistory:
         try:
             rows = self.history(location).select("version", "userMetadata").collect()
         except Exception as exc:
-            raise self._fail(f"reading the history of {location} failed", exc) from None
+            raise self.delta.fail(f"reading the history of {location} failed", exc) from None
         if not rows:
             raise WarehouseError(f"{location} has no Delta history")
         stamped: list[tuple[int, datetime | None]] = []
         stamp = None
         for row in reversed(rows):
-            written = (_mvlog_metadata(row["userMetadata"]) or {}).get("snaptime")
+            written = (mvlog_metadata(row["userMetadata"]) or {}).get("snaptime")
             stamp = datetime.fromisoformat(written) if written else stamp
             stamped.append((int(row["version"]), stamp))
         return stamped[::-1]
@@ -65,30 +70,13 @@ class DeltaHistory:
         its commits); None if no version is that old."""
         return next((v for v, s in self._stamped_versions(location) if s is not None and s <= stamp), None)
 
-    def read_version(self, location: str, version: int) -> Any:
+    def read_version(self, location: str, version: int) -> DataFrame:
         """The Delta table at ``location`` as of ``version``."""
         try:
             return self.spark.read.format("delta").option("versionAsOf", int(version)).load(location)
         except Exception as exc:
-            raise self._fail(f"reading {location} failed", exc) from None
+            raise self.delta.fail(f"reading {location} failed", exc) from None
 
     def last_commit_metadata(self, location: str) -> dict | None:
         """The mvlog metadata of the newest commit, if it was written by mvlog."""
-        return _mvlog_metadata(self._last_commit(location)["userMetadata"])
-
-
-
-
-def _mvlog_metadata(user_metadata: str | None) -> dict | None:
-    """mvlog's part of a commit's userMetadata; None if mvlog did not write it."""
-    try:
-        metadata = json.loads(user_metadata)["mvlog"] if user_metadata else None
-    except (ValueError, KeyError, TypeError):
-        return None
-    return metadata if isinstance(metadata, dict) else None
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
+        return mvlog_metadata(self._last_commit(location)["userMetadata"])

@@ -1,17 +1,22 @@
 """The MERGE of a fast refresh: staged rows, the unchanged-row test, retries after a lost commit
-race (a mixin of :class:`mvlog.spark.warehouse.Warehouse`, which provides ``spark``, ``_fail``,
-``_commit_settings``, ``_session_commit_version`` and the history)."""
+race (a part of :class:`mvlog.spark.warehouse.Warehouse`, on its :class:`DeltaSession` and
+:class:`DeltaHistory`)."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mvlog.errors import SourceError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
-from mvlog.spark.history import _int_or_none
+from mvlog.spark.commits import DeltaSession, int_or_none
+from mvlog.spark.history import DeltaHistory
 from mvlog.spark.sparksql import delta_table, error_class, quote_spark, row_hash_sql, spark_literal
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
 
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 # Adaptive execution runs each of a MERGE's stages as a job of its own: off for the MERGE, it ran
@@ -38,7 +43,7 @@ class Staged:
     """Rows read from PostgreSQL once and held by the executors for one write, with the range of
     their first key column (``low``/``high``: None if every value is NULL)."""
 
-    df: Any
+    df: DataFrame
     rows: int
     low: Any = None
     high: Any = None
@@ -46,16 +51,16 @@ class Staged:
     null_key_deletes: int = 0  # rows that delete the view row whose key columns are all NULL
 
 
-class Merging:
-    """Staging a fast read and merging it into the view's Delta table."""
+class Merger:
+    """Staging a fast read and merging it into the view's Delta table (a part of
+    :class:`mvlog.spark.warehouse.Warehouse`)."""
 
-    spark: Any
-    _fail: Any  # Warehouse._fail
-    _commit_settings: Any  # Warehouse._commit_settings
-    _own_commit: Any  # DeltaHistory._own_commit
-    _session_commit_version: Any  # Warehouse._session_commit_version
+    def __init__(self, delta: DeltaSession, history: DeltaHistory):
+        self.delta = delta
+        self.history = history
+        self.spark = delta.spark
 
-    def stage(self, df: Any) -> Staged:
+    def stage(self, df: DataFrame) -> Staged:
         """Read ``df`` from PostgreSQL exactly once, into executor memory (spilling to disk).
 
         The MERGE then reads the staged rows twice (to find the touched files, then to write)
@@ -73,7 +78,7 @@ class Merging:
                 "count(1)", f"min({first})", f"max({first})", f"count({first})",
                 f"count_if({null_key_delete})").collect()[0]
         except Exception as exc:
-            raise self._fail("reading from PostgreSQL failed", exc) from None
+            raise self.delta.fail("reading from PostgreSQL failed", exc) from None
         return Staged(checkpointed, rows, low, high, non_null < rows, null_key_deletes)
 
     def merge(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
@@ -128,9 +133,9 @@ class Merging:
                 for attempt in range(1, MERGE_ATTEMPTS + 1):
                     try:
                         # The source is staged already: Delta need not materialize it again.
-                        with self._commit_settings(metadata, txn, MERGE_CONF):
+                        with self.delta.commit_settings(metadata, txn, MERGE_CONF):
                             rows = self.spark.sql(statement).collect()
-                            version = self._session_commit_version()
+                            version = self.delta.session_commit_version()
                         break
                     except Exception as exc:
                         if attempt == MERGE_ATTEMPTS or not _lost_commit_race(exc):
@@ -140,14 +145,14 @@ class Merging:
         except (SourceError, WarehouseError):
             raise
         except Exception as exc:
-            raise self._fail(f"merging into {location} failed", exc) from None
+            raise self.delta.fail(f"merging into {location} failed", exc) from None
         # Delta skipped the commit (this transaction was applied already), or committed without
         # telling this session: the commit is looked up in the history.
         if not rows or (version is None and int(rows[0]["num_affected_rows"])):
             try:
-                version = _int_or_none((self._own_commit(location, metadata) or {}).get("version"))
+                version = int_or_none((self.history.own_commit(location, metadata) or {}).get("version"))
             except Exception as exc:
-                raise self._fail(f"reading the history of {location} failed", exc) from None
+                raise self.delta.fail(f"reading the history of {location} failed", exc) from None
         if not rows:
             return WriteCounts(version=version)
         row = rows[0]
@@ -159,22 +164,18 @@ class Merging:
             version=version,
         )
 
-
     def _has_null_key_row(self, location: str, key_columns: tuple[str, ...]) -> bool:
         condition = " AND ".join(f"{quote_spark(k)} IS NULL" for k in key_columns)
         try:
             return bool(self.spark.read.format("delta").load(location).where(condition).limit(1).count())
         except Exception as exc:
-            raise self._fail(f"reading {location} failed", exc) from None
-
+            raise self.delta.fail(f"reading {location} failed", exc) from None
 
 
 def _null_key_delete(columns: list[str]) -> str:
     """Spark SQL: a staged row that deletes the view row whose key columns are all NULL."""
     keys = [c for c in columns if c.startswith(CHANGED_KEY_PREFIX)]
     return " AND ".join([*(f"{quote_spark(k)} IS NULL" for k in keys), f"{quote_spark(PRESENT)} IS NULL"])
-
-
 
 
 def _lost_commit_race(exc: BaseException) -> bool:
@@ -190,7 +191,7 @@ def _lost_commit_race(exc: BaseException) -> bool:
 RANGE_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
 
 
-def _key_range(name: str, data_type: Any, staged: Staged) -> str | None:
+def _key_range(name: str, data_type: DataType, staged: Staged) -> str | None:
     """``t.<first key> BETWEEN low AND high`` (OR IS NULL) over the staged keys, as Spark SQL;
     None for key types whose literals do not round-trip exactly (floats, timestamps)."""
     if type(data_type).__name__ not in RANGE_TYPES or (staged.low is None and not staged.has_nulls):

@@ -7,34 +7,29 @@ and imports it before reading.
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from mvlog.errors import SourceError, WarehouseError, redact
 from mvlog.model import FOREIGN_FILES_SHOWN, ROW_HASH_COLUMN, Occupant, checked_snapshot_id
-from mvlog.spark.history import DeltaHistory, _int_or_none, _mvlog_metadata
-from mvlog.spark.merge import Merging, WriteCounts  # noqa: F401 (WriteCounts: part of this API)
+from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata
+from mvlog.spark.history import DeltaHistory
+from mvlog.spark.merge import Merger, Staged, WriteCounts
 from mvlog.spark.session import is_connect
 from mvlog.spark.sparksql import (
-    JDBC_CONNECTION_LOST,
     delta_table,
     error_class,
-    postgres_message,
     quote_spark,
     row_hash_sql,
     short_error,
     spark_literal,
 )
 
-if TYPE_CHECKING:  # handed in by the caller: this layer does not import psycopg2
-    from mvlog.postgres.jdbc import JdbcSource
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
-COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-TXN_VERSION = "spark.databricks.delta.write.txnVersion"
-LAST_COMMIT_VERSION = "spark.databricks.delta.lastCommitVersionInSession"  # set by Delta after each commit
+    from mvlog.postgres.jdbc import JdbcSource  # handed in by the caller: this layer does not import psycopg2
+
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 OPTIMIZE_MIN_FILE_BYTES = 1024 * 1024
 OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
@@ -47,26 +42,58 @@ OWNER_COMMITS = 100  # newest commits searched for the view mvlog wrote a table 
 NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
 
 
-class Warehouse(DeltaHistory, Merging):
+class Warehouse:
     """Delta tables under one root, written from PostgreSQL reads.
 
     Delta is spoken to through Spark SQL and the DataFrame API only (no JVM objects, no
     DeltaTable), so the same code runs on a session of our own and on a Spark Connect
-    server that has Delta's SQL extension.
+    server that has Delta's SQL extension. Composed of three parts on one
+    :class:`DeltaSession`: the tables' history (:class:`DeltaHistory`), the MERGE of a
+    fast refresh (:class:`Merger`), and what this class does itself (reads, replaces,
+    table properties, the catalog, OPTIMIZE).
     """
 
-    def __init__(self, spark: Any, root: str, secrets: list[str] | None = None):
+    def __init__(self, spark: SparkSession, root: str, secrets: list[str] | None = None):
         self.spark = spark
         self.root = root.rstrip("/")
         self.secrets = secrets or []
         self.remote = is_connect(spark)
+        self.delta = DeltaSession(spark, self.secrets)
+        self.commits = DeltaHistory(self.delta)
+        self.merger = Merger(self.delta, self.commits)
 
-    def _fail(self, what: str, exc: BaseException) -> Exception:
-        message = redact(short_error(exc), self.secrets)
-        if "PSQLException" in str(exc) or "postgresql" in message.lower() or "JDBC" in message:
-            message = redact(postgres_message(exc) or message, self.secrets)
-            return SourceError(f"{what}: {message}", transient=any(m in str(exc) for m in JDBC_CONNECTION_LOST))
-        return WarehouseError(f"{what}: {message}")
+    # -- the parts' operations, as the pipeline calls them ------------------------------
+
+    def stage(self, df: DataFrame) -> Staged:
+        """See :meth:`Merger.stage`."""
+        return self.merger.stage(df)
+
+    def merge(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
+              txn: tuple[str, int] | None = None, row_hash: bool = True, trust_row_hash: bool = True) -> WriteCounts:
+        """See :meth:`Merger.merge`."""
+        return self.merger.merge(location, staged, key_columns, metadata, txn, row_hash, trust_row_hash)
+
+    def history(self, location: str, limit: int | None = None) -> DataFrame:
+        """See :meth:`DeltaHistory.history`."""
+        return self.commits.history(location, limit)
+
+    def mvlog_version(self, location: str) -> tuple[int, datetime | None]:
+        """See :meth:`DeltaHistory.mvlog_version`."""
+        return self.commits.mvlog_version(location)
+
+    def version_at(self, location: str, stamp: datetime) -> int | None:
+        """See :meth:`DeltaHistory.version_at`."""
+        return self.commits.version_at(location, stamp)
+
+    def read_version(self, location: str, version: int) -> DataFrame:
+        """See :meth:`DeltaHistory.read_version`."""
+        return self.commits.read_version(location, version)
+
+    def last_commit_metadata(self, location: str) -> dict | None:
+        """See :meth:`DeltaHistory.last_commit_metadata`."""
+        return self.commits.last_commit_metadata(location)
+
+    # -- tables -------------------------------------------------------------------------
 
     def _detail(self, location: str) -> dict | None:
         """DESCRIBE DETAIL of the Delta table at ``location``; None if there is none."""
@@ -75,7 +102,7 @@ class Warehouse(DeltaHistory, Merging):
         except Exception as exc:
             if error_class(exc) in NOT_A_DELTA_TABLE:
                 return None
-            raise self._fail(f"cannot inspect {location}", exc) from None  # e.g. an unreachable object store
+            raise self.delta.fail(f"cannot inspect {location}", exc) from None  # e.g. an unreachable object store
 
     def exists(self, location: str) -> bool:
         return self._detail(location) is not None
@@ -84,8 +111,8 @@ class Warehouse(DeltaHistory, Merging):
         """What ``location`` holds (see :class:`Occupant`). A Delta table's owner is the view named
         by the newest commits that carry mvlog's metadata (a VACUUM's commits carry none)."""
         if self._detail(location) is not None:
-            rows = self.history(location, OWNER_COMMITS).select("userMetadata").collect()
-            written = [m for m in map(_mvlog_metadata, (r["userMetadata"] for r in rows)) if m]
+            rows = self.commits.history(location, OWNER_COMMITS).select("userMetadata").collect()
+            written = [m for m in map(mvlog_metadata, (r["userMetadata"] for r in rows)) if m]
             return Occupant(delta=True, view=next((m["view"] for m in written if m.get("view")), None),
                             mvlog=bool(written))
         try:  # any file, at any depth (Spark skips names starting with _ or .)
@@ -94,7 +121,7 @@ class Warehouse(DeltaHistory, Merging):
         except Exception as exc:
             if error_class(exc) in NOT_A_DELTA_TABLE:  # nothing there
                 return Occupant()
-            raise self._fail(f"cannot inspect {location}", exc) from None
+            raise self.delta.fail(f"cannot inspect {location}", exc) from None
         return Occupant(files=tuple(row["path"] for row in listing))
 
     def columns(self, location: str) -> list[str] | None:
@@ -110,7 +137,7 @@ class Warehouse(DeltaHistory, Merging):
         try:
             return list(self.spark.read.format("delta").load(location).columns)
         except Exception as exc:
-            raise self._fail(f"reading {location} failed", exc) from None
+            raise self.delta.fail(f"reading {location} failed", exc) from None
 
     def check_writable(self) -> None:
         """Fail early, before anything is applied, if the warehouse root cannot be written."""
@@ -144,7 +171,7 @@ class Warehouse(DeltaHistory, Merging):
         except Exception as exc:
             raise WarehouseError(f"cannot delete {location}: {redact(short_error(exc), self.secrets)}") from None
 
-    def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None, partitions: tuple[str, ...] = ()) -> Any:
+    def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None, partitions: tuple[str, ...] = ()) -> DataFrame:
         """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``; with ``partitions``
         (disjoint WHERE clauses covering every row) one JDBC read per clause, in parallel."""
         options = {"fetchsize": "10000", "preferTimestampNTZ": "true", **jdbc.properties}
@@ -159,32 +186,9 @@ class Warehouse(DeltaHistory, Merging):
                 return self.spark.read.jdbc(jdbc.url, table, predicates=list(partitions), properties=options)
             return self.spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", table).options(**options).load()
         except Exception as exc:
-            raise self._fail("reading from PostgreSQL failed", exc) from None
+            raise self.delta.fail("reading from PostgreSQL failed", exc) from None
 
-    @contextlib.contextmanager
-    def _commit_settings(self, metadata: dict, txn: tuple[str, int] | None = None,
-                         conf: dict[str, str] | None = None) -> Iterator[None]:
-        """Session settings for the next Delta commit: mvlog's metadata, the idempotent-write
-        transaction, operation tunables; unset afterwards."""
-        settings = {COMMIT_METADATA: json.dumps({"mvlog": metadata}, default=str, sort_keys=True), **(conf or {})}
-        if txn:
-            settings.update({TXN_APP_ID: txn[0], TXN_VERSION: str(txn[1])})
-        self.spark.conf.unset(LAST_COMMIT_VERSION)  # so that a value read after the write is its own
-        for key, value in settings.items():
-            self.spark.conf.set(key, value)
-        try:
-            yield
-        finally:
-            for key in settings:
-                self.spark.conf.unset(key)
-
-    def _session_commit_version(self) -> int | None:
-        """The version of the commit this session's last write made (inside ``_commit_settings``);
-        None if it committed nothing (its transaction was applied before). Delta records it in
-        the session, so no history read is needed."""
-        return _int_or_none(self.spark.conf.get(LAST_COMMIT_VERSION, None))
-
-    def replace(self, location: str, df: Any, metadata: dict, txn: tuple[str, int] | None = None,
+    def replace(self, location: str, df: DataFrame, metadata: dict, txn: tuple[str, int] | None = None,
                 key_columns: tuple[str, ...] = (), change_feed: bool = False) -> WriteCounts:
         """Atomically replace the table's contents (and schema) with ``df``: one Delta commit.
 
@@ -205,17 +209,17 @@ class Warehouse(DeltaHistory, Merging):
                 writer = writer.option(INDEXED_COLUMNS, str(indexed))
             elif indexed:
                 self._index_columns(location, detail, indexed)
-            with self._commit_settings(metadata, txn):
+            with self.delta.commit_settings(metadata, txn):
                 writer.save(location)
-            commit = self._own_commit(location, metadata)
+            commit = self.commits.own_commit(location, metadata)
         except (SourceError, WarehouseError):
             raise
         except Exception as exc:
-            raise self._fail(f"writing {location} failed", exc) from None
+            raise self.delta.fail(f"writing {location} failed", exc) from None
         commit = commit or {}
         written = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
         return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before,
-                           version=_int_or_none(commit.get("version")))
+                           version=int_or_none(commit.get("version")))
 
     def set_change_feed(self, location: str, view: str, enabled: bool) -> bool:
         """Turn the table's Change Data Feed on or off (a metadata-only commit); False if it was
@@ -227,11 +231,11 @@ class Warehouse(DeltaHistory, Merging):
         if current == enabled:
             return False
         try:
-            with self._commit_settings({"view": view, "operation": "change_feed"}):
+            with self.delta.commit_settings({"view": view, "operation": "change_feed"}):
                 self.spark.sql(f"ALTER TABLE {delta_table(location)} "
                                f"SET TBLPROPERTIES ('{CHANGE_FEED}' = '{str(enabled).lower()}')").collect()
         except Exception as exc:
-            raise self._fail(f"setting the change feed of {location} failed", exc) from None
+            raise self.delta.fail(f"setting the change feed of {location} failed", exc) from None
         return True
 
     def register_table(self, database: str, name: str, location: str) -> bool:
@@ -252,7 +256,7 @@ class Warehouse(DeltaHistory, Merging):
         except WarehouseError:
             raise
         except Exception as exc:
-            raise self._fail(f"registering {database}.{name} in the Spark catalog failed", exc) from None
+            raise self.delta.fail(f"registering {database}.{name} in the Spark catalog failed", exc) from None
         return True
 
     def unregister_table(self, database: str, name: str) -> None:
@@ -260,7 +264,7 @@ class Warehouse(DeltaHistory, Merging):
         try:
             self.spark.sql(f"DROP TABLE IF EXISTS {quote_spark(database)}.{quote_spark(name)}").collect()
         except Exception as exc:
-            raise self._fail(f"removing {database}.{name} from the Spark catalog failed", exc) from None
+            raise self.delta.fail(f"removing {database}.{name} from the Spark catalog failed", exc) from None
 
     def _index_columns(self, location: str, detail: dict, count: int) -> None:
         """Make an existing table collect statistics on at least its first ``count`` columns (a
@@ -287,20 +291,20 @@ class Warehouse(DeltaHistory, Merging):
             size = int(detail.get("sizeInBytes") or 0)
             rows = self.row_count(location)
             file_bytes = min(max(size * rows_per_file // max(rows, 1), OPTIMIZE_MIN_FILE_BYTES), OPTIMIZE_MAX_FILE_BYTES)
-            with self._commit_settings({"view": view, "operation": "optimize"}, None,
+            with self.delta.commit_settings({"view": view, "operation": "optimize"}, None,
                                        {OPTIMIZE_MAX_FILE_SIZE: str(file_bytes)}):
                 metrics = self.spark.sql(statement).collect()[0]["metrics"]
             if vacuum:
-                with self._commit_settings({"view": view, "operation": "vacuum"}):
+                with self.delta.commit_settings({"view": view, "operation": "vacuum"}):
                     self.spark.sql(f"VACUUM {table}").collect()
         except WarehouseError:
             raise
         except Exception as exc:
-            raise self._fail(f"optimizing {location} failed", exc) from None
+            raise self.delta.fail(f"optimizing {location} failed", exc) from None
         return int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
 
     def row_count(self, location: str) -> int:
         try:
             return int(self.spark.read.format("delta").load(location).count())
         except Exception as exc:
-            raise self._fail(f"reading {location} failed", exc) from None
+            raise self.delta.fail(f"reading {location} failed", exc) from None
