@@ -116,7 +116,8 @@ class Registrar:
         if rewrite.needs_rewrite(analysis.tree) or types:
             analysis = analyze(query, catalog, columns, types)
         # A rewritten query names its tables as resolved (schema.name), the others as written.
-        known = {**{(t.schema, t.name): t for t in catalog.values()}, **catalog}
+        known: dict[tuple[str | None, str], TableInfo] = {
+            **{(t.schema, t.name): t for t in catalog.values()}, **catalog}
         by_alias = {ref.alias: logs[known[(ref.schema, ref.name)].oid] for ref in analysis.tables}
         duplicates = sorted({c for c in columns if columns.count(c) > 1})
         if duplicates:
@@ -138,8 +139,8 @@ class Registrar:
                 for keymapped in keyed:
                     self.source.describe_query(cur, keymap.keymap_probe_sql(keymapped))
                 if shape.deltas is not None:  # sums of floating-point inputs would drift: recompute those
-                    types = [d[1] for d in self.source.describe_query(cur, aggdelta.inputs_probe_sql(shape))]
-                    inexact = aggdelta.exact_inputs_reason(shape.deltas, types)
+                    type_oids = [d[1] for d in self.source.describe_query(cur, aggdelta.inputs_probe_sql(shape))]
+                    inexact = aggdelta.exact_inputs_reason(shape.deltas, type_oids)
                     if inexact:
                         shape = dataclasses.replace(shape, deltas=None, recompute_reason=inexact)
                         keyed = union.keyed_branches(shape)
@@ -224,6 +225,7 @@ class Registrar:
                     continue
                 if entry.schema_name == MVLOG_SCHEMA:
                     raise ConfigError(f"schema {MVLOG_SCHEMA} holds mvlog's own tables; its tables cannot be logged")
+                assert entry.schema_name is not None  # a log entry names a table or a schema (config)
                 names = self.source.tables_matching(cur, entry.schema_name, entry.pattern)
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None

@@ -11,7 +11,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,6 +28,10 @@ from mvlog.cli_output import (
     reporter_for,
 )
 from mvlog.errors import MvlogError, redact
+
+if TYPE_CHECKING:
+    from mvlog.config import SparkConfig
+    from mvlog.project import Project
 
 # How long `mvlog refresh` waits for a view another process is refreshing before it skips it:
 # an overlapping cron or Airflow run usually finishes within it, and this run then takes the rest.
@@ -56,7 +60,7 @@ def _state(ctx: click.Context) -> State:
     return ctx.ensure_object(State)
 
 
-def _project(ctx: click.Context):
+def _project(ctx: click.Context) -> Project:
     state = _state(ctx)
     if state.project is None:
         from mvlog.config import load_config
@@ -116,7 +120,8 @@ def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: s
         if state.debug:
             for result in failed:
                 err.print(state.redact(result.detail or ""), markup=False, highlight=False)
-        err.print(f"Error: refresh of view {failed[0].view} failed: {state.redact(failed[0].error)}", markup=False)
+        error = state.redact(failed[0].error or "")
+        err.print(f"Error: refresh of view {failed[0].view} failed: {error}", markup=False)
         ctx.exit(1)
 
 
@@ -192,7 +197,8 @@ def schedule(ctx: click.Context, metrics_port: int | None, metrics_host: str) ->
 @click.argument("views", nargs=-1)
 @click.option("--sample", type=click.IntRange(1), default=1000, show_default=True, metavar="N",
               help="Compare every row of random key ranges holding about N rows.")
-@click.option("--full", is_flag=True, help="Compare every row (by per-bucket fingerprint sums, then the differing buckets).")
+@click.option("--full", is_flag=True,
+              help="Compare every row (by per-bucket fingerprint sums, then the differing buckets).")
 @click.option("--refresh", "refresh_first", is_flag=True, help="Refresh the views first.")
 @click.option("--repair", is_flag=True, help="Re-merge mismatched keys from PostgreSQL (recorded in the history).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
@@ -259,7 +265,8 @@ def purge(ctx: click.Context) -> None:
 
 @cli.command()
 @click.argument("views", nargs=-1)
-@click.option("--vacuum", is_flag=True, help="Also delete data files older than the tables' retention (Delta default 7 days).")
+@click.option("--vacuum", is_flag=True,
+              help="Also delete data files older than the tables' retention (Delta default 7 days).")
 @click.pass_context
 def optimize(ctx: click.Context, views: tuple[str, ...], vacuum: bool) -> None:
     """Compact the small Delta files that fast refreshes leave (default: every view)."""
@@ -272,7 +279,7 @@ def engine() -> None:
     """A local Spark Connect server that mvlog commands reuse (spark.remote / $SPARK_REMOTE)."""
 
 
-def _engine_spark_config(ctx: click.Context):
+def _engine_spark_config(ctx: click.Context) -> SparkConfig:
     """The ``spark:`` section of the configuration if there is one (master, settings), else defaults."""
     from mvlog.config import SparkConfig, load_config, resolve_path
 

@@ -1,5 +1,6 @@
-"""What the ``mvlog`` commands print: the two consoles, progress (bars or lines), the reports of ``apply`` and ``refresh``,
-the tables of ``status``, ``explain`` and ``history``, the engine's line, and ``--json`` output.
+"""What the ``mvlog`` commands print: the two consoles, progress (bars or lines), the reports of
+``apply`` and ``refresh``, the tables of ``status``, ``explain`` and ``history``, the engine's line,
+and ``--json`` output.
 
 :mod:`mvlog.cli` parses the options, calls the project and decides the exit code; this module
 turns what the project returns into text. :mod:`mvlog.render` is imported only when a table is
@@ -12,7 +13,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -20,6 +21,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from mvlog.progress import Reporter
+
+if TYPE_CHECKING:
+    from mvlog.project import ApplyReport
+    from mvlog.refresh import RefreshResult
+    from mvlog.spark.engine import EngineInfo
+    from mvlog.sql.explain import Explanation
 
 # Not a terminal (a pipe, a log file): wide enough that tables are not squeezed.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -31,7 +38,7 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
-def print_results(results: list, secrets: list[str]) -> None:
+def print_results(results: list[RefreshResult], secrets: list[str]) -> None:
     """The table of refresh results, if there are any."""
     from mvlog.render import results_table
 
@@ -39,7 +46,7 @@ def print_results(results: list, secrets: list[str]) -> None:
         out.print(results_table(results, secrets))
 
 
-def print_apply_report(report, secrets: list[str]) -> None:
+def print_apply_report(report: ApplyReport, secrets: list[str]) -> None:
     """What ``mvlog apply`` did: logs, views registered, builds, catalog tables, change feeds."""
     for table in report.logs_created:
         out.print(f"log created on {table}")
@@ -84,7 +91,7 @@ def print_status(data: dict) -> None:
     out.print(logs)
 
 
-def print_explain(result) -> None:
+def print_explain(result: Explanation) -> None:
     """A view's class, key and tables, then its capabilities table (possible or not, and why)."""
     out.print(f"view {result.view}: {result.view_class}, refresh {result.refresh}, "
               f"key {', '.join(result.key) or '-'}, tables {', '.join(result.base_tables)}"
@@ -113,7 +120,7 @@ def print_history(rows: list[dict], redact: Callable[[str], str]) -> None:
     out.print(table)
 
 
-def print_engine(info, as_json: bool, verb: str, flag: str = "running") -> None:
+def print_engine(info: EngineInfo | None, as_json: bool, verb: str, flag: str = "running") -> None:
     """The engine (``info``; None: no engine) as one line, or as JSON with ``flag`` saying whether there is one."""
     if as_json:
         emit_json({flag: info is not None, **(info.to_json() if info else {})})

@@ -159,7 +159,7 @@ class Config(_Strict):
 
     @field_validator("logs", "views", mode="before")
     @classmethod
-    def _empty_is_none(cls, value):
+    def _empty_is_none(cls, value: Any) -> Any:
         """``views:`` with nothing after it (YAML null) is an empty list, as if the key were missing."""
         return [] if value is None else value
 

@@ -83,7 +83,8 @@ def run_demo(keep: bool = False, warehouse: str | None = None, console: Console 
             _show(console, project, facts["show"], "after")
             console.print("[bold]5. mvlog status[/bold]")
             for view in project.status()["views"]:
-                console.print(f"   {view['name']}: {view['staleness']}, {view['rows']} rows, last {view['last_method']}")
+                console.print(f"   {view['name']}: {view['staleness']}, {view['rows']} rows, "
+                              f"last {view['last_method']}")
             console.print(f"\nConfiguration: {workdir / 'mvlog.yaml'}; warehouse: {config.warehouse_uri}")
     finally:
         os.environ.pop("MVLOG_DEMO_DSN", None)

@@ -1,9 +1,10 @@
 """The catalog facts every layer shares, as plain data: no driver, no Spark.
 
 Tables and their primary keys, materialized view logs, column statistics, the names
-of mvlog's own columns, the refresh method, and what a view's warehouse location holds. The adapters (:mod:`mvlog.postgres.source`,
-:mod:`mvlog.postgres.catalog`, :mod:`mvlog.spark.warehouse`) build and consume these; the pure
-layers (:mod:`mvlog.sql.shape`, :mod:`mvlog.sql.sqlgen`, :mod:`mvlog.plan`) only read them.
+of mvlog's own columns, the refresh method, and what a view's warehouse location holds.
+The adapters (:mod:`mvlog.postgres.source`, :mod:`mvlog.postgres.catalog`,
+:mod:`mvlog.spark.warehouse`) build and consume these; the pure layers
+(:mod:`mvlog.sql.shape`, :mod:`mvlog.sql.sqlgen`, :mod:`mvlog.plan`) only read them.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ class Occupant:
     mvlog: bool = False  # some recent commit carries mvlog's metadata (older versions named no view in some)
     files: tuple[str, ...] = ()
 
-    def refusal(self, view: str, location: str, registered_here: bool = False, build_started: bool = False) -> str | None:
+    def refusal(self, view: str, location: str, registered_here: bool = False,
+                build_started: bool = False) -> str | None:
         """Why mvlog must not write ``view`` at ``location``, or None: it writes only where nothing,
         or the view's own Delta table, is. ``registered_here``: the catalog has the view at this
         location, so a table mvlog wrote without naming the view is its own. ``build_started``:
@@ -130,7 +132,8 @@ class Occupant:
         if not self.files or (build_started and all(DELTA_DATA_FILE.search(f) for f in self.files)):
             return None
         shown = ", ".join(f.rsplit("/", 1)[-1] for f in self.files)
-        return f"{location} is not empty and holds no Delta table ({shown}{', ...' if len(self.files) >= FOREIGN_FILES_SHOWN else ''})"
+        more = ", ..." if len(self.files) >= FOREIGN_FILES_SHOWN else ""
+        return f"{location} is not empty and holds no Delta table ({shown}{more})"
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,14 @@ no path; passing ``config_path`` to any of them loads (and remembers) that file 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mvlog.config import Config, load_config
 from mvlog.errors import UsageError
 from mvlog.model import HIDDEN_PREFIX
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 _config: Config | None = None
 
@@ -39,7 +42,7 @@ def _view_name(config: Config, name: str) -> str:
         raise UsageError(f"view {name!r} is not defined in the configuration (views: {known})") from None
 
 
-def _spark(config_path: str | None):
+def _spark(config_path: str | None) -> SparkSession:
     """The running SparkSession (created for the configuration if there is none)."""
     import os
 
@@ -56,7 +59,7 @@ def _spark(config_path: str | None):
     return build_session(config.spark)
 
 
-def session(config_path: str | None = None):
+def session(config_path: str | None = None) -> SparkSession:
     """A SparkSession configured for mvlog (Delta, JDBC driver, the YAML's ``spark:`` settings),
     or a Spark Connect session when ``spark.remote`` (or ``$SPARK_REMOTE``) names a server.
 
@@ -83,7 +86,7 @@ def location(name: str, config_path: str | None = None) -> str:
     return config.view_location(_view_name(config, name))
 
 
-def read_view(name: str, config_path: str | None = None, *, as_of: datetime | str | None = None):
+def read_view(name: str, config_path: str | None = None, *, as_of: datetime | str | None = None) -> DataFrame:
     """The view as a Spark DataFrame, without mvlog's internal ``_mvlog_…`` columns.
 
     ``as_of``: a source time (a datetime, or ISO text such as ``"2026-11-23 09:00+00"``; without a
@@ -137,7 +140,7 @@ def history(name: str, config_path: str | None = None, limit: int = 50) -> list[
         return [row.to_json() for row in project.history(_view_name(config, name), limit)]
 
 
-def delta_history(name: str, config_path: str | None = None):
+def delta_history(name: str, config_path: str | None = None) -> DataFrame:
     """The Delta commit history of the view as a DataFrame (``userMetadata`` holds mvlog's snaptime)."""
     from mvlog.spark.sparksql import delta_table
 

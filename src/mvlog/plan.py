@@ -169,9 +169,9 @@ def after_stamp(plan: RefreshPlan, requested: RefreshMethod, replaced: Sequence[
             raise RefreshRefused(f"view {plan.view} cannot be fast-refreshed: {reason}; "
                                  f"run 'mvlog refresh --complete {plan.view}'", reason)
         return dataclasses.replace(plan, method=RefreshMethod.COMPLETE, reason=reason)
-    reason = cheaper_complete(list(windows)) if requested is RefreshMethod.FORCE else None
-    if reason:
-        return dataclasses.replace(plan, method=RefreshMethod.COMPLETE, reason=reason)
+    cheaper = cheaper_complete(list(windows)) if requested is RefreshMethod.FORCE else None
+    if cheaper:
+        return dataclasses.replace(plan, method=RefreshMethod.COMPLETE, reason=cheaper)
     return plan
 
 
@@ -222,8 +222,9 @@ def range_predicates(column: str, splits: list[str]) -> list[str]:
     def value(text: str) -> exp.Literal:
         return exp.Literal.string(text)
 
-    predicates: list[exp.Expression] = [
-        exp.or_(exp.LT(this=column_ref.copy(), expression=value(splits[0])), exp.Is(this=column_ref.copy(), expression=exp.Null()))
+    predicates: list[exp.Condition] = [
+        exp.or_(exp.LT(this=column_ref.copy(), expression=value(splits[0])),
+                exp.Is(this=column_ref.copy(), expression=exp.Null()))
     ]
     for low, high in zip(splits, splits[1:]):
         predicates.append(exp.and_(exp.GTE(this=column_ref.copy(), expression=value(low)),

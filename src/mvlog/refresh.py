@@ -32,7 +32,7 @@ from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.postgres.catalog import Catalog, ViewState
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs, StampedSnapshot
-from mvlog.postgres.source import Source
+from mvlog.postgres.source import Cursor, Source
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import Warehouse, WriteCounts
 from mvlog.sql import aggdelta, keymap, union
@@ -152,6 +152,10 @@ class _Lanes:
                 lane = self._local.lane = self._stack.enter_context(self._new_lane())
         return lane
 
+    def refresh_unit(self, views: list[ViewConfig], complete: bool, wait: float) -> list[RefreshResult]:
+        """:meth:`Refresher.refresh_unit` on the calling thread's lane."""
+        return self.current().refresh_unit(views, complete, wait)
+
     def __enter__(self) -> _Lanes:
         return self
 
@@ -197,12 +201,12 @@ class Refresher:
         workers = min(concurrency, len(units)) if new_lane is not None else 1
         done: dict[int, list[RefreshResult]] = {}
         with self.reporter.task("refreshing" if not complete else "building", len(views)):
-            if workers <= 1:
+            if workers <= 1 or new_lane is None:
                 for i, unit in enumerate(units):
                     done[i] = self._reported(self.refresh_unit(unit, complete, wait))
             else:
                 with _Lanes(new_lane) as lanes, ThreadPoolExecutor(workers, "mvlog-refresh") as pool:
-                    futures = {pool.submit(lambda u=unit: lanes.current().refresh_unit(u, complete, wait)): i
+                    futures = {pool.submit(lanes.refresh_unit, unit, complete, wait): i
                                for i, unit in enumerate(units)}
                     for future in as_completed(futures):
                         done[futures[future]] = self._reported(future.result())
@@ -347,7 +351,7 @@ class Refresher:
         reason = "the state of its groups is built by its next complete refresh"
         return dataclasses.replace(plan, shape=dataclasses.replace(shape, deltas=None, recompute_reason=reason))
 
-    def _groups_rebuild(self, cur, shape: ViewShape) -> list[str]:
+    def _groups_rebuild(self, cur: Cursor, shape: ViewShape) -> list[str]:
         """Statements that rebuild an aggregate's group table from its rebuilt key map (a view whose
         groups are recomputed drops it)."""
         if shape.view_class is not ViewClass.AGGREGATE:

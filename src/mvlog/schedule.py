@@ -10,8 +10,8 @@ One process; the units that are due at the same moment are refreshed together, u
 configuration's ``concurrency`` at once on the one Spark (never two of the same view; across
 processes the per-view advisory lock holds: a view another process is refreshing is skipped, not
 waited for, and comes due again). Transient failures (PostgreSQL unreachable or its connection
-lost: errors that say they are transient) are retried with exponential backoff. SIGTERM or SIGINT stops the loop after the
-refresh in flight; the Spark JVM ignores SIGINT, so Ctrl-C does not cut a refresh in half.
+lost: errors that say they are transient) are retried with exponential backoff. SIGTERM or SIGINT
+stops the loop after the refresh in flight; the Spark JVM ignores SIGINT, so Ctrl-C does not cut a refresh in half.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ class Unit:
         return self.cron is not None and self._next_firing(previous) <= now
 
     def _next_firing(self, after: datetime) -> datetime:
+        assert self.cron is not None
         seconds_first = len(self.cron.split()) == 6  # 6 fields: seconds first
         return croniter(self.cron, after, second_at_beginning=seconds_first).get_next(datetime)
 
@@ -185,8 +186,9 @@ class Scheduler:
         watched = [unit for unit in looking if unit.freshness is not None and unit not in due]
         lags = self.project.lags([name for unit in watched for name in self._views(unit)]) if watched else {}
         for unit in watched:
+            assert unit.freshness is not None
             views = [lags[name] for name in self._views(unit)]
-            lag = None if None in views else max(views, default=0.0)
+            lag = None if None in views else max((v for v in views if v is not None), default=0.0)
             if not unit.fresh_enough(lag):
                 self.log(f"{unit.name}: lag {duration_text(lag)} + last refresh {duration_text(unit.last_seconds)} "
                          f"nears the target {duration_text(unit.freshness.total_seconds())}: refreshing"

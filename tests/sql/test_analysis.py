@@ -115,3 +115,10 @@ def test_untyped_literals_of_a_union_take_the_column_types():
     assert third == 'SELECT CAST(NULL AS INT) AS "id", amount, day FROM c'
     # without the types (no database at hand) the branches stay as written
     assert analyze("SELECT id FROM a UNION ALL SELECT NULL FROM b").branches[1].query == "SELECT NULL FROM b"
+
+
+def test_a_parenthesized_query_is_the_query_inside_and_clauses_outside_make_it_complete_only():
+    assert analyze("(SELECT id, amount FROM orders)").view_class is ViewClass.SIMPLE
+    assert analyze("((SELECT id FROM orders WHERE amount > 1))").view_class is ViewClass.SIMPLE
+    limited = analyze("(SELECT id FROM orders) LIMIT 1")
+    assert limited.view_class is ViewClass.OTHER and "parenthesized" in limited.reasons[0]

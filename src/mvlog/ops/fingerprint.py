@@ -71,7 +71,8 @@ def spark_text(column: Column) -> str:
         return f"CAST({c} AS STRING)"
     if kind == "decimal":  # without trailing zeros: a computed numeric is decimal(38,18) here
         s = f"CAST({c} AS STRING)"
-        return f"CASE WHEN instr({s}, '.') > 0 THEN regexp_replace(regexp_replace({s}, '0+$', ''), '[.]$', '') ELSE {s} END"
+        return (f"CASE WHEN instr({s}, '.') > 0 THEN regexp_replace(regexp_replace({s}, '0+$', ''), '[.]$', '') "
+                f"ELSE {s} END")
     if kind == "boolean":
         return f"CASE WHEN {c} THEN 't' WHEN NOT {c} THEN 'f' END"
     if kind == "date":
@@ -84,8 +85,9 @@ def spark_text(column: Column) -> str:
         return f"lower(hex({c}))"
     if kind == "float":
         d = f"CAST({c} AS DOUBLE)"
-        return (f"CASE WHEN {d} IS NULL THEN NULL WHEN isnan({d}) THEN 'NaN' WHEN {d} = double('infinity') THEN 'Infinity' "
-                f"WHEN {d} = double('-infinity') THEN '-Infinity' ELSE format_string('%.14e', {d}) END")
+        return (f"CASE WHEN {d} IS NULL THEN NULL WHEN isnan({d}) THEN 'NaN' "
+                f"WHEN {d} = double('infinity') THEN 'Infinity' WHEN {d} = double('-infinity') THEN '-Infinity' "
+                f"ELSE format_string('%.14e', {d}) END")
     return f"to_json({c})"  # array
 
 
@@ -137,7 +139,8 @@ def pg_text(column: Column, alias: str = "v") -> exp.Expression:
     if kind == "float":
         d = f"{c_sql}::float8"
         return _pg(f"CASE WHEN {d} = 'NaN'::float8 THEN 'NaN' WHEN {d} = 'Infinity'::float8 THEN 'Infinity' "
-                   f"WHEN {d} = '-Infinity'::float8 THEN '-Infinity' ELSE ltrim(to_char({d}, '9.99999999999999EEEE')) END")
+                   f"WHEN {d} = '-Infinity'::float8 THEN '-Infinity' "
+                   f"ELSE ltrim(to_char({d}, '9.99999999999999EEEE')) END")
     return _pg(f"array_to_json({c_sql})::text")
 
 
@@ -154,7 +157,7 @@ def pg_hashes(select_sql: str, columns: list[Column], keys: list[Column]) -> exp
     """``SELECT <key fingerprint> AS _mvlog_kh, <row fingerprint> AS _mvlog_rh FROM (<select_sql>) v``."""
     row = pg_fingerprint(columns)
     key = pg_fingerprint(keys) if keys else row.copy()
-    return exp.select(exp.alias_(key, KEY_HASH), exp.alias_(row, ROW_HASH)).from_(subquery(exp.maybe_parse(select_sql, dialect=DIALECT), "v"))
+    return exp.select(exp.alias_(key, KEY_HASH), exp.alias_(row, ROW_HASH)).from_(_view_rows(select_sql))
 
 
 def pg_bucket_sums(hashed: exp.Select) -> exp.Select:
@@ -164,7 +167,13 @@ def pg_bucket_sums(hashed: exp.Select) -> exp.Select:
     sums = _pg(f'SELECT substr("{KEY_HASH}", 1, {BUCKET_DIGITS}) AS bucket, count(*) AS n, '
                f'sum((\'x\' || substr("{ROW_HASH}", 1, {HASH_BITS_HEX}))::bit({bits})::bigint)::text AS s '
                f'FROM hashed GROUP BY 1')
+    assert isinstance(sums, exp.Select)
     return sums.from_(subquery(hashed, "h"), copy=False)
+
+
+def _view_rows(select_sql: str) -> exp.Subquery:
+    """``(<select_sql>) AS "v"``: the view's query, whose columns the fingerprints read."""
+    return subquery(exp.maybe_parse(select_sql, dialect=DIALECT), "v")
 
 
 def subquery(query: exp.Expression, alias: str) -> exp.Subquery:
@@ -176,7 +185,7 @@ def pg_texts(select_sql: str, columns: list[Column], keys: list[Column]) -> exp.
     """``SELECT <key fingerprint> AS _mvlog_kh, <canonical text of each column> FROM (<select_sql>) v``."""
     key = pg_fingerprint(keys or columns)
     texts = [exp.alias_(pg_text(c), exp.to_identifier(c.name, quoted=True)) for c in columns]
-    return exp.select(exp.alias_(key, KEY_HASH), *texts).from_(subquery(exp.maybe_parse(select_sql, dialect=DIALECT), "v"))
+    return exp.select(exp.alias_(key, KEY_HASH), *texts).from_(_view_rows(select_sql))
 
 
 def spark_texts(columns: list[Column], keys: list[Column]) -> list[str]:

@@ -39,6 +39,7 @@ from mvlog.postgres.source import Cursor, Source
 from mvlog.spark.sparksql import quote_spark
 from mvlog.spark.warehouse import Warehouse, WriteCounts
 from mvlog.sql import union
+from mvlog.sql.shape import ViewShape
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -124,10 +125,9 @@ class Verifier:
         self.progress(f"{view.name}: verifying")
         for _ in range(ATTEMPTS):
             with self.source.exported_snapshot() as (snapshot, cur):
-                row = self.catalog.recorded_stamp(cur, view.name)
-                if row is None or row[0] is None:
+                stamp, needs_complete = self.catalog.recorded_stamp(cur, view.name) or (None, None)
+                if stamp is None:
                     raise UsageError(f"view {view.name} has not been refreshed yet; run 'mvlog refresh' first")
-                stamp, needs_complete = row
                 version, written = self.warehouse.mvlog_version(location)
                 if written is not None and written > stamp:
                     time.sleep(1)  # a refresh committed to Delta and has not recorded it yet
@@ -140,9 +140,10 @@ class Verifier:
         raise WarehouseError(f"the Delta table of view {view.name} holds a refresh the catalog has not recorded "
                              f"(one is running, or died after its commit); run 'mvlog refresh' and verify again")
 
-    def _compare(self, view, shape, location, at: StampedSnapshot, cur, needs_complete, sample, result,
-                 repair) -> None:
+    def _compare(self, view: ViewConfig, shape: ViewShape, location: str, at: StampedSnapshot, cur: Cursor,
+                 needs_complete: str | None, sample: int | None, result: VerifyResult, repair: bool) -> None:
         spark = self.warehouse.spark
+        assert result.delta_version is not None  # the version _verify matched with the stamp
         delta = self.warehouse.read_version(location, result.delta_version)
         columns = [Column(name, dtype) for name, dtype in delta.dtypes if name != ROW_HASH_COLUMN]
         fingerprint.check_columns(columns)
@@ -199,14 +200,15 @@ class Verifier:
             raise UsageError(f"view {view.name} has no view key to re-merge by; run 'mvlog refresh --complete "
                              f"{view.name}' to rebuild it")
 
-    def _pending_keys(self, shape, location: str, at: StampedSnapshot, keys: list[Column]) -> list[str]:
+    def _pending_keys(self, shape: ViewShape, location: str, at: StampedSnapshot, keys: list[Column]) -> list[str]:
         """Fingerprints of the view keys that changes logged after the view's stamp affect: the
         keys a fast refresh would read now."""
         plan = plan_refresh(shape, location, RefreshMethod.FAST, at.time, None, True)
         null_keys = tuple(bool(check and at.query(check)[0][0]) for check in union.null_keys_checks(shape, at.time))
         key_columns = [Column(f"{CHANGED_KEY_PREFIX}{i}", k.spark_type) for i, k in enumerate(keys)]
         hashed = fingerprint.pg_hashes(plan.read_sql(null_keys), key_columns, key_columns)
-        return [r[0] for r in at.query(f"SELECT DISTINCT {KEY_HASH} FROM ({hashed.sql(dialect=fingerprint.DIALECT)}) AS p")]
+        distinct = exp.select(exp.column(KEY_HASH, quoted=True)).distinct().from_(fingerprint.subquery(hashed, "p"))
+        return [r[0] for r in at.query(distinct.sql(dialect=fingerprint.DIALECT))]
 
     def _pairs(self, cur: Cursor, pg_kept: exp.Select, spark_hashed: DataFrame,
                buckets: list[str]) -> tuple[Counter, Counter]:
@@ -224,10 +226,11 @@ class Verifier:
             f"substr({KEY_HASH}, 1, {fingerprint.BUCKET_DIGITS}) IN ({_spark_strings(buckets)})").collect()
         return pg, Counter((r[KEY_HASH], r[ROW_HASH]) for r in rows)
 
-    def _describe(self, cur: Cursor, shape, columns: list[Column], keys: list[Column], delta: Any,
+    def _describe(self, cur: Cursor, shape: ViewShape, columns: list[Column], keys: list[Column], delta: DataFrame,
                   bad: list[str]) -> list[Mismatch]:
         """Both sides' rows of the mismatched key fingerprints ``bad``, as canonical text."""
-        texts = (exp.select(exp.Star()).from_(fingerprint.subquery(fingerprint.pg_texts(shape.select_sql, columns, keys), "t"))
+        texts = fingerprint.pg_texts(shape.select_sql, columns, keys)
+        texts = (exp.select(exp.Star()).from_(fingerprint.subquery(texts, "t"))
                  .where(_is_one_of(exp.column(KEY_HASH, "t", quoted=True), bad)))
         cur.execute(texts.sql(dialect=fingerprint.DIALECT))
         names = [c.name for c in columns]
@@ -238,11 +241,11 @@ class Verifier:
         described = []
         for kh in bad:
             either = pg_rows.get(kh) or delta_rows.get(kh) or {}
-            key = {k.name: either.get(k.name) for k in keys} if keys else {"row": kh}
+            key: dict[str, str | None] = {k.name: either.get(k.name) for k in keys} if keys else {"row": kh}
             described.append(Mismatch(key, delta_rows.get(kh), pg_rows.get(kh)))
         return described
 
-    def _repair(self, view: ViewConfig, shape, location: str, at: StampedSnapshot, delta: Any,
+    def _repair(self, view: ViewConfig, shape: ViewShape, location: str, at: StampedSnapshot, delta: DataFrame,
                 columns: list[Column], keys: list[Column], bad: list[str], row_hash: bool) -> WriteCounts:
         """Re-merge the keys ``bad``: their rows in PostgreSQL (read at the verify snapshot, where
         keys with nothing pending are as at the view's stamp), or their deletion; one Delta
@@ -276,7 +279,7 @@ class Verifier:
         return counts
 
 
-def _pending_view(shape, at: StampedSnapshot, needs_complete: str | None, keyed: bool) -> str | None:
+def _pending_view(shape: ViewShape, at: StampedSnapshot, needs_complete: str | None, keyed: bool) -> str | None:
     """Why the whole view is pending (its next refresh is complete, or it has no keys to leave
     out), if it is."""
     if needs_complete:

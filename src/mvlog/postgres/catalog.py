@@ -21,7 +21,7 @@ from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.postgres.catalog_rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
 from mvlog.postgres.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
-from mvlog.postgres.source import Cursor, Source, log_identifier, read_sql
+from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
 from mvlog.sql.aggdelta import drop_groups_sql
 from mvlog.sql.keymap import drop_keymap_sql
 from mvlog.sql.shape import groups_name, keymap_name
@@ -61,12 +61,12 @@ class Catalog:
         cur.execute(read_sql("004_history_versions.sql"))
         cur.execute(read_sql("005_partitions.sql"))
         cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-        if cur.fetchone()[0]:
+        if fetch_row(cur)[0]:
             cur.execute(read_sql("003_event_triggers.sql"))
             return True
         cur.execute("SELECT count(*) = 4 FROM pg_event_trigger WHERE evtname IN "
                     "('mvlog_capture_ddl', 'mvlog_capture_drop', 'mvlog_cover_partitions', 'mvlog_partition_drop')")
-        return bool(cur.fetchone()[0])
+        return bool(fetch_row(cur)[0])
 
     # -- registering views ------------------------------------------------------------------
 
@@ -160,7 +160,8 @@ class Catalog:
 
     def unbuilt_views(self) -> set[str]:
         """Views never refreshed, or marked for a complete refresh."""
-        rows = self.source.query("SELECT name FROM mvlog.views WHERE last_snaptime IS NULL OR needs_complete IS NOT NULL")
+        rows = self.source.query("SELECT name FROM mvlog.views "
+                                 "WHERE last_snaptime IS NULL OR needs_complete IS NOT NULL")
         return {name for (name,) in rows}
 
     def locations(self) -> dict[str, tuple[str, bool]]:
@@ -222,10 +223,10 @@ class Catalog:
             """,
             (log.table_schema, log.table_name),
         )
-        all_refreshed, horizon, dependents = cur.fetchone()
+        all_refreshed, horizon, dependents = fetch_row(cur)
         if dependents == 0:
             cur.execute("SELECT last_stamp FROM mvlog.logs WHERE log_name = %s", (log.log_name,))
-            return cur.fetchone()[0]
+            return fetch_row(cur)[0]
         return horizon if all_refreshed else None
 
     # -- history ----------------------------------------------------------------------------------
@@ -329,12 +330,13 @@ class Catalog:
             """
             SELECT v.name, v.location, v.refresh_method, v.view_class, v.fast_reason, v.last_refresh_at,
                    v.last_method, v.last_snaptime, v.needs_complete, v.row_count, v.refresh_group,
-                   coalesce(array_agg(vl.table_schema || '.' || vl.table_name) FILTER (WHERE vl.view_name IS NOT NULL), '{}')
+                   coalesce(array_agg(vl.table_schema || '.' || vl.table_name)
+                            FILTER (WHERE vl.view_name IS NOT NULL), '{}')
             FROM mvlog.views v LEFT JOIN mvlog.view_logs vl ON vl.view_name = v.name
             GROUP BY v.name ORDER BY v.name
             """
         )
-        return [ViewStatusRow(*row[:-1], tuple(row[-1])) for row in rows]
+        return [ViewStatusRow(*row[:-1] + (tuple(row[-1]),)) for row in rows]
 
     def log_status(self, log: LogInfo) -> LogStatusRow:
         rows, size, oldest, pinned_by = self.source.query(
@@ -342,13 +344,15 @@ class Catalog:
                 """
                 SELECT (SELECT count(*) FROM {log}), pg_total_relation_size(%(reg)s),
                        (SELECT min("xact_time$$") FROM {log} l WHERE "snaptime$$" > coalesce(
-                           (SELECT min(v.last_snaptime) FROM mvlog.view_logs vl JOIN mvlog.views v ON v.name = vl.view_name
+                           (SELECT min(v.last_snaptime) FROM mvlog.view_logs vl
+                            JOIN mvlog.views v ON v.name = vl.view_name
                             WHERE vl.table_schema = %(schema)s AND vl.table_name = %(table)s), '-infinity')),
                        (SELECT array_agg(v.name ORDER BY v.name) FROM mvlog.view_logs vl JOIN mvlog.views v
                           ON v.name = vl.view_name WHERE vl.table_schema = %(schema)s AND vl.table_name = %(table)s
                           AND v.last_snaptime IS NULL)
                 """
             ).format(log=log_identifier(log)),
-            {"reg": log_identifier(log).as_string(self.source.conn), "schema": log.table_schema, "table": log.table_name},
+            {"reg": log_identifier(log).as_string(self.source.conn), "schema": log.table_schema,
+             "table": log.table_name},
         )[0]
         return LogStatusRow(rows, size, oldest, tuple(pinned_by or ()))

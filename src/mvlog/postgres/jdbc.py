@@ -32,7 +32,8 @@ class JdbcSource:
                               + (" directory" if host else ""))
         hosts = host.split(",")
         ports = (params.get("port") or os.environ.get("PGPORT") or "5432").split(",")
-        netloc = ",".join(f"[{h}]:{ports[min(i, len(ports) - 1)]}" if ":" in h else f"{h}:{ports[min(i, len(ports) - 1)]}"
+        netloc = ",".join(f"[{h}]:{ports[min(i, len(ports) - 1)]}" if ":" in h
+                          else f"{h}:{ports[min(i, len(ports) - 1)]}"
                           for i, h in enumerate(hosts))
         dbname = params.get("dbname") or params.get("user") or "postgres"
         properties = {"driver": "org.postgresql.Driver", "ApplicationName": "mvlog-spark"}

@@ -9,7 +9,7 @@ import socket
 
 import psycopg2.errors
 
-from mvlog.postgres.source import Cursor
+from mvlog.postgres.source import Cursor, fetch_row
 
 VIEW_LOCK_NAMESPACE = 0x6D767677  # "mvvw": advisory lock held for the whole refresh of a view
 # The application_name of the session holding view locks: what another process reports as the holder.
@@ -32,7 +32,7 @@ def take_view_lock(cur: Cursor, name: str, wait: float) -> bool:
     """Take a view's lock, waiting up to ``wait`` seconds for its holder; False if it stayed held."""
     if wait <= 0:
         cur.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (VIEW_LOCK_NAMESPACE, name))
-        return bool(cur.fetchone()[0])
+        return bool(fetch_row(cur)[0])
     cur.execute("SELECT set_config('lock_timeout', %s, false)", (f"{max(int(wait * 1000), 1)}ms",))
     try:
         cur.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (VIEW_LOCK_NAMESPACE, name))

@@ -19,11 +19,12 @@ from psycopg2 import sql
 
 from mvlog.errors import ConfigError
 from mvlog.model import MVLOG_SCHEMA, SENTINEL, LogInfo, TableInfo, WindowSize, checked_snapshot_id, log_name_for
-from mvlog.postgres.source import ESTIMATED_ROWS, Cursor, Source, log_identifier, read_sql, table_identifier
+from mvlog.postgres.source import ESTIMATED_ROWS, Cursor, Source, fetch_row, log_identifier, read_sql, table_identifier
 from mvlog.sql.changes import changed_key_count_sql
 
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of the advisory locks that serialize stamping a log
-TRIGGER_FUNCTION_CONFIG = ("search_path=pg_catalog, pg_temp",)  # the SET clause of every log trigger function (sql/log.sql)
+# The SET clause of every log trigger function (sql/log.sql).
+TRIGGER_FUNCTION_CONFIG = ("search_path=pg_catalog, pg_temp",)
 EVENTS = ("insert", "update", "delete", "truncate")
 
 
@@ -102,7 +103,7 @@ class Logs:
         """Put the log's triggers on every partition of ``table`` (and off former ones); how many
         changed (``sql/005_partitions.sql``)."""
         cur.execute("SELECT mvlog.cover_partitions(%s, %s)", (table.oid, how))
-        return cur.fetchone()[0]
+        return fetch_row(cur)[0]
 
     def _ddl_current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:
         """The log table (without an index), its four triggers and their functions are as rendered now."""
@@ -114,11 +115,12 @@ class Logs:
             """,
             {"table": table.oid, "log": log_identifier(log).as_string(cur)},
         )
-        if not cur.fetchone()[0]:
+        if not fetch_row(cur)[0]:
             return False
         expected = {f"{log.log_name}${name}": body for name, body in self._trigger_bodies(cur, table, log).items()}
         cur.execute(
-            "SELECT proname, prosrc, proconfig FROM pg_proc WHERE pronamespace = 'mvlog'::regnamespace AND proname = ANY(%s)",
+            "SELECT proname, prosrc, proconfig FROM pg_proc "
+            "WHERE pronamespace = 'mvlog'::regnamespace AND proname = ANY(%s)",
             (list(expected),),
         )
         found = {name: (source, config) for name, source, config in cur.fetchall()}
@@ -167,7 +169,7 @@ class Logs:
         """DROP MATERIALIZED VIEW LOG: triggers, trigger functions, log table and registry row."""
         table = sql.Identifier(log.table_schema, log.table_name)
         cur.execute("SELECT to_regclass(%s)::oid = %s", (table.as_string(cur), log.table_oid))
-        if cur.fetchone()[0]:
+        if fetch_row(cur)[0]:
             for event in EVENTS:
                 cur.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(f"mvlog${event}"), table))
         cur.execute("DELETE FROM mvlog.log_partitions AS p WHERE p.table_oid = %s RETURNING p.partition_oid",
@@ -228,17 +230,18 @@ class Logs:
                 stamper.set_session(isolation_level="REPEATABLE READ")
                 with stamper.cursor() as cur, holder.cursor() as held:
                     cur.execute("SELECT pg_export_snapshot()")  # the stamp's snapshot, taken under the locks
-                    held.execute("SET TRANSACTION SNAPSHOT %s", (checked_snapshot_id(cur.fetchone()[0]),))
+                    held.execute("SET TRANSACTION SNAPSHOT %s", (checked_snapshot_id(fetch_row(cur)[0]),))
                     held.execute("SELECT pg_export_snapshot()")  # outlives the stamp's transaction
-                    snapshot = checked_snapshot_id(held.fetchone()[0])
+                    snapshot = checked_snapshot_id(fetch_row(held)[0])
                     cur.execute(
                         "SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond') "
                         "FROM mvlog.logs WHERE log_name = ANY(%s)", (names,),
                     )
-                    stamp = cur.fetchone()[0]
+                    stamp = fetch_row(cur)[0]
                     for log in ordered:
                         cur.execute(
-                            sql.SQL('UPDATE {} SET "snaptime$$" = %s WHERE "snaptime$$" = %s').format(log_identifier(log)),
+                            sql.SQL('UPDATE {} SET "snaptime$$" = %s WHERE "snaptime$$" = %s')
+                            .format(log_identifier(log)),
                             (stamp, SENTINEL),
                         )
                     cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)", (stamp, names))

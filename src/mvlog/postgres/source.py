@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 import psycopg2.errors
@@ -36,6 +37,14 @@ NOT_A_TABLE = {
     "m": "is a materialized view: mvlog cannot log it; log the tables its query reads and make it an mvlog view",
     "f": "is a foreign table: its rows change outside this database, so mvlog cannot log them",
 }
+
+
+def fetch_row(cur: Cursor) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate or function call without
+    FROM, a lookup of a row known to exist)."""
+    row = cur.fetchone()
+    assert row is not None, "the statement returned no row"
+    return row
 
 
 def sql_dir() -> Path:
@@ -105,7 +114,9 @@ class Source:
     def connect(self, **kwargs: object) -> psycopg2.extensions.connection:
         """A new connection; any failure becomes one clear SourceError."""
         try:
-            conn = psycopg2.connect(self.dsn, **{"connect_timeout": 10, "application_name": "mvlog", **kwargs})
+            # libpq keywords (Any: to the stubs, a dict of objects might fill connect's factory parameters)
+            params: dict[str, Any] = {"connect_timeout": 10, "application_name": "mvlog", **kwargs}
+            conn = psycopg2.connect(self.dsn, **params)
         except psycopg2.ProgrammingError as exc:  # an unparsable DSN
             raise ConfigError(f"source.dsn is not a valid PostgreSQL connection string: "
                               f"{self.describe_error(exc)}") from None
@@ -194,7 +205,7 @@ class Source:
             conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
             with conn.cursor() as cur:
                 cur.execute("SELECT pg_export_snapshot()")
-                yield checked_snapshot_id(cur.fetchone()[0]), cur
+                yield checked_snapshot_id(fetch_row(cur)[0]), cur
         except psycopg2.Error as exc:
             raise self.error(exc) from None
         finally:
@@ -205,7 +216,7 @@ class Source:
     def tables_matching(self, cur: Cursor, schema: str, pattern: str) -> list[str]:
         """Names of the tables (not partitions) in ``schema`` matching the shell-style ``pattern``."""
         cur.execute("SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = %s)", (schema,))  # as matched below
-        if not cur.fetchone()[0]:
+        if not fetch_row(cur)[0]:
             raise ConfigError(f"schema {schema} does not exist")
         cur.execute(
             """
@@ -220,7 +231,7 @@ class Source:
         """Look a table up as PostgreSQL would (search_path when unqualified)."""
         ident = sql.Identifier(schema, name) if schema else sql.Identifier(name)
         cur.execute(sql.SQL("SELECT to_regclass({})::oid").format(sql.Literal(ident.as_string(cur))))
-        oid = cur.fetchone()[0]
+        oid = fetch_row(cur)[0]
         if oid is None:
             return None
         cur.execute(
@@ -230,7 +241,7 @@ class Source:
             """,
             (oid,),
         )
-        nspname, relname, relkind = cur.fetchone()
+        nspname, relname, relkind = fetch_row(cur)
         if relkind not in ("r", "p"):
             raise ConfigError(f"{nspname}.{relname} {NOT_A_TABLE.get(relkind, 'is not a table (a log needs a table)')}")
         cur.execute(
@@ -268,7 +279,7 @@ class Source:
         try:  # with only pg_catalog on the path, pg_get_viewdef qualifies every other name
             cur.execute("SELECT set_config('search_path', 'pg_catalog', true)")
             cur.execute("SELECT pg_get_viewdef(%s::oid)", (oid,))
-            definition = cur.fetchone()[0]
+            definition = fetch_row(cur)[0]
         finally:
             cur.execute("ROLLBACK TO SAVEPOINT mvlog_viewdef")  # and the search_path with it
             cur.execute("RELEASE SAVEPOINT mvlog_viewdef")
@@ -290,7 +301,7 @@ class Source:
             """,
             (table.oid,),
         )
-        relkind, partition, parent, has_children = cur.fetchone()
+        relkind, partition, parent, has_children = fetch_row(cur)
         if partition:
             return (f"table {table.qualified} is a partition of {parent}: declare the log on {parent} "
                     f"(a log on a partitioned table covers every partition)")
@@ -305,7 +316,7 @@ class Source:
         """The column names of ``relation`` (a qualified, quoted name) in order; None if it does not exist."""
         cur.execute("SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute "
                     "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped", (relation,))
-        return cur.fetchone()[0]
+        return fetch_row(cur)[0]
 
     def describe_query(self, cur: Cursor, query: str) -> list[tuple]:
         """Output columns of a query, without running it: (name, type oid, size, precision, scale)."""
@@ -313,6 +324,7 @@ class Source:
         try:
             text = query.strip().rstrip(";").strip()
             cur.execute(sql.SQL("SELECT * FROM ({}\n) AS mvlog_q LIMIT 0").format(sql.SQL(text)))
+            assert cur.description is not None  # a SELECT always describes its columns
             columns = [(d.name, d.type_code, d.internal_size, d.precision, d.scale) for d in cur.description]
         except psycopg2.Error as exc:
             cur.execute("ROLLBACK TO SAVEPOINT mvlog_describe")

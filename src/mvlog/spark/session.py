@@ -9,11 +9,16 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from mvlog.config import SparkConfig
 from mvlog.spark import engine
 from mvlog.spark.remote import configured_remote, host_port, remote_address
 from mvlog.spark.settings import SESSION_CONF_PREFIXES, session_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 
 def spark_log_path() -> Path:
@@ -69,13 +74,16 @@ def running_engine(config: SparkConfig) -> str | None:
 CONNECT_LOGGERS = ("SQLQueryContextLogger", "pyspark.sql.connect", "py4j")
 
 
-_connect_sessions: dict[str, object] = {}  # one shared Connect session per URL in this process
+_connect_sessions: dict[str, ConnectSession] = {}  # one shared Connect session per URL in this process
 
 
-def connect_session(url: str, config: SparkConfig, new: bool = False):
+def connect_session(url: str, config: SparkConfig, new: bool = False) -> SparkSession:
     """A Spark Connect session on ``url`` whose server must have Delta's SQL extension; the
     session-level settings of mvlog.yaml are applied to it. The session for ``url`` is shared
-    within the process unless ``new`` asks for one of its own (own settings, own temp views)."""
+    within the process unless ``new`` asks for one of its own (own settings, own temp views).
+
+    Typed as :class:`pyspark.sql.SparkSession`, whose API a Connect session offers too: mvlog
+    speaks to both through that API only."""
     import logging
     import warnings
 
@@ -85,13 +93,14 @@ def connect_session(url: str, config: SparkConfig, new: bool = False):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     shared = _connect_sessions.get(url)
     if shared is not None and not new and not shared.is_stopped:
-        return shared
+        return cast("SparkSession", shared)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pyspark's warning about the pandas version
         try:
             from pyspark.sql.connect.session import SparkSession as RemoteSession
         except ImportError as exc:
-            raise SetupError(f"spark.remote needs the Spark Connect client: pip install 'pyspark[connect]' ({exc})") from None
+            raise SetupError("spark.remote needs the Spark Connect client: "
+                             f"pip install 'pyspark[connect]' ({exc})") from None
     from mvlog.spark.sparksql import short_error
 
     where = remote_address(url)
@@ -124,13 +133,14 @@ def connect_session(url: str, config: SparkConfig, new: bool = False):
             spark.conf.set(key, value)
         except Exception as exc:
             spark.stop()
-            raise SetupError(f"the Spark Connect server {where} refuses the setting {key}: {short_error(exc)}") from None
+            raise SetupError(f"the Spark Connect server {where} refuses the setting {key}: "
+                             f"{short_error(exc)}") from None
     if not new:
         _connect_sessions[url] = spark
-    return spark
+    return cast("SparkSession", spark)
 
 
-def _bound_retries(spark) -> None:
+def _bound_retries(spark: ConnectSession) -> None:
     """Retry a failed Connect call for seconds, not the client's default ten minutes: a refresh
     that lost its server fails (transiently: the scheduler retries it) instead of hanging, and
     so does the client's cleanup at process exit."""
@@ -148,7 +158,7 @@ def close_connect_sessions() -> None:
             spark.stop()
 
 
-def new_session(spark, config: SparkConfig):
+def new_session(spark: SparkSession, config: SparkConfig) -> SparkSession:
     """A session of its own on the same Spark as ``spark`` (own settings, temp views), for work
     that runs beside other sessions: a new session on the same server over Connect, else
     ``newSession()`` of the running SparkContext. Release it with :func:`release_session`."""
@@ -158,19 +168,19 @@ def new_session(spark, config: SparkConfig):
     return spark.newSession()
 
 
-def release_session(session) -> None:
+def release_session(session: SparkSession) -> None:
     """Release a session from :func:`new_session` (only Connect sessions hold server state;
     stopping a classic one would stop the shared SparkContext)."""
     if is_connect(session):
         session.stop()
 
 
-def is_connect(spark) -> bool:
+def is_connect(spark: object) -> bool:
     """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def build_session(config: SparkConfig | None = None, app_name: str = "mvlog"):
+def build_session(config: SparkConfig | None = None, app_name: str = "mvlog") -> SparkSession:
     """Create (or return the running) SparkSession configured for mvlog: a Spark Connect session
     when a remote is configured, else a session of our own on ``spark.master``."""
     from pyspark.sql import SparkSession

@@ -26,6 +26,7 @@ from mvlog.spark.sparksql import (
 )
 
 if TYPE_CHECKING:
+    from py4j.java_gateway import JavaObject
     from pyspark.sql import DataFrame, SparkSession
 
     from mvlog.postgres.jdbc import JdbcSource  # handed in by the caller: this layer does not import psycopg2
@@ -39,7 +40,8 @@ DEFAULT_INDEXED_COLUMNS = 32
 WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
 OWNER_COMMITS = 100  # newest commits searched for the view mvlog wrote a table for
 # What Spark says when a path holds no Delta table (or nothing at all).
-NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
+NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND",
+                     "DELTA_PATH_DOES_NOT_EXIST"}
 
 
 class Warehouse:
@@ -145,15 +147,14 @@ class Warehouse:
             if self.remote:  # the server's file system: ask it to write (an empty probe table stays)
                 self.spark.range(0).write.mode("overwrite").format("parquet").save(f"{self.root}/{WRITE_PROBE}")
                 return
-            jvm = self.spark._jvm
-            path = jvm.org.apache.hadoop.fs.Path(self.root)
-            fs = path.getFileSystem(self.spark._jsc.hadoopConfiguration())
-            probe = jvm.org.apache.hadoop.fs.Path(f"{self.root}/.mvlog-write-probe")
+            fs, path = self._hadoop_path(self.root)
+            _, probe = self._hadoop_path(f"{self.root}/.mvlog-write-probe")
             fs.mkdirs(path)
             fs.create(probe, True).close()
             fs.delete(probe, False)
         except Exception as exc:
-            raise WarehouseError(f"the warehouse {self.root} is not writable: {redact(short_error(exc), self.secrets)}") from None
+            raise WarehouseError(f"the warehouse {self.root} is not writable: "
+                                 f"{redact(short_error(exc), self.secrets)}") from None
 
     def check_can_delete(self) -> None:
         """Refuse ``drop --delete-data`` where tables cannot be deleted: over Spark Connect."""
@@ -164,14 +165,23 @@ class Warehouse:
     def delete(self, location: str) -> None:
         """Delete a Delta table's directory (``mvlog drop --delete-data``)."""
         self.check_can_delete()
-        jvm = self.spark._jvm
         try:
-            path = jvm.org.apache.hadoop.fs.Path(location)
-            path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+            fs, path = self._hadoop_path(location)
+            fs.delete(path, True)
         except Exception as exc:
             raise WarehouseError(f"cannot delete {location}: {redact(short_error(exc), self.secrets)}") from None
 
-    def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None, partitions: tuple[str, ...] = ()) -> DataFrame:
+    def _hadoop_path(self, location: str) -> tuple[JavaObject, JavaObject]:
+        """Hadoop's FileSystem of ``location`` and its Path, through this process's JVM (a session
+        of mvlog's own: over Spark Connect there is none)."""
+        jvm = self.spark._jvm
+        if jvm is None:
+            raise WarehouseError("this Spark session has no JVM in this process")
+        path = jvm.org.apache.hadoop.fs.Path(location)
+        return path.getFileSystem(self.spark._jsc.hadoopConfiguration()), path
+
+    def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None,
+             partitions: tuple[str, ...] = ()) -> DataFrame:
         """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``; with ``partitions``
         (disjoint WHERE clauses covering every row) one JDBC read per clause, in parallel."""
         options = {"fetchsize": "10000", "preferTimestampNTZ": "true", **jdbc.properties}
@@ -184,7 +194,8 @@ class Warehouse:
         try:
             if partitions:
                 return self.spark.read.jdbc(jdbc.url, table, predicates=list(partitions), properties=options)
-            return self.spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", table).options(**options).load()
+            return (self.spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", table)
+                    .options(**options).load())
         except Exception as exc:
             raise self.delta.fail("reading from PostgreSQL failed", exc) from None
 
@@ -199,15 +210,15 @@ class Warehouse:
         detail = self._detail(location)
         df = df.selectExpr("*", f"{row_hash_sql(df.columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
         before = self.row_count(location) if detail else 0
-        indexed = max((df.columns.index(k) + 1 for k in key_columns if k in df.columns), default=0)
-        indexed = indexed if indexed > DEFAULT_INDEXED_COLUMNS else None
+        last_key = max((df.columns.index(k) + 1 for k in key_columns if k in df.columns), default=0)
+        indexed = last_key if last_key > DEFAULT_INDEXED_COLUMNS else None
         try:
             writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
             if detail is None and change_feed:  # a new table takes its properties from the writer
                 writer = writer.option(CHANGE_FEED, "true")
             if indexed and detail is None:
                 writer = writer.option(INDEXED_COLUMNS, str(indexed))
-            elif indexed:
+            elif indexed and detail is not None:
                 self._index_columns(location, detail, indexed)
             with self.delta.commit_settings(metadata, txn):
                 writer.save(location)
@@ -290,7 +301,8 @@ class Warehouse:
             detail = self._detail(location) or {}
             size = int(detail.get("sizeInBytes") or 0)
             rows = self.row_count(location)
-            file_bytes = min(max(size * rows_per_file // max(rows, 1), OPTIMIZE_MIN_FILE_BYTES), OPTIMIZE_MAX_FILE_BYTES)
+            file_bytes = min(max(size * rows_per_file // max(rows, 1), OPTIMIZE_MIN_FILE_BYTES),
+                             OPTIMIZE_MAX_FILE_BYTES)
             with self.delta.commit_settings({"view": view, "operation": "optimize"}, None,
                                        {OPTIMIZE_MAX_FILE_SIZE: str(file_bytes)}):
                 metrics = self.spark.sql(statement).collect()[0]["metrics"]

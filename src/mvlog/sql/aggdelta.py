@@ -19,6 +19,7 @@ brings the key map to the refresh's stamp. Everything here is pure SQL generatio
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TypeVar
 
 from sqlglot import exp
 
@@ -55,7 +56,7 @@ def count_column(j: int) -> str:
     return f"{HIDDEN_PREFIX}c{j}"
 
 
-def plan_deltas(select: exp.Select, groups: list[exp.Expression], keymap: str) -> AggregateDeltas | str:
+def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> AggregateDeltas | str:
     """How the aggregate ``select`` (grouped by ``groups``, the key map's units) is maintained by
     deltas, or why its affected groups are recomputed instead."""
     if select.args.get("distinct") or not groups:
@@ -84,7 +85,7 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expression], keymap: str) -
             summed.append(False)
         summed[j] = summed[j] or not isinstance(aggregate, exp.Count)
 
-    def over_state(node: exp.Expression) -> exp.Expression:
+    def over_state(node: exp.Expr) -> exp.Expr:
         for i, group in enumerate(groups):
             if node == group:
                 return col(unit_column(i), STATE)
@@ -95,7 +96,7 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expression], keymap: str) -
             count = col(count_column(j), STATE)
             if isinstance(node, exp.Count):
                 return count
-            value = col(sum_column(j), STATE)
+            value: exp.Expr = col(sum_column(j), STATE)
             if isinstance(node, exp.Avg):  # PostgreSQL's avg of integers and numerics: numeric sum / count
                 value = exp.Div(this=exp.cast(value, exp.DataType.build("numeric")), expression=count.copy())
             return exp.Case(ifs=[exp.If(this=exp.GT(this=count.copy(), expression=exp.Literal.number(0)),
@@ -110,9 +111,10 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expression], keymap: str) -
             outputs.append(exp.alias_(projection.copy().transform(over_state), projection.this.copy()))
         else:  # PostgreSQL names it ("sum", "count", …): name it to keep it by deltas
             return f"output {projection.sql(dialect=DIALECT)} has no name (AS …): its groups are recomputed"
-    condition: exp.Expression = exp.GT(this=col(ROWS, STATE), expression=exp.Literal.number(0))
+    condition: exp.Expr = exp.GT(this=col(ROWS, STATE), expression=exp.Literal.number(0))
     if having:
-        condition = exp.Case(ifs=[exp.If(this=condition, true=exp.Paren(this=having.this.copy().transform(over_state)))])
+        condition = exp.Case(ifs=[exp.If(this=condition,
+                                         true=exp.Paren(this=having.this.copy().transform(over_state)))])
     for output in [*outputs, condition]:
         stray = next((c for c in output.find_all(exp.Column) if c.table != STATE), None)
         if stray is not None:
@@ -183,8 +185,8 @@ def _delta_sql(shape: ViewShape, since: datetime | None) -> exp.Select:
         if summed:
             items.append(exp.alias_(exp.Sum(this=exp.Mul(this=sign.copy(), expression=value.copy())),
                                     ident(sum_column(j))))
-            counted = exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()),
-                                           true=exp.Literal.number(0))], default=sign.copy())
+            counted: exp.Expr = exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()),
+                                                     true=exp.Literal.number(0))], default=sign.copy())
         else:  # the key map holds 1 for a non-NULL value, 0 for NULL
             counted = exp.Mul(this=sign.copy(), expression=value.copy())
         items.append(exp.alias_(exp.Sum(this=counted), ident(count_column(j))))
@@ -206,7 +208,7 @@ def _state_sql(shape: ViewShape) -> exp.Select:
         *[exp.NullSafeEQ(this=col(k), expression=col(k, "d")) for k in keys]))
     old = exp.Lateral(this=exp.Subquery(this=exp.union(equal, null_safe, distinct=False)),
                       alias=exp.TableAlias(this=ident("g")))
-    items = [col(k, "d") for k in keys] + [col(ROW_ID, "g")]
+    items: list[exp.Expr] = [*(col(k, "d") for k in keys), col(ROW_ID, "g")]
     for name in _state_columns(shape):
         items.append(exp.alias_(exp.Add(
             this=exp.func("coalesce", col(name, "g"), exp.Literal.number(0)),
@@ -215,7 +217,10 @@ def _state_sql(shape: ViewShape) -> exp.Select:
             .join(old, on=exp.true(), join_type="left"))
 
 
-def _with_state(query: exp.Query, shape: ViewShape, since: datetime | None) -> exp.Query:
+_WithCTEs = TypeVar("_WithCTEs", exp.Query, exp.Insert)
+
+
+def _with_state(query: _WithCTEs, shape: ViewShape, since: datetime | None) -> _WithCTEs:
     return query.with_(DELTA, as_=_delta_sql(shape, since)).with_(STATE, as_=_state_sql(shape))
 
 
@@ -238,12 +243,14 @@ def groups_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
     columns = groups_columns(shape)
     table = groups_table(shape)
     gone = exp.delete(table.copy(), where=exp.In(this=exp.column("ctid"), query=exp.Subquery(
-        this=exp.select(col(ROW_ID)).from_(STATE).where(exp.Not(this=exp.Is(this=col(ROW_ID), expression=exp.Null()))))))
+        this=exp.select(col(ROW_ID)).from_(STATE)
+        .where(exp.Not(this=exp.Is(this=col(ROW_ID), expression=exp.Null()))))))
     insert = exp.insert(
         exp.select(*map(col, columns)).from_(STATE).where(exp.GT(this=col(ROWS), expression=exp.Literal.number(0))),
-        exp.Schema(this=table, expressions=[ident(c) for c in columns]))
+        table, columns=[ident(c) for c in columns])
     insert = _with_state(insert, shape, since)
-    insert.args["with_"].append("expressions", exp.CTE(this=gone, alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "gone"))))
+    insert.args["with_"].append("expressions",
+                                exp.CTE(this=gone, alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "gone"))))
     return [insert.sql(dialect=DIALECT)]
 
 
@@ -253,7 +260,7 @@ def groups_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
     assert shape.deltas is not None
     keys = keymap_key_columns(shape)
     table = groups_table(shape).sql(dialect=DIALECT)
-    items: list[exp.Expression] = [*map(col, keys), exp.alias_(exp.Count(this=exp.Star()), ident(ROWS))]
+    items: list[exp.Expr] = [*map(col, keys), exp.alias_(exp.Count(this=exp.Star()), ident(ROWS))]
     for j, summed in enumerate(shape.deltas.summed):
         value = col(input_column(j))
         if summed:

@@ -36,8 +36,8 @@ from mvlog.sql.sqltree import (
 )
 from mvlog.sql.subqueries import SemiJoin, subquery_lineage
 
-__all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions", "identifier_name", "join_side",
-           "partition_by", "root_join", "table_refs", "window_parts"]
+__all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions",
+           "identifier_name", "join_side", "partition_by", "root_join", "table_refs", "window_parts"]
 
 
 class ViewClass(str, Enum):
@@ -72,7 +72,7 @@ class Analysis:
         return not self.reasons
 
 
-def parse(query: str) -> exp.Expression:
+def parse(query: str) -> exp.Expr:
     """Parse one SQL statement in PostgreSQL's dialect, or raise ConfigError."""
     try:
         statements = [s for s in sqlglot.parse(query, read=DIALECT) if s is not None]
@@ -81,7 +81,10 @@ def parse(query: str) -> exp.Expression:
         raise ConfigError(f"the query cannot be parsed: {first}") from None
     if len(statements) != 1:
         raise ConfigError("the query must be exactly one SELECT statement")
-    return statements[0]
+    tree = statements[0]
+    while isinstance(tree, exp.Subquery) and set(k for k, v in tree.args.items() if v) == {"this"}:
+        tree = tree.this  # (SELECT …): the parentheses mean nothing
+    return tree
 
 
 def _base_table_refs(tree: exp.Query) -> list[TableRef]:
@@ -124,6 +127,10 @@ def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: li
         if output_types:
             _type_untyped_literals(tree, output_types, output_names)
         return _analyze_set_operation(query, tree, not_null)
+    if not isinstance(tree, exp.Select):  # e.g. (SELECT …) LIMIT 1
+        return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree),
+                        ["a parenthesized query with clauses outside its parentheses is not incrementally "
+                         "maintainable"])
     return _analyze_select(query, tree, not_null)
 
 
@@ -139,7 +146,7 @@ def _type_untyped_literals(tree: exp.SetOperation, types: list[str], names: list
             if not (isinstance(target, exp.Null) or (isinstance(target, exp.Literal) and target.is_string)):
                 continue
             try:
-                typed = exp.cast(target.copy(), exp.DataType.build(type_sql, dialect=DIALECT, udt=True))
+                typed: exp.Expr = exp.cast(target.copy(), exp.DataType.build(type_sql, dialect=DIALECT, udt=True))
             except Exception:  # sqlglot raises several kinds; a type it cannot parse stays untyped
                 continue
             if target is projection and names:  # a cast is named after its type: keep PostgreSQL's name
@@ -147,9 +154,9 @@ def _type_untyped_literals(tree: exp.SetOperation, types: list[str], names: list
             target.replace(typed)
 
 
-def _not_null_columns(tree: exp.Expression, catalog: rewrite.Catalog) -> set[tuple[str, str]]:
+def _not_null_columns(tree: exp.Expr, catalog: rewrite.Catalog) -> set[tuple[str, str]]:
     """(alias, column) of every NOT NULL column of the (qualified) query's tables."""
-    tables: dict[tuple[str, str], TableInfo] = {(t.schema, t.name): t for t in catalog.values()}
+    tables: dict[tuple[str | None, str], TableInfo] = {(t.schema, t.name): t for t in catalog.values()}
     found = set()
     for select in tree.find_all(exp.Select):
         for ref in table_refs(select):
@@ -159,7 +166,7 @@ def _not_null_columns(tree: exp.Expression, catalog: rewrite.Catalog) -> set[tup
     return found
 
 
-def _union_all_branches(tree: exp.Expression, distinct: bool = False) -> list[exp.Expression] | None:
+def _union_all_branches(tree: exp.Expr, distinct: bool = False) -> list[exp.Expr] | None:
     """The branches of a chain of UNION ALLs (None if it is another set operation); with
     ``distinct``, of a chain of UNIONs of either kind (a DISTINCT over all of them)."""
     if isinstance(tree, exp.Subquery):
@@ -208,9 +215,11 @@ def _analyze_set_operation(query: str, tree: exp.SetOperation, not_null: set[tup
                     [] if reasons else analyses, distinct=distinct)
 
 
-def _plain_distinct(query: exp.Expression) -> bool:
+def _plain_distinct(query: exp.Expr) -> bool:
     """A SELECT DISTINCT (not DISTINCT ON) that is not itself an aggregate."""
-    distinct = query.args.get("distinct") if isinstance(query, exp.Select) else None
+    if not isinstance(query, exp.Select):
+        return False
+    distinct = query.args.get("distinct")
     return (distinct is not None and distinct.args.get("on") is None and not query.args.get("group")
             and not own_aggregates(query) and not own_windows(query))
 
@@ -225,14 +234,15 @@ def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_
     tables = _base_table_refs(tree)
     branches = _union_all_branches(source.this, distinct=True)
     alias = identifier_name(source.args["alias"].this) if source.args.get("alias") else None
-    if branches is None or alias is None or not (tree.args.get("distinct") or tree.args.get("group") or own_aggregates(tree)):
+    if branches is None or alias is None or not (
+            tree.args.get("distinct") or tree.args.get("group") or own_aggregates(tree)):
         return Analysis(query, tree, ViewClass.OTHER, tables, [
             "FROM items other than tables (subqueries, functions, VALUES) are not incrementally maintainable, but for "
             "an aggregate over a UNION ALL"])
     reasons = []
     if any(tree.args.get(k) for k in ("limit", "offset", "fetch", "with_")) or own_windows(tree):
         reasons.append("only GROUP BY, HAVING and WHERE over a UNION ALL are incrementally maintainable")
-    def outer(node: exp.Expression | None) -> bool:  # in the aggregate's own query, not in the UNION ALL
+    def outer(node: exp.Expr | None) -> bool:  # in the aggregate's own query, not in the UNION ALL
         while node is not None and node is not source:
             node = node.parent
         return node is None
@@ -261,7 +271,7 @@ def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_
             continue
         outputs = {n: (p.this if isinstance(p, exp.Alias) else p) for n, p in zip(names, branch.selects)}
 
-        def moved(node: exp.Expression, outputs: dict = outputs) -> exp.Expression:
+        def moved(node: exp.Expr, outputs: dict = outputs) -> exp.Expr:
             return node.copy().transform(
                 lambda c: outputs[identifier_name(c.this)].copy() if isinstance(c, exp.Column) else c)
 
@@ -323,7 +333,8 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
         reasons.append("a query without FROM has no base table to log")
     sources = from_items(tree)
     if any(not isinstance(s, exp.Table) or not isinstance(s.this, exp.Identifier) for s in sources):
-        reasons.append("FROM items other than tables (subqueries, functions, VALUES) are not incrementally maintainable")
+        reasons.append("FROM items other than tables (subqueries, functions, VALUES) are not incrementally "
+                       "maintainable")
     named = sources and (sources[0].alias or isinstance(sources[0].this, exp.Identifier))
     reasons += join_reasons(item_alias(sources[0]) if named else "", tree.args.get("joins") or [])
     distinct = tree.args.get("distinct")
@@ -358,6 +369,7 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
         split = (rewrite.full_join_as_union(tree, not_null)
                  if grouped and not semi_joins and not_null is not None else None)
         if split is not None:
+            assert not_null is not None  # a FULL JOIN is split only in a qualified query
             return _analyze_over_union(query, split, split.args["from_"].this, not_null)
         reasons.append("a subquery over a FULL JOIN is not incrementally maintainable" if semi_joins else
                        "a global aggregate over a FULL JOIN is not incrementally maintainable" if not grouped else

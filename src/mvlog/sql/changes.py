@@ -6,6 +6,7 @@ key map's upkeep.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlglot import exp
@@ -19,13 +20,13 @@ AFFECTED = HIDDEN_PREFIX + "affected_keys"  # the view keys to recompute (_mvlog
 ROOTS = HIDDEN_PREFIX + "roots"  # an outer-join view's affected roots, a window view's partitions
 
 
-def _timestamptz(value: datetime) -> exp.Expression:
+def _timestamptz(value: datetime) -> exp.Expr:
     return exp.cast(exp.Literal.string(value.isoformat()), exp.DataType.build("timestamptz", dialect=DIALECT))
 
 
 def parse_select(sql: str) -> exp.Select:
     """A SELECT that mvlog generated, parsed back."""
-    tree = exp.maybe_parse(sql, dialect=DIALECT)
+    tree: exp.Expr = exp.maybe_parse(sql, dialect=DIALECT)
     assert isinstance(tree, exp.Select)
     return tree
 
@@ -35,7 +36,7 @@ def key_names(n: int) -> list[str]:
     return [f"{CHANGED_KEY_PREFIX}{i}" for i in range(n)]
 
 
-def in_query(expressions: list[exp.Expression], query: exp.Query) -> exp.Expression:
+def in_query(expressions: Sequence[exp.Expr], query: exp.Query) -> exp.Expr:
     """``(a, b) IN (SELECT ...)``, or ``a IN (SELECT ...)`` for one expression. An expression
     other than a column or literal is parenthesized: IN binds tighter than a comparison in
     PostgreSQL, so ``amount > 50 IN (…)`` would mean ``amount > (50 IN (…))``."""
@@ -55,11 +56,12 @@ def changed_keys_sql(log: LogInfo, since: datetime | None, names: list[str] | tu
     still holding the sentinel, and no row of a later stamp or of a transaction it does not see.
     """
     # rows of keys: not T (a TRUNCATE) or P (a partition dropped or unwatched), which have none
-    condition = exp.In(this=col("dmltype$$"), expressions=[exp.Literal.string(t) for t in "IUD"])
+    condition: exp.Condition = exp.In(this=col("dmltype$$"), expressions=[exp.Literal.string(t) for t in "IUD"])
     if since is not None:
         condition = exp.and_(condition, exp.GT(this=col("snaptime$$"), expression=_timestamptz(since)))
     return (
-        exp.select(*[exp.alias_(col(k), ident(n)) for k, n in zip(log.key_columns, names or key_names(len(log.key_columns)))])
+        exp.select(*[exp.alias_(col(k), ident(n))
+                     for k, n in zip(log.key_columns, names or key_names(len(log.key_columns)))])
         .distinct()
         .from_(exp.Table(this=ident(log.log_name), db=ident("mvlog")))
         .where(condition)
@@ -95,11 +97,11 @@ def input_column(j: int) -> str:
     return f"{HIDDEN_PREFIX}a{j}"
 
 
-def keymap_items(shape: ViewShape) -> list[exp.Expression]:
+def keymap_items(shape: ViewShape) -> list[exp.Expr]:
     """What the key map holds per lineage row: each FROM item's primary key, the view key (or
     partition) it maps to unless that is the keys themselves, and the aggregate inputs of a view
     maintained by deltas (a counted-only input as 1 for a value, 0 for NULL)."""
-    items: list[exp.Expression] = [
+    items: list[exp.Expr] = [
         exp.alias_(col(pk, table.alias), ident(c))
         for table in shape.tables for pk, c in zip(table.log.key_columns, table.keymap_columns)
     ]
@@ -107,7 +109,7 @@ def keymap_items(shape: ViewShape) -> list[exp.Expression]:
         items += [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), keymap_key_columns(shape))]
     if shape.deltas is not None:
         for j, (text, summed) in enumerate(zip(shape.deltas.inputs, shape.deltas.summed)):
-            value = exp.maybe_parse(text, dialect=DIALECT)
+            value: exp.Expr = exp.maybe_parse(text, dialect=DIALECT)
             if not summed:
                 value = exp.Case(ifs=[exp.If(this=exp.Is(this=exp.Paren(this=value), expression=exp.Null()),
                                              true=exp.Literal.number(0))], default=exp.Literal.number(1))
@@ -115,16 +117,16 @@ def keymap_items(shape: ViewShape) -> list[exp.Expression]:
     return items
 
 
-def key_exprs(shape: ViewShape) -> list[exp.Expression]:
+def key_exprs(shape: ViewShape) -> list[exp.Expr]:
     return [exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs]
 
 
-def unit_exprs(shape: ViewShape) -> list[exp.Expression]:
+def unit_exprs(shape: ViewShape) -> list[exp.Expr]:
     """What the key map maps base rows to: the view key, or a window view's partition."""
     return [exp.maybe_parse(e, dialect=DIALECT) for e in shape.partition_exprs or shape.key_exprs]
 
 
-def touched_rows(shape: ViewShape, items: list[exp.Expression], since: datetime | None) -> exp.Query:
+def touched_rows(shape: ViewShape, items: list[exp.Expr], since: datetime | None) -> exp.Query:
     """``items`` over the view's rows that involve a changed base row (one branch per FROM item)."""
     branches = []
     for table in shape.tables:
@@ -135,17 +137,17 @@ def touched_rows(shape: ViewShape, items: list[exp.Expression], since: datetime 
     return union_of(branches)
 
 
-def union_of(queries: list[exp.Query], distinct: bool = True) -> exp.Query:
+def union_of(queries: Sequence[exp.Query], distinct: bool = True) -> exp.Query:
     """``queries[0] UNION [ALL] queries[1] …`` (one query: itself)."""
     return queries[0] if len(queries) == 1 else exp.union(*queries, distinct=distinct)
 
 
-def root_exprs(shape: ViewShape) -> list[exp.Expression]:
+def root_exprs(shape: ViewShape) -> list[exp.Expr]:
     root = shape.tables[0]
     return [col(pk, root.alias) for pk in root.log.key_columns]
 
 
-def in_roots(expressions: list[exp.Expression], roots: exp.Query | None = None) -> exp.Expression:
+def in_roots(expressions: list[exp.Expr], roots: exp.Query | None = None) -> exp.Expr:
     """``expressions`` are among the roots (``roots``, else the CTE ROOTS). One key column: ``= ANY(ARRAY(…))``, which
     PostgreSQL plans for a few values (it cannot know how many roots the CTE yields, and a
     changed dimension row in the lineage makes it expect many): driven by the root's primary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from mvlog.sql.analysis import Analysis, ViewClass
@@ -82,7 +83,7 @@ def affected_keys_how(shape: ViewShape) -> str:
 
 
 def explain(view: str, refresh: str, analysis: Analysis, shape: ViewShape | None, missing_logs: list[str],
-            pg_views: list[str] = ()) -> Explanation:
+            pg_views: Sequence[str] = ()) -> Explanation:
     """Capabilities of a view. ``shape`` is None when a base table has no log (``missing_logs``);
     ``pg_views``: the PostgreSQL views its query reads (``analysis`` is of the expanded query)."""
     tables = [t.display for t in analysis.tables]
@@ -93,14 +94,16 @@ def explain(view: str, refresh: str, analysis: Analysis, shape: ViewShape | None
     if missing_logs:
         why = "; ".join(f"table {t} has no materialized view log" for t in missing_logs)
         fast = False
-    elif not shape.fast_possible:
-        why, fast = "; ".join(shape.fast_reasons), False
-    elif shape.view_class is ViewClass.SIMPLE:
-        why, fast = "changed keys are joined back to the table through its primary key", True
-    elif shape.global_aggregate:
-        why, fast = "a global aggregate is recomputed whenever any of its tables changed", True
     else:
-        why, fast = affected_keys_how(shape), True
+        assert shape is not None  # None only when a table has no log
+        if not shape.fast_possible:
+            why, fast = "; ".join(shape.fast_reasons), False
+        elif shape.view_class is ViewClass.SIMPLE:
+            why, fast = "changed keys are joined back to the table through its primary key", True
+        elif shape.global_aggregate:
+            why, fast = "a global aggregate is recomputed whenever any of its tables changed", True
+        else:
+            why, fast = affected_keys_how(shape), True
     add("REFRESH_FAST", fast, why)
     add("REFRESH_FAST_AFTER_INSERT", fast, why if not fast else "inserts are handled like any change")
     add("REFRESH_FAST_AFTER_ONETAB_DML", fast, why if not fast else "DML on one table is handled like any change")

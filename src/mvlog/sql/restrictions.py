@@ -21,7 +21,7 @@ VOLATILE_FUNCTIONS = {
 VOLATILE_NODES = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Rand)
 
 
-def is_volatile(node: exp.Expression) -> bool:
+def is_volatile(node: exp.Expr) -> bool:
     """Whether ``node`` is a call of a function whose value changes between evaluations or over time."""
     return isinstance(node, VOLATILE_NODES) or _function_name(node) in VOLATILE_FUNCTIONS
 
@@ -85,7 +85,7 @@ def _right_after_left(first: str, prefix: list[exp.Join], join: exp.Join) -> lis
     return []
 
 
-def _function_name(node: exp.Expression) -> str:
+def _function_name(node: exp.Expr) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
     return node.sql_name().lower() if isinstance(node, exp.Func) else ""
@@ -104,7 +104,7 @@ def has_grouping_sets(group: exp.Group | None) -> bool:
             or any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")))
 
 
-def group_expressions(select: exp.Select) -> list[exp.Expression]:
+def group_expressions(select: exp.Select) -> list[exp.Expr]:
     """What ``select`` groups by (DISTINCT: its outputs, each once; positions resolved; none: [])."""
     group = select.args.get("group")
     if group is None and select.args.get("distinct") is not None:  # DISTINCT: grouped by every output

@@ -25,7 +25,7 @@ class NotMergeable(Exception):
     """Why a query cannot be rewritten into a shape fast refresh keys."""
 
 
-def needs_rewrite(tree: exp.Expression) -> bool:
+def needs_rewrite(tree: exp.Expr) -> bool:
     """Whether the query has a CTE, a derived table, a subquery expression, or an aggregate over a
     FULL JOIN (keyed as an aggregate over a UNION ALL, see :func:`full_join_as_union`)."""
     return tree.find(exp.With, exp.Subquery) is not None or any(
@@ -81,9 +81,9 @@ def full_join_as_union(select: exp.Select, not_null: set[tuple[str, str]]) -> ex
     return outer
 
 
-def _in_set_operation_of(select: exp.Select, tree: exp.Expression) -> bool:
+def _in_set_operation_of(select: exp.Select, tree: exp.Expr) -> bool:
     """A branch of the top-level UNION ALL chain (not a subquery)."""
-    node = select
+    node: exp.Expr = select
     while node is not tree:
         parent = node.parent
         if not isinstance(parent, exp.SetOperation):
@@ -105,7 +105,7 @@ def rewrite(tree: exp.Query, catalog: Catalog, output_names: list[str] | None = 
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             continue
-        written = (_name(table.args.get("db")), _name(table.this))
+        written = (_name(table.args.get("db")), identifier_name(table.this))
         if written[0] is None and written[1] in ctes:
             continue
         info = catalog.get(written)
@@ -120,8 +120,10 @@ def rewrite(tree: exp.Query, catalog: Catalog, output_names: list[str] | None = 
     if any(c.args.get("alias") and c.args["alias"].columns for c in tree.find_all(exp.CTE)):
         raise NotMergeable("a CTE with a column list (WITH s(a, b) AS …) is not supported: alias the columns inside it")
     try:
-        tree = qualify(tree, schema=schema, dialect=DIALECT, validate_qualify_columns=False,
-                       quote_identifiers=True, identify=True)
+        # sqlglot annotates ``schema`` as dict[str, object]: dict being invariant, that rejects the
+        # nested {schema: {table: {column: type}}} dict it takes
+        tree = qualify(tree, schema=schema, dialect=DIALECT,  # type: ignore[arg-type]
+                       validate_qualify_columns=False, quote_identifiers=True, identify=True)
     except Exception as exc:  # sqlglot raises several kinds; any means "cannot analyse"
         raise NotMergeable(f"the query cannot be analysed: {str(exc).splitlines()[0]}") from None
     tree = _inline_ctes(tree)
@@ -136,7 +138,7 @@ def rewrite(tree: exp.Query, catalog: Catalog, output_names: list[str] | None = 
     return tree
 
 
-def _top_selects(tree: exp.Expression) -> list[exp.Select]:
+def _top_selects(tree: exp.Expr) -> list[exp.Select]:
     if isinstance(tree, exp.SetOperation):
         return _top_selects(tree.this) + _top_selects(tree.expression)
     if isinstance(tree, exp.Subquery):
@@ -150,17 +152,17 @@ def _inline_ctes(tree: exp.Query) -> exp.Query:
         with_ = holder.args.get("with_")
         if with_ is None:
             continue
-        bodies: dict[str, exp.Expression] = {}
+        bodies: dict[str, exp.Expr] = {}
         for cte in with_.expressions:
             body = cte.this.copy()
             _replace_cte_refs(body, bodies)
-            bodies[_name(cte.args["alias"].this)] = body
+            bodies[identifier_name(cte.args["alias"].this)] = body
         holder.set("with_", None)
         _replace_cte_refs(holder, bodies)
     return tree
 
 
-def _replace_cte_refs(node: exp.Expression, bodies: dict[str, exp.Expression]) -> None:
+def _replace_cte_refs(node: exp.Expr, bodies: dict[str, exp.Expr]) -> None:
     for table in list(node.find_all(exp.Table)):
         name = _name(table.this) if isinstance(table.this, exp.Identifier) else None
         if table.args.get("db") is None and name in bodies:
@@ -168,8 +170,8 @@ def _replace_cte_refs(node: exp.Expression, bodies: dict[str, exp.Expression]) -
             table.replace(exp.Subquery(this=bodies[name].copy(), alias=alias.copy()))
 
 
-def _source_alias(source: exp.Expression) -> str:
-    return _name(source.args["alias"].this)
+def _source_alias(source: exp.Expr) -> str:
+    return identifier_name(source.args["alias"].this)
 
 
 def _plain_spj(select: exp.Select) -> bool:
@@ -178,7 +180,7 @@ def _plain_spj(select: exp.Select) -> bool:
                 or any(p.find(exp.AggFunc, exp.Window) for p in select.selects))
 
 
-def _from_items(select: exp.Select) -> list[tuple[exp.Expression, exp.Join | None]]:
+def _from_items(select: exp.Select) -> list[tuple[exp.Expr, exp.Join | None]]:
     items = [(select.args["from_"].this, None)] if select.args.get("from_") else []
     return items + [(j.this, j) for j in select.args.get("joins") or []]
 
@@ -217,7 +219,7 @@ def _rename_aliases(inner: exp.Select, taken: set[str]) -> None:
                 column.set("table", exp.to_identifier(new, quoted=True))
 
 
-def _substitute(scope: exp.Expression, alias: str, outputs: dict[str, exp.Expression]) -> None:
+def _substitute(scope: exp.Expr, alias: str, outputs: dict[str, exp.Expr]) -> None:
     """Replace ``alias.column`` everywhere in ``scope`` by the expression the derived table outputs."""
     for column in list(scope.find_all(exp.Column)):
         if _name(column.args.get("table")) == alias and isinstance(column.this, exp.Identifier):
@@ -230,7 +232,7 @@ def _substitute(scope: exp.Expression, alias: str, outputs: dict[str, exp.Expres
             column.replace(replacement)
 
 
-def _outputs(inner: exp.Select) -> dict[str, exp.Expression]:
+def _outputs(inner: exp.Select) -> dict[str, exp.Expr]:
     return {p.alias_or_name: (p.this if isinstance(p, exp.Alias) else p) for p in inner.selects}
 
 

@@ -126,7 +126,7 @@ def groups_name(keymap: str) -> str:
     return "groups$" + keymap.removeprefix("keys$")
 
 
-def add_hidden(select: exp.Select, expression: exp.Expression, name: str) -> None:
+def add_hidden(select: exp.Select, expression: exp.Expr, name: str) -> None:
     """Add ``expression AS name`` to ``select``'s outputs (a hidden key column)."""
     select.select(exp.alias_(expression, ident(name)), copy=False)
 
@@ -147,7 +147,7 @@ def projected_columns(select: exp.Select, table_alias: str, columns: list[str]) 
     for projection in select.selects:
         target = projection.this if isinstance(projection, exp.Alias) else projection
         if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
-            qualifier = target.table if isinstance(target, exp.Column) else ""
+            qualifier: str | None = target.table if isinstance(target, exp.Column) else ""
             if not qualifier and single_table or (qualifier and identifier_name(target.args["table"]) == table_alias):
                 for column in columns:
                     found.setdefault(column, column)

@@ -37,7 +37,7 @@ from mvlog.sql.shape import (
     keymap_name,
     projected_columns,
 )
-from mvlog.sql.sqltree import conjuncts, full_join_parts, item_alias, root_first
+from mvlog.sql.sqltree import TableRef, conjuncts, full_join_parts, item_alias, root_first
 
 
 def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]) -> ViewShape:
@@ -67,7 +67,8 @@ def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo])
     return _shape_keyed(name, analysis, select, logs_by_alias, logs)
 
 
-def _shape_simple(name, analysis, select, logs_by_alias, logs) -> ViewShape:
+def _shape_simple(name: str, analysis: Analysis, select: exp.Select, logs_by_alias: dict[str, LogInfo],
+                  logs: tuple[LogInfo, ...]) -> ViewShape:
     ref = analysis.tables[0]
     log = logs_by_alias[ref.alias]
     outputs = projected_columns(select, ref.alias, list(log.key_columns))
@@ -84,8 +85,8 @@ def _shape_simple(name, analysis, select, logs_by_alias, logs) -> ViewShape:
                      range_key=RangeKey(key_columns[0], log, log.key_columns[0]))
 
 
-def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias: list[dict[str, LogInfo]], logs,
-                 full_join: bool = False) -> ViewShape:
+def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias: list[dict[str, LogInfo]],
+                 logs: tuple[LogInfo, ...], full_join: bool = False) -> ViewShape:
     """UNION ALL: every branch keyed on its own (``logs_by_alias[i]``: branch i's tables' logs);
     the view key is (branch number, the branch's key as row text)."""
     what = "FULL JOIN part" if full_join else "UNION ALL branch"
@@ -102,6 +103,7 @@ def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias:
                                     recompute_reason="an aggregate in a UNION ALL branch is recomputed per group"
                                     if shape.recompute_reason or shape.deltas else None)
         select = branch.tree.copy()
+        assert isinstance(select, exp.Select)  # every branch (of a UNION ALL, or a FULL JOIN's part) is a SELECT
         key = exp.Anonymous(this="ROW", expressions=[exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs])
         add_hidden(select, exp.Literal.number(i), BRANCH_COLUMN)
         add_hidden(select, exp.cast(key, exp.DataType.build("text")), ROW_KEY_COLUMN)
@@ -114,7 +116,8 @@ def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias:
                      full_join=full_join)
 
 
-def _shape_union_distinct(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
+def _shape_union_distinct(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
+                          logs: tuple[LogInfo, ...]) -> ViewShape:
     """UNION: a DISTINCT over the UNION ALL of its branches, each a ``SELECT DISTINCT`` keyed by its
     output rows and key-mapped on its own (base rows -> output row). The view key is the output
     row; an affected row is recomputed from every branch, and goes when no branch yields it."""
@@ -144,11 +147,13 @@ def _branch_shapes(name: str, analysis: Analysis, logs_by_alias: dict[str, LogIn
     return shapes
 
 
-def _shape_over_union(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
+def _shape_over_union(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
+                      logs: tuple[LogInfo, ...]) -> ViewShape:
     """An aggregate over a UNION ALL: keyed by its groups like any aggregate; its branches (each a
     SELECT DISTINCT of the groups of its rows) find the affected groups, which the whole query,
     restricted to them, recomputes."""
     select = analysis.tree.copy()
+    assert isinstance(select, exp.Select)  # the aggregate (analysis._analyze_over_union)
     groups = group_expressions(select)
     branches = _branch_shapes(name, analysis, logs_by_alias, "UNION ALL branch", len(groups))
     if isinstance(branches, str):
@@ -161,12 +166,13 @@ def _shape_over_union(name: str, analysis: Analysis, logs_by_alias: dict[str, Lo
             add_hidden(select, group.copy(), output)
             hidden.append(output)
         key_columns.append(output)
-    return ViewShape(name, ViewClass.AGGREGATE, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
-                     key_exprs=tuple(g.sql(dialect=DIALECT) for g in groups), branches=tuple(branches),
-                     over_union=True)
+    return ViewShape(name, ViewClass.AGGREGATE, (), logs, tuple(key_columns), tuple(hidden),
+                     select.sql(dialect=DIALECT), key_exprs=tuple(g.sql(dialect=DIALECT) for g in groups),
+                     branches=tuple(branches), over_union=True)
 
 
-def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs) -> ViewShape:
+def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
+                logs: tuple[LogInfo, ...]) -> ViewShape:
     """``P FULL JOIN b ON c …`` (``P``: the first table ``a`` and the tables inner-joined to it): its
     rows that hold a row of ``a`` are those of ``P LEFT JOIN b ON c …`` (root ``a``), the others
     those of ``P RIGHT JOIN b ON c … WHERE <a's key> IS NULL`` (root ``b``: the ``b`` rows without a
@@ -174,12 +180,15 @@ def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]
     refreshed as an outer-join view of its own."""
     first = analysis.tables[0]
     a_key = col(logs_by_alias[first.alias].key_columns[0], first.alias)
+    select = analysis.tree
+    assert isinstance(select, exp.Select)  # a join or aggregate view (see shape_view)
     parts = [dataclasses.replace(analysis, query=tree.sql(dialect=DIALECT), tree=tree)
-             for tree in full_join_parts(analysis.tree, a_key)]
+             for tree in full_join_parts(select, a_key)]
     return _shape_union(name, analysis.query, parts, [logs_by_alias] * 2, logs, full_join=True)
 
 
-def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
+def _shape_keyed(name: str, analysis: Analysis, select: exp.Select, logs_by_alias: dict[str, LogInfo],
+                 logs: tuple[LogInfo, ...]) -> ViewShape:
     aggregate = analysis.view_class is ViewClass.AGGREGATE
     try:
         groups = group_expressions(select) if aggregate else []
@@ -194,6 +203,7 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     from_items = len(refs) - sum(len(semi.tables) for semi in analysis.semi_joins)
     tables = _table_keys(refs, logs_by_alias, from_items)
 
+    key_exprs: list[exp.Expr]
     key_columns, hidden, key_exprs = [], [], []
     if aggregate and not groups:  # a global aggregate: one row, keyed by a constant
         key_exprs.append(exp.true())
@@ -231,7 +241,8 @@ def _shape_keyed(name, analysis, select, logs_by_alias, logs) -> ViewShape:
     )
 
 
-def _table_keys(refs, logs_by_alias: dict[str, LogInfo], from_items: int | None = None) -> list[TableKey]:
+def _table_keys(refs: list[TableRef], logs_by_alias: dict[str, LogInfo], from_items: int | None = None
+                ) -> list[TableKey]:
     """The FROM items' (and from ``from_items`` on, the subqueries' tables') keys and key-map columns."""
     tables = []
     for i, ref in enumerate(refs):
@@ -252,10 +263,12 @@ def _core(select: exp.Select) -> exp.Select:
     return core
 
 
-def _row_keys(select: exp.Select, tables: list[TableKey], through: exp.Select | None = None):
+def _row_keys(select: exp.Select, tables: list[TableKey], through: exp.Select | None = None
+              ) -> tuple[list[str], list[str], list[exp.Expr]]:
     """A view keyed by its tables' primary keys: (key columns, hidden columns, key expressions).
     A key column ``select`` outputs unchanged is used as it is; the others are added hidden (to
     ``select`` and passed on by ``through``, the outer query of a window view)."""
+    key_exprs: list[exp.Expr]
     key_columns, hidden, key_exprs = [], [], []
     for table in tables:
         projected = projected_columns(select, table.alias, list(table.log.key_columns)) if through is None else {}
@@ -274,7 +287,8 @@ def _row_keys(select: exp.Select, tables: list[TableKey], through: exp.Select | 
     return key_columns, hidden, key_exprs
 
 
-def _shape_window(name, analysis, select, logs_by_alias, logs) -> ViewShape:
+def _shape_window(name: str, analysis: Analysis, select: exp.Select, logs_by_alias: dict[str, LogInfo],
+                  logs: tuple[LogInfo, ...]) -> ViewShape:
     """Window functions over a simple or join query: keyed by its tables' primary keys; the key
     map maps base rows (an outer join's: lineage rows) to their partition, and an affected
     partition is recomputed whole."""
@@ -326,6 +340,7 @@ def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -
         join.set("side", "LEFT")
         join.set("kind", None)
     prefix = {item_alias(items[0])} | {item_alias(j.this) for j in joins[:first_outer]}
+    item: exp.Table | exp.Subquery
     for semi in semi_joins:  # one table, or several cross-joined in parentheses (their ON is in the condition)
         item, *others = [exp.Table(this=ident(ref.name), db=ident(ref.schema) if ref.schema else None,
                                    alias=exp.TableAlias(this=ident(ref.alias))) for ref in semi.tables]
@@ -343,14 +358,14 @@ def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -
     return core
 
 
-def _on_tables(condition: exp.Expression, aliases: set[str]) -> bool:
+def _on_tables(condition: exp.Expr, aliases: set[str]) -> bool:
     """Whether every column of ``condition`` is qualified by one of ``aliases`` (and it has no subquery)."""
     columns = list(condition.find_all(exp.Column))
     return bool(columns) and not condition.find(exp.Select) and all(
         c.args.get("table") and identifier_name(c.args["table"]) in aliases for c in columns)
 
 
-def _range_key(key_columns: list[str], tables: list[TableKey], groups: list[exp.Expression]) -> RangeKey | None:
+def _range_key(key_columns: list[str], tables: list[TableKey], groups: list[exp.Expr]) -> RangeKey | None:
     if not groups:  # a join: the first key column is the first FROM item's first primary key column
         return RangeKey(key_columns[0], tables[0].log, tables[0].log.key_columns[0])
     first = groups[0]
@@ -375,7 +390,7 @@ def _unambiguous(select: exp.Select, alias: str, column: str) -> bool:
     return False
 
 
-def _output_for(select: exp.Select, group: exp.Expression) -> str | None:
+def _output_for(select: exp.Select, group: exp.Expr) -> str | None:
     """The output column that carries a GROUP BY expression unchanged, if any."""
     for projection in select.selects:
         target = projection.this if isinstance(projection, exp.Alias) else projection

@@ -11,7 +11,9 @@ exact), so for join and aggregate views they are the union of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from sqlglot import exp
 
@@ -86,7 +88,10 @@ def _outer_affected(shape: ViewShape, roots: exp.Query) -> exp.Query:
     return union_of([now, before])
 
 
-def with_affected(query: exp.Query, shape: ViewShape, since: datetime | None, null_keys: bool = False) -> exp.Query:
+_Q = TypeVar("_Q", bound=exp.Query)
+
+
+def with_affected(query: _Q, shape: ViewShape, since: datetime | None, null_keys: bool = False) -> _Q:
     """``query`` with the CTE AFFECTED (``_mvlog_key_<i>``: the view keys to recompute), and ROOTS
     before it for an outer-join view (the affected roots) or a window view (the affected
     partitions; ``null_keys``: one holds a NULL); a simple view's affected keys are its changed keys."""
@@ -124,7 +129,7 @@ def restricted_rows(shape: ViewShape, select_sql: str, null_keys: bool) -> list[
     return parts
 
 
-def _unit_matches(shape: ViewShape, null_keys: bool) -> list[exp.Expression]:
+def _unit_matches(shape: ViewShape, null_keys: bool) -> list[exp.Expr]:
     """Conditions on a window view's base rows: its partition is in ROOTS, and with ``null_keys``
     (a NULL in an affected partition) a second, disjoint one that matches those null-safely."""
     units = unit_exprs(shape)
@@ -152,7 +157,7 @@ def _window_affected(shape: ViewShape, null_keys: bool) -> exp.Query:
     return union_of(branches)
 
 
-def _null_safe_match(keys: list[exp.Expression], names: list[str], cte: str = AFFECTED) -> exp.Expression:
+def _null_safe_match(keys: Sequence[exp.Expr], names: list[str], cte: str = AFFECTED) -> exp.Expr:
     """A row whose key holds a NULL and equals an affected key null-safely. Only such rows can
     match (an index on a key column finds them); the affected keys' alias must not shadow a
     table alias of the view's query (``a`` once did: ``a.branch`` then named the affected keys)."""
@@ -198,8 +203,8 @@ def fast_keyed_sql(shape: ViewShape, since: datetime | None, null_keys: bool = F
     if shape.partition_exprs:  # the rows of the affected partitions (disjoint parts), by primary keys
         rows = union_of([current, *nullish], distinct=False)
         # Over outer joins, a NULL-extended table's key is NULL: matched null-safely after the root's.
-        query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), rows, shape.key_columns,
-                                null_safe_from=len(shape.tables[0].keymap_columns) if shape.outer else None)
+        query: exp.Query = _left_join_keys(exp.select(exp.Star()).from_(AFFECTED), rows, shape.key_columns,
+                                           null_safe_from=len(shape.tables[0].keymap_columns) if shape.outer else None)
         return with_affected(query, shape, since, null_keys).sql(dialect=DIALECT)
     if shape.outer and shape.view_class is ViewClass.JOIN:
         # The roots' rows, matched to their keys by the root's key (never NULL), then null-safely
@@ -242,7 +247,7 @@ def null_keys_check_sql(shape: ViewShape, since: datetime | None) -> str:
     return with_affected(query, shape, since).sql(dialect=DIALECT)
 
 
-def _any_null(names: list[str], table: str | None = None) -> exp.Expression:
+def _any_null(names: list[str], table: str | None = None) -> exp.Expr:
     return exp.or_(*[exp.Is(this=col(n, table), expression=exp.Null()) for n in names])
 
 

@@ -31,7 +31,7 @@ def identifier_name(node: exp.Identifier | str) -> str:
     return node.this if node.quoted else node.this.lower()
 
 
-def from_items(select: exp.Select) -> list[exp.Expression]:
+def from_items(select: exp.Select) -> list[exp.Expr]:
     """The items of ``select``'s FROM clause in order: the first, then each join's."""
     first = [select.args["from_"].this] if select.args.get("from_") else []
     return first + [join.this for join in select.args.get("joins") or []]
@@ -94,7 +94,7 @@ _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp
 _STRICT = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.Paren, exp.Cast, exp.DPipe)
 
 
-def _strict_in(node: exp.Expression, alias: str) -> bool:
+def _strict_in(node: exp.Expr, alias: str) -> bool:
     """Whether ``node`` is NULL whenever every column of ``alias`` is: a column of it, or an
     operator that is NULL when an operand is (arithmetic, a cast, ``||``) over one."""
     if isinstance(node, exp.Column):
@@ -105,12 +105,12 @@ def _strict_in(node: exp.Expression, alias: str) -> bool:
     return False
 
 
-def conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+def conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     """The operands of a condition's top-level ANDs (the condition itself if it has none)."""
     return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
 
 
-def null_rejecting(condition: exp.Expression, alias: str) -> bool:
+def null_rejecting(condition: exp.Expr, alias: str) -> bool:
     """Whether ``condition`` cannot be true for a row in which ``alias`` is NULL-extended: one of
     its conjuncts compares (or tests IS NOT NULL) an expression that is NULL then."""
     for conjunct in conjuncts(condition):
@@ -126,7 +126,7 @@ def null_rejecting(condition: exp.Expression, alias: str) -> bool:
     return False
 
 
-def item_alias(item: exp.Expression) -> str:
+def item_alias(item: exp.Expr) -> str:
     """The name a FROM item is referred to by: its alias, or a table's name."""
     return identifier_name(item.args["alias"].this) if item.alias else identifier_name(item.this)
 
@@ -151,7 +151,7 @@ def window_parts(tree: exp.Select) -> tuple[exp.Select | None, exp.Select]:
     return None, tree
 
 
-def partition_by(select: exp.Select) -> list[exp.Expression]:
+def partition_by(select: exp.Select) -> list[exp.Expr]:
     """The PARTITION BY expressions every window function of ``select`` shares."""
     windows = own_windows(select)
     first = list(windows[0].args.get("partition_by") or []) if windows else []

@@ -18,7 +18,7 @@ class SemiJoin:
     row, before or after the change; so a changed row matters only inside such a combination."""
 
     tables: tuple[TableRef, ...]
-    condition: exp.Expression
+    condition: exp.Expr
 
 
 def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[tuple[str, str]]
@@ -66,6 +66,7 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
         outer_refs = [c for c in columns if identifier_name(c.args.get("table") or "") not in aliases]
         if len(outer_refs) in (0, len(columns)):
             if null_sensitive:
+                assert holder is not None  # null_sensitive: holder is the IN
                 reasons.append(f"{holder.sql(DIALECT)[:80]} is not incrementally maintainable: under NOT or outside "
                                f"WHERE, IN depends on NULLs in all its subquery's rows; declare the compared columns "
                                f"NOT NULL or write (NOT) EXISTS")
@@ -74,6 +75,7 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
                                "subquery) is not incrementally maintainable: every view row would depend on every "
                                "row it reads")
             continue
+        assert condition is not None  # without one, outer_refs and columns are both empty (continue above)
         semi_joins.append(SemiJoin(tuple(refs), condition))
     return semi_joins, reasons
 
@@ -102,7 +104,7 @@ def _rename_subquery_alias(inner: exp.Select, ref: TableRef, taken: set[str]) ->
     return TableRef(ref.schema, ref.name, new)
 
 
-def _positive(node: exp.Expression, select: exp.Select) -> bool:
+def _positive(node: exp.Expr, select: exp.Select) -> bool:
     """Whether ``node`` is reached from ``select``'s WHERE through AND, OR and parentheses only:
     there a NULL and a FALSE drop the row alike."""
     parent = node.parent
@@ -111,7 +113,7 @@ def _positive(node: exp.Expression, select: exp.Select) -> bool:
     return isinstance(parent, exp.Where) and parent.parent is select
 
 
-def _not_null(expression: exp.Expression, not_null: set[tuple[str, str]]) -> bool:
+def _not_null(expression: exp.Expr, not_null: set[tuple[str, str]]) -> bool:
     if isinstance(expression, exp.Literal):
         return True
     return (isinstance(expression, exp.Column) and expression.args.get("table") is not None

@@ -62,11 +62,13 @@ def _recomputed(shape: ViewShape, null_keys: bool) -> list[exp.Query]:
     matched null-safely."""
     if shape.over_union:
         return list(sqlgen.restricted_rows(shape, shape.select_sql, null_keys))
-    restricted = [sqlgen.restricted_rows(b, select, null_keys) for b, select in zip(shape.branches, shape.branch_selects)]
-    distinct = []
+    restricted = [sqlgen.restricted_rows(b, select, null_keys)
+                  for b, select in zip(shape.branches, shape.branch_selects)]
+    distinct: list[exp.Query] = []
     for part in zip(*restricted):  # the same part of every branch
         rows = changes.union_of(list(part), distinct=False)
-        distinct.append(exp.select(exp.Star()).distinct().from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("u")))))
+        distinct.append(exp.select(exp.Star()).distinct()
+                        .from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("u")))))
     return distinct
 
 
