@@ -51,6 +51,12 @@ def _kind(spark_type: str) -> str:
     raise UsageError(f"a column of type {spark_type} cannot be fingerprinted")
 
 
+def decimal_scale(spark_type: str) -> int:
+    """The scale of a Spark ``decimal(p,s)`` type (``decimal`` alone: Spark's default, 0)."""
+    found = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", spark_type)
+    return int(found.group(2)) if found else 0
+
+
 def check_columns(columns: list[Column]) -> None:
     """Raise UsageError naming the first column whose type has no canonical text form."""
     for column in columns:
@@ -125,7 +131,9 @@ def pg_text(column: Column, alias: str = "v") -> exp.Expression:
     if kind == "text":  # the type's output function, as JDBC reads it (char(n) keeps its padding)
         return _pg(f"CASE WHEN {c_sql} IS NOT NULL THEN concat({c_sql}) END")
     if kind == "decimal":
-        return _pg(f"trim_scale({c_sql})::text")
+        # At the Delta column's scale, rounded half away from zero as the JDBC read rounds it (a
+        # computed numeric with more fractional digits lands as decimal(38,18)).
+        return _pg(f"trim_scale(round({c_sql}, {decimal_scale(column.spark_type)}))::text")
     if kind == "boolean":
         return _pg(f"CASE WHEN {c_sql} THEN 't' WHEN NOT {c_sql} THEN 'f' END")
     if kind == "date":
