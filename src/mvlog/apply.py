@@ -22,6 +22,7 @@ from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, Tab
 from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
+from mvlog.spark import features
 from mvlog.sql import aggdelta, keymap, rewrite, sqlgen, union
 from mvlog.sql.analysis import analyze
 from mvlog.sql.expansion import Expansion, expand_views, redefined_view
@@ -186,7 +187,22 @@ class Registrar:
                 if table.oid not in logs:
                     missing.append(table.qualified)
             shape = None if missing else self.check_view(cur, index, view, logs, check_fast=False).shape
-        return explain(view.name, view.refresh.value, analysis, shape, missing, [v.name for v in expansion.views])
+            columns = [d[0] for d in self.source.describe_query(cur, expansion.query)]
+        result = explain(view.name, view.refresh.value, analysis, shape, missing, [v.name for v in expansion.views])
+        result.table_features = self.table_features(view, columns)
+        return result
+
+    def table_features(self, view: ViewConfig, columns: list[str]) -> list[str]:
+        """The Delta table features of the view's table (see :mod:`mvlog.spark.features`), with why."""
+        found = []
+        unsafe = [c for c in columns if features.needs_column_mapping([c])]
+        if unsafe:
+            found.append(f"column mapping: column {unsafe[0]!r} is not a valid Delta column name without it")
+        if self.config.deletion_vectors(view):
+            found.append("deletion vectors: asked for by deletion_vectors: true (deltalake cannot read the view)")
+        if view.change_feed:
+            found.append("change data feed: asked for by change_feed: true")
+        return found
 
     def check(self, view: ViewConfig) -> ViewCheck:
         """The view against today's catalog; a query that no longer works makes the view invalid."""

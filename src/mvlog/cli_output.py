@@ -61,8 +61,8 @@ def print_apply_report(report: ApplyReport, secrets: list[str]) -> None:
     print_results(report.builds, secrets)
     for table in report.tables_registered:
         out.print(f"catalog table {table} registered")
-    for name, enabled in report.change_feeds.items():
-        out.print(f"view {name}: change data feed turned {'on' if enabled else 'off'}")
+    for name, changed in report.features.items():
+        out.print(f"view {name}: {', '.join(changed)}")
 
 
 def print_status(data: dict) -> None:
@@ -103,6 +103,9 @@ def print_explain(result: Explanation) -> None:
     for cap in result.capabilities:
         table.add_row(cap.name, "[green]Y[/green]" if cap.possible else "[red]N[/red]", cap.reason)
     out.print(table)
+    out.print("Delta table features: " + ("; ".join(result.table_features) if result.table_features else
+                                          "none that a reader may lack (Spark, deltalake, polars and DuckDB read it)"),
+              markup=False)
 
 
 def print_history(rows: list[dict], redact: Callable[[str], str]) -> None:

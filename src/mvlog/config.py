@@ -102,6 +102,8 @@ class ViewConfig(_Strict):
     group: str | None = None
     # Delta Change Data Feed on the view's table: downstream jobs read what each refresh changed.
     change_feed: bool = False
+    # Deletion vectors on the view's table (None: the warehouse's delta.deletion_vectors).
+    deletion_vectors: bool | None = None
 
     @field_validator("name")
     @classmethod
@@ -144,10 +146,18 @@ class CatalogConfig(_Strict):
         return value
 
 
+class DeltaConfig(_Strict):
+    """Delta table features of every view (a view may set its own)."""
+
+    # Cheaper MERGEs of scattered changes; Spark and polars read such tables, deltalake does not.
+    deletion_vectors: bool = False
+
+
 class Config(_Strict):
     source: SourceConfig
     warehouse: str = Field(min_length=1)
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    delta: DeltaConfig = Field(default_factory=DeltaConfig)
     # How many refresh units (a view, or a refresh group) one command refreshes at once.
     concurrency: int = Field(default=4, ge=1, le=64)
     # Register every view as an external Delta table <database>.<view name> (None: paths only).
@@ -196,6 +206,10 @@ class Config(_Strict):
         if not path.is_absolute():
             path = self.base_dir / path
         return str(path.resolve())
+
+    def deletion_vectors(self, view: ViewConfig) -> bool:
+        """Whether the view's table has deletion vectors: its own setting, else the warehouse's."""
+        return self.delta.deletion_vectors if view.deletion_vectors is None else view.deletion_vectors
 
     def view_location(self, name: str) -> str:
         """Where a view's Delta table lives: ``<warehouse>/<view name>``."""

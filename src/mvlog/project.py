@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mvlog import plan as planner
 from mvlog.apply import Registrar, Registration
-from mvlog.config import Config, ViewConfig, load_config
+from mvlog.config import Config, SparkConfig, ViewConfig, load_config
 from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
 from mvlog.model import LogInfo, Occupant
 from mvlog.ops.freshness import Freshness
@@ -31,6 +31,7 @@ from mvlog.progress import Reporter
 from mvlog.refresh import Refresher, RefreshResult
 from mvlog.spark.remote import configured_remote, remote_address, remote_secrets
 from mvlog.spark.session import remote_url
+from mvlog.spark.settings import with_storage
 from mvlog.spark.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class ApplyReport(Registration):
 
     builds: list[RefreshResult] = field(default_factory=list)
     change_feeds: dict[str, bool] = field(default_factory=dict)  # views whose change feed was turned on/off
+    features: dict[str, list[str]] = field(default_factory=dict)  # every table feature changed, per view
     tables_registered: list[str] = field(default_factory=list)  # catalog tables created (catalog:)
 
 
@@ -65,6 +67,7 @@ class Project:
         self._message = progress
         self._warehouse: Warehouse | None = None
         self._in_catalog: set[str] = set()  # views known to be registered in the Spark catalog
+        self._said_connectors = False
         self.refresher = Refresher(config, self.source, self.catalog, self.logs, self.registrar, self.jdbc,
                                    lambda: self.warehouse, self.reporter, self.progress)
 
@@ -74,6 +77,15 @@ class Project:
     @classmethod
     def load(cls, path: str | None = None, **kwargs: Any) -> Project:
         return cls(load_config(path), **kwargs)
+
+    @property
+    def spark_config(self) -> SparkConfig:
+        """The ``spark:`` settings, with the connector jars the warehouse's storage needs (said once)."""
+        config, added = with_storage(self.config.spark, [self.config.warehouse_uri])
+        if added and not self._said_connectors:
+            self.progress(f"adding {', '.join(added)} for the warehouse {self.config.warehouse_uri}")
+            self._said_connectors = True
+        return config
 
     @property
     def warehouse(self) -> Warehouse:
@@ -86,7 +98,7 @@ class Project:
                               "(set spark.master for a Spark of this command's own)")
             else:
                 self.progress(f"connecting to Spark Connect at {remote_address(url)}" if url else "starting Spark")
-            spark = build_session(self.config.spark)
+            spark = build_session(self.spark_config)
             self._warehouse = Warehouse(spark, self.config.warehouse_uri, self.secrets)
         return self._warehouse
 
@@ -153,9 +165,13 @@ class Project:
         pending = [v.name for v in self.config.views if v.name in unbuilt or not occupants[v.name].delta]
         if pending:
             report.builds = self.refresh(pending, complete=True, register=False)  # registered below
-        for view in self.config.views:  # a change_feed: setting changed on a built view
-            # No lock needed: a MERGE that meets this metadata commit runs again (warehouse.merge).
-            if self.warehouse.set_change_feed(self.config.view_location(view.name), view.name, view.change_feed):
+        for view in self.config.views:  # change_feed: or deletion_vectors: changed on a built view
+            # No lock needed: a MERGE that meets these metadata commits runs again (warehouse.merge).
+            changed = self.warehouse.set_features(self.config.view_location(view.name), view.name,
+                                                  view.change_feed, self.config.deletion_vectors(view))
+            if changed:
+                report.features[view.name] = changed
+            if any(c.startswith("change data feed") for c in changed):
                 report.change_feeds[view.name] = view.change_feed
         built = {r.view for r in report.builds if not r.error} | {v.name for v in self.config.views
                                                                    if occupants[v.name].delta}

@@ -281,7 +281,7 @@ class Refresher:
             plan = self._without_missing_groups(plan)
             if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
                 oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
-            counts = self._write(plan, stamped, phases, view.change_feed)
+            counts = self._write(plan, stamped, phases, view)
             if plan.method is RefreshMethod.COMPLETE:
                 row_count = counts.rows_inserted
             else:
@@ -314,7 +314,7 @@ class Refresher:
             return plan
         return planner.with_partitions(plan, self.source.column_stats(key.log, key.base_column))
 
-    def _write(self, plan: RefreshPlan, stamped: StampedSnapshot, phases: Phases, change_feed: bool) -> WriteCounts:
+    def _write(self, plan: RefreshPlan, stamped: StampedSnapshot, phases: Phases, view: ViewConfig) -> WriteCounts:
         """Read the plan's rows at the stamp's snapshot and write them: one Delta commit."""
         metadata = {"view": plan.view, "snaptime": stamped.time.isoformat(), "method": plan.method.value}
         txn = (f"mvlog:{plan.view}", int(stamped.time.timestamp() * 1_000_000))
@@ -336,7 +336,8 @@ class Refresher:
         df = self.warehouse.read(self.jdbc, plan.read_sql(), stamped.snapshot, plan.partitions)
         checkpoint("after_read")
         with phases("write"):
-            return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, change_feed)
+            return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, view.change_feed,
+                                          self.config.deletion_vectors(view))
 
     def _without_missing_groups(self, plan: RefreshPlan) -> RefreshPlan:
         """A fast plan of an aggregate kept by deltas whose group table is missing (built before

@@ -140,3 +140,14 @@ def test_config_path_from_environment(tmp_path, monkeypatch):
     path.write_text(VALID)
     monkeypatch.setenv("MVLOG_CONFIG", str(path))
     assert load_config().base_dir == Path(tmp_path).resolve()
+
+
+def test_deletion_vectors_are_off_unless_the_warehouse_or_the_view_asks():
+    config = parse_config(VALID)
+    assert [config.deletion_vectors(v) for v in config.views] == [False, False]
+    own = "    deletion_vectors: false\n    query: SELECT id FROM public.orders"
+    config = parse_config(VALID.replace("logs:", "delta: {deletion_vectors: true}\nlogs:").replace(
+        "    query: SELECT id FROM public.orders", own))
+    assert [config.deletion_vectors(v) for v in config.views] == [True, False]
+    with pytest.raises(ConfigError, match="delta: unknown key 'deletion_vector'"):
+        parse_config(VALID.replace("logs:", "delta: {deletion_vector: true}\nlogs:"))

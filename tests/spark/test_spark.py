@@ -89,3 +89,19 @@ def test_an_unreachable_connect_server_fails_at_once_and_transiently():
     assert info.value.transient
     assert str(info.value).startswith(f"cannot reach the Spark Connect server sc://127.0.0.1:{port}:")
     assert "s3cret" not in str(info.value)
+
+
+def test_object_storage_gets_hadoop_s_own_connector_and_a_user_s_version_wins():
+    from mvlog.spark.settings import hadoop_version, storage_packages, with_storage
+
+    version = hadoop_version()
+    assert version.count(".") == 2
+    assert storage_packages(["s3a://lake/mvlog", "/tmp/x", "hdfs://nn/x", "gs://b/x"]) == [
+        f"org.apache.hadoop:hadoop-aws:{version}"]
+    assert storage_packages(["abfss://c@acct.dfs.core.windows.net/x"]) == [f"org.apache.hadoop:hadoop-azure:{version}"]
+    config, added = with_storage(SparkConfig(conf={"spark.jars.packages": "org.example:extra:1.0"}), ["s3a://lake"])
+    assert added == [f"org.apache.hadoop:hadoop-aws:{version}"]
+    assert config.conf["spark.jars.packages"] == f"org.example:extra:1.0,org.apache.hadoop:hadoop-aws:{version}"
+    mine = SparkConfig(conf={"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.4.1"})
+    assert with_storage(mine, ["s3a://lake"]) == (mine, [])
+    assert with_storage(SparkConfig(), ["/local/warehouse"]) == (SparkConfig(), [])

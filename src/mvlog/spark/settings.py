@@ -4,7 +4,9 @@ Shared by the session factory and the engine's server command."""
 
 from __future__ import annotations
 
+import re
 from importlib import metadata, resources
+from pathlib import Path
 
 from mvlog.config import SparkConfig
 
@@ -29,11 +31,6 @@ DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.driver.memory": "2g",
-    # Column mapping lets view columns carry any PostgreSQL name (spaces, quotes, ...).
-    "spark.databricks.delta.properties.defaults.columnMapping.mode": "name",
-    # A MERGE that changes a few rows of a file marks them deleted instead of rewriting the file
-    # (Warehouse.merge keeps clear of the one MERGE shape Delta 4.4 gets wrong with them).
-    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
 }
 
 
@@ -70,3 +67,44 @@ def session_conf(config: SparkConfig) -> dict[str, str]:
 
 # Settings a Spark Connect session sets for itself; the rest of mvlog's settings are the server's.
 SESSION_CONF_PREFIXES = ("spark.sql.", "spark.databricks.delta.")
+
+
+# Hadoop's connectors by URI scheme: released with Hadoop itself, so their version is the Hadoop of
+# the installed pyspark (a connector of another Hadoop fails with missing classes).
+HADOOP_CONNECTORS = {"s3a": "hadoop-aws", "abfs": "hadoop-azure", "abfss": "hadoop-azure"}
+
+
+def hadoop_version() -> str:
+    """The Hadoop client version the installed pyspark ships (``hadoop-client-api-<v>.jar``)."""
+    import pyspark  # here, not at the top: its location only
+
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    for jar in sorted(jars.glob("hadoop-client-api-*.jar")):
+        found = re.fullmatch(r"hadoop-client-api-(\d+\.\d+\.\d+)\.jar", jar.name)
+        if found:
+            return found.group(1)
+    raise RuntimeError(f"no hadoop-client-api jar in {jars}: is pyspark installed whole?")
+
+
+def storage_packages(uris: list[str]) -> list[str]:
+    """Maven coordinates of the Hadoop connectors the schemes of ``uris`` need (``s3a://``:
+    hadoop-aws; ``abfs(s)://``: hadoop-azure), matching pyspark's Hadoop; none for local paths,
+    ``hdfs://`` (in pyspark's Hadoop client) or schemes whose connector is not Hadoop's (``gs://``)."""
+    schemes = {uri.split("://", 1)[0].lower() for uri in uris if "://" in uri}
+    artifacts = sorted({HADOOP_CONNECTORS[s] for s in schemes if s in HADOOP_CONNECTORS})
+    if not artifacts:
+        return []
+    version = hadoop_version()
+    return [f"org.apache.hadoop:{artifact}:{version}" for artifact in artifacts]
+
+
+def with_storage(config: SparkConfig, uris: list[str]) -> tuple[SparkConfig, list[str]]:
+    """``config`` with the connectors ``uris`` need added to ``spark.jars.packages`` (unless a
+    package of that artifact is there already: the user's version wins), and the ones added."""
+    packages = [p for p in config.conf.get("spark.jars.packages", "").split(",") if p]
+    present = {":".join(p.split(":")[:2]) for p in packages}
+    added = [p for p in storage_packages(uris) if ":".join(p.split(":")[:2]) not in present]
+    if not added:
+        return config, []
+    conf = {**config.conf, "spark.jars.packages": ",".join([*packages, *added])}
+    return config.model_copy(update={"conf": conf}), added

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from mvlog.errors import SourceError, WarehouseError, redact
 from mvlog.model import FOREIGN_FILES_SHOWN, ROW_HASH_COLUMN, Occupant, checked_snapshot_id
+from mvlog.spark import features
 from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata
 from mvlog.spark.history import DeltaHistory
 from mvlog.spark.merge import Merger, Staged, WriteCounts
@@ -35,7 +36,6 @@ OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 OPTIMIZE_MIN_FILE_BYTES = 1024 * 1024
 OPTIMIZE_MAX_FILE_BYTES = 1024 * 1024 * 1024
 INDEXED_COLUMNS = "delta.dataSkippingNumIndexedCols"
-CHANGE_FEED = "delta.enableChangeDataFeed"
 DEFAULT_INDEXED_COLUMNS = 32
 WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
 OWNER_COMMITS = 100  # newest commits searched for the view mvlog wrote a table for
@@ -200,29 +200,41 @@ class Warehouse:
             raise self.delta.fail("reading from PostgreSQL failed", exc) from None
 
     def replace(self, location: str, df: DataFrame, metadata: dict, txn: tuple[str, int] | None = None,
-                key_columns: tuple[str, ...] = (), change_feed: bool = False) -> WriteCounts:
+                key_columns: tuple[str, ...] = (), change_feed: bool = False,
+                deletion_vectors: bool = False) -> WriteCounts:
         """Atomically replace the table's contents (and schema) with ``df``: one Delta commit.
 
+        The table gets the features the view asks for and its columns need (see
+        :mod:`mvlog.spark.features`): a new table from the writer's options; an existing one by
+        metadata commits before the write, and features it no longer needs dropped after it.
         Delta keeps min/max statistics (which MERGE uses to skip files) for the first 32
         columns only; when a key column comes later (a wide view, or hidden key columns after
         many visible ones), the table is told to index that many columns. Each row gets its
         hash (``_mvlog_row_hash``), which later MERGEs compare instead of the row's columns."""
         detail = self._detail(location)
         df = df.selectExpr("*", f"{row_hash_sql(df.columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
+        wanted = features.for_columns(df.columns, change_feed, deletion_vectors)
+        view = str(metadata.get("view", ""))
         before = self.row_count(location) if detail else 0
         last_key = max((df.columns.index(k) + 1 for k in key_columns if k in df.columns), default=0)
         indexed = last_key if last_key > DEFAULT_INDEXED_COLUMNS else None
         try:
             writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-            if detail is None and change_feed:  # a new table takes its properties from the writer
-                writer = writer.option(CHANGE_FEED, "true")
-            if indexed and detail is None:
-                writer = writer.option(INDEXED_COLUMNS, str(indexed))
-            elif indexed and detail is not None:
-                self._index_columns(location, detail, indexed)
+            drops: list[features.Change] = []
+            if detail is None:  # a new table takes its properties from the writer
+                writer = writer.options(**wanted.creation_options())
+                if indexed:
+                    writer = writer.option(INDEXED_COLUMNS, str(indexed))
+            else:
+                found = features.changes(detail, wanted)
+                self._change_features(location, view, [c for c in found if not c.drops])
+                drops = [c for c in found if c.drops]
+                if indexed:
+                    self._index_columns(location, detail, indexed)
             with self.delta.commit_settings(metadata, txn):
                 writer.save(location)
             commit = self.commits.own_commit(location, metadata)
+            self._change_features(location, view, drops)  # nothing left to rewrite: the write replaced it
         except (SourceError, WarehouseError):
             raise
         except Exception as exc:
@@ -232,22 +244,25 @@ class Warehouse:
         return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before,
                            version=int_or_none(commit.get("version")))
 
-    def set_change_feed(self, location: str, view: str, enabled: bool) -> bool:
-        """Turn the table's Change Data Feed on or off (a metadata-only commit); False if it was
-        already so, or there is no table yet (its first write sets it)."""
+    def set_features(self, location: str, view: str, change_feed: bool, deletion_vectors: bool) -> list[str]:
+        """Give the view's existing table the features asked for (and those its columns need), each
+        change one commit; what changed ("change data feed on", "deletion vectors off", …). Nothing
+        if there is no table yet: its first write sets them."""
         detail = self._detail(location)
         if detail is None:
-            return False
-        current = str((detail["properties"] or {}).get(CHANGE_FEED, "false")).lower() == "true"
-        if current == enabled:
-            return False
-        try:
-            with self.delta.commit_settings({"view": view, "operation": "change_feed"}):
-                self.spark.sql(f"ALTER TABLE {delta_table(location)} "
-                               f"SET TBLPROPERTIES ('{CHANGE_FEED}' = '{str(enabled).lower()}')").collect()
-        except Exception as exc:
-            raise self.delta.fail(f"setting the change feed of {location} failed", exc) from None
-        return True
+            return []
+        columns = self.columns(location) or []
+        found = features.changes(detail, features.for_columns(columns, change_feed, deletion_vectors))
+        self._change_features(location, view, found)
+        return [c.description for c in found]
+
+    def _change_features(self, location: str, view: str, changes: list[features.Change]) -> None:
+        for change in changes:
+            try:
+                with self.delta.commit_settings({"view": view, "operation": "features"}):
+                    self.spark.sql(change.statement.format(table=delta_table(location))).collect()
+            except Exception as exc:
+                raise self.delta.fail(f"turning {change.description} for {location} failed", exc) from None
 
     def register_table(self, database: str, name: str, location: str) -> bool:
         """Make ``database.name`` an external table of the Delta table at ``location`` in the session
