@@ -1,6 +1,7 @@
 """Fast refresh vs complete refresh, per view class, on a throwaway PostgreSQL.
 
     python benchmarks/refresh_vs_complete.py --rows 1000000 --changes 0.0001,0.001,0.01,0.1 --cold
+    python benchmarks/refresh_vs_complete.py --rows 1000000 --changes 0.001 --views simple --deletion-vectors
 
 Each batch changes a fraction of the orders (amount, and the customer of a third of them),
 either spread uniformly over all orders (``random``) or the newest orders (``recent``: the
@@ -87,11 +88,11 @@ def change(dsn: str, rows: int, fraction: float, seed: int, pattern: str) -> int
         return cur.rowcount
 
 
-def write_config(folder: Path, dsn: str, kinds: list[str]) -> Path:
+def write_config(folder: Path, dsn: str, kinds: list[str], deletion_vectors: bool = False) -> Path:
     """mvlog.yaml for the orders/customers views ``kinds``, with a warehouse in ``folder``."""
     config = folder / "mvlog.yaml"
     config.write_text(yaml.safe_dump({
-        "source": {"dsn": dsn}, "warehouse": str(folder / "wh"),
+        "source": {"dsn": dsn}, "warehouse": str(folder / "wh"), "delta": {"deletion_vectors": deletion_vectors},
         "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "6g"}},
         "logs": [{"table": "customers"}, {"table": "orders"}],
         "views": [{"name": k, "refresh": "fast", "query": VIEWS[k]} for k in kinds],
@@ -114,6 +115,7 @@ def main() -> None:
     parser.add_argument("--patterns", default="random,recent", help="which orders change: random, recent")
     parser.add_argument("--views", default="simple,join,aggregate")
     parser.add_argument("--cold", action="store_true", help="also time each fast refresh in a new process")
+    parser.add_argument("--deletion-vectors", action="store_true", help="views with deletion vectors (default: off)")
     args = parser.parse_args()
     fractions = [float(f) for f in args.changes.split(",")]
     patterns = args.patterns.split(",")
@@ -124,7 +126,7 @@ def main() -> None:
         t = time.perf_counter()
         load(pg.dsn(), args.rows)
         print(f"loaded {args.rows} orders in {time.perf_counter() - t:.1f} s")
-        config = write_config(Path(tmp), pg.dsn(), kinds)
+        config = write_config(Path(tmp), pg.dsn(), kinds, args.deletion_vectors)
         with Project(load_config(config)) as project:
             t = time.perf_counter()
             project.warehouse  # noqa: B018  (starts Spark)
@@ -173,7 +175,8 @@ def main() -> None:
 
     print()
     print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} cores; "
-          f"date: {datetime.now(UTC):%Y-%m-%d}; rows: {args.rows}; Spark cold start {cold:.1f} s")
+          f"date: {datetime.now(UTC):%Y-%m-%d}; rows: {args.rows}; Spark cold start {cold:.1f} s; "
+          f"deletion vectors {'on' if args.deletion_vectors else 'off'}")
     print("| pattern | view | changed | rows changed | view keys | fast, warm (s) | keys/s | fast, cold (s) "
           "| complete, warm (s) | speed-up (warm) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -31,7 +31,7 @@ from mvlog.progress import Reporter
 from mvlog.refresh import Refresher, RefreshResult
 from mvlog.spark.remote import configured_remote, remote_address, remote_secrets
 from mvlog.spark.session import remote_url
-from mvlog.spark.settings import with_storage
+from mvlog.spark.settings import conf_secrets, with_storage
 from mvlog.spark.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ class Project:
     def __init__(self, config: Config, progress: Callable[[str], None] | None = None,
                  reporter: Reporter | None = None):
         self.config = config
-        self.secrets = dsn_secrets(config.source.dsn) + remote_secrets(remote_url(config.spark))
+        self.secrets = (dsn_secrets(config.source.dsn) + remote_secrets(remote_url(config.spark))
+                        + conf_secrets(config.spark))
         self.source = Source(config.source.dsn, self.secrets)
         self.catalog = Catalog(self.source)
         self.logs = Logs(self.source)

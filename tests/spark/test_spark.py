@@ -105,3 +105,13 @@ def test_object_storage_gets_hadoop_s_own_connector_and_a_user_s_version_wins():
     mine = SparkConfig(conf={"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.4.1"})
     assert with_storage(mine, ["s3a://lake"]) == (mine, [])
     assert with_storage(SparkConfig(), ["/local/warehouse"]) == (SparkConfig(), [])
+
+
+def test_credentials_in_spark_settings_are_secrets():
+    from mvlog.spark.settings import conf_secrets
+
+    config = SparkConfig(conf={"spark.hadoop.fs.s3a.secret.key": "S3CR3T", "spark.hadoop.fs.s3a.access.key": "AKIA1",
+                               "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net": "azkey",
+                               "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+                               "spark.sql.shuffle.partitions": "8"})
+    assert sorted(conf_secrets(config)) == ["AKIA1", "S3CR3T", "azkey"]

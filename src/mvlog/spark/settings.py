@@ -108,3 +108,13 @@ def with_storage(config: SparkConfig, uris: list[str]) -> tuple[SparkConfig, lis
         return config, []
     conf = {**config.conf, "spark.jars.packages": ",".join([*packages, *added])}
     return config.model_copy(update={"conf": conf}), added
+
+
+# Setting names whose values are credentials (s3a's access/secret/session keys, ADLS account keys
+# and SAS tokens, GCS key files, passwords): never printed.
+SECRET_SETTING = re.compile(r"(secret|password|token|credential|access\.key|account\.key|sas|keyfile)", re.I)
+
+
+def conf_secrets(config: SparkConfig) -> list[str]:
+    """The values of ``spark.conf`` settings that hold credentials."""
+    return [value for key, value in config.conf.items() if value and SECRET_SETTING.search(key)]
