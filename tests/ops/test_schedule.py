@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 from conftest import SUBPROCESS_SPARK
+from schedulers import follow, wait_for_line
 
 from mvlog.config import load_config, parse_config
 from mvlog.errors import ConfigError
@@ -29,20 +30,6 @@ def succeeded_after(db, view: str, after_id: int) -> int:
                       "AND id > %s AND keys_read > 0", (view, after_id))[0][0]
 
 
-def follow(process: subprocess.Popen) -> list[str]:
-    """The process's stdout lines as they come (a reader thread appends them)."""
-    import threading
-
-    lines: list[str] = []
-
-    def read() -> None:
-        for line in process.stdout:
-            lines.append(line.rstrip("\n"))
-
-    threading.Thread(target=read, daemon=True).start()
-    return lines
-
-
 def scrape(port: int) -> dict[tuple, float]:
     """The scheduler's metrics: (name, sorted labels) -> value."""
     import urllib.request
@@ -52,13 +39,6 @@ def scrape(port: int) -> dict[tuple, float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def wait_for_line(lines: list[str], text: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not any(text in line for line in lines):
-        assert time.monotonic() < deadline, f"no {text!r} in {lines}"
-        time.sleep(0.2)
 
 
 def test_schedule_refreshes_on_cron_and_stops_cleanly(db, spark, tmp_path):

@@ -16,6 +16,7 @@ import uuid
 import pytest
 import yaml
 from conftest import SUBPROCESS_SPARK, assert_views_match
+from schedulers import two_schedulers_and_a_sigkill
 from shop import SCHEMA, SEED
 
 from mvlog.config import SparkConfig, load_config
@@ -150,3 +151,11 @@ def test_a_warehouse_on_s3_applies_refreshes_verifies_repairs_optimizes_and_drop
     assert "hadoop-aws" in dropped  # said when mvlog added the connector
     assert not objects(client, f"{prefix}/s3_simple/")
     assert objects(client, f"{prefix}/s3_join/")
+
+
+def test_two_schedulers_on_s3_never_commit_to_one_table_at_once_and_survive_a_sigkill(db, tmp_path, s3,
+                                                                                       s3_engine):
+    """Delta on S3 has one writer per table only if its writers take turns: mvlog's per-view lock
+    makes them; the schedulers, which live for days, refresh many times on the s3a engine."""
+    warehouse = f"s3a://{BUCKET}/ha-{uuid.uuid4().hex[:8]}"
+    two_schedulers_and_a_sigkill(db, tmp_path, warehouse, {"remote": s3_engine.remote, "conf": s3_conf(s3[0])})

@@ -1,0 +1,170 @@
+"""Schedulers run as processes, as users run them: their output followed line by line, and the
+two-scheduler scenario (one killed in the middle of a refresh) that tests/ops and tests/spark run
+on different warehouses."""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import yaml
+from conftest import assert_views_match
+
+from mvlog.config import load_config
+from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE
+from mvlog.project import Project
+
+
+def follow(process: subprocess.Popen) -> list[str]:
+    """The process's stdout lines as they come (a reader thread appends them)."""
+    import threading
+
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def wait_for_line(lines: list[str], text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(text in line for line in lines):
+        assert time.monotonic() < deadline, f"no {text!r} in {lines}"
+        time.sleep(0.2)
+
+
+VIEWS = [
+    {"name": "copy", "schedule": "*/2 * * * * *", "query": "SELECT id, a, note FROM h WHERE a % 7 <> 0"},
+    {"name": "sums", "schedule": "*/2 * * * * *",
+     "query": "SELECT a % 5 AS r, count(*) AS n, sum(a) AS total FROM h GROUP BY a % 5"},
+]
+
+
+def write_until(db, stop: threading.Event, done: list[float]) -> None:
+    """Random inserts, updates (some of the key) and deletes, one transaction each, until ``stop``."""
+    rng = random.Random(7)
+    conn = db.connect(autocommit=True)
+    with conn.cursor() as cur:
+        while not stop.is_set():
+            k = rng.randint(1, 400)
+            op = rng.choice(("insert", "update", "update", "delete", "rekey"))
+            if op == "insert":
+                cur.execute("INSERT INTO h VALUES (%s, %s, 'w') ON CONFLICT (id) DO NOTHING", (k, rng.randint(0, 99)))
+            elif op == "update":
+                cur.execute("UPDATE h SET a = %s, note = NULL WHERE id = %s", (rng.randint(0, 99), k))
+            elif op == "delete":
+                cur.execute("DELETE FROM h WHERE id = %s", (k,))
+            else:
+                cur.execute("UPDATE h SET id = %s WHERE id = %s AND NOT EXISTS (SELECT FROM h WHERE id = %s)",
+                            (k + 1000, k, k + 1000))
+            done.append(time.time())
+            time.sleep(0.02)
+    conn.close()
+
+
+def refreshing(db, pids: set[int]) -> int | None:
+    """The scheduler process (of ``pids``) with a refresh in flight: a 'running' history row whose
+    view's lock its lock session (named after the process) holds."""
+    rows = db.execute(
+        "SELECT a.application_name FROM mvlog.refresh_history r "
+        "JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.classid::bigint = %s "
+        " AND l.objid::bigint = hashtext(r.view_name)::bigint & 4294967295 "
+        "JOIN pg_stat_activity a ON a.pid = l.pid WHERE r.status = 'running'", (VIEW_LOCK_NAMESPACE,))
+    for (name,) in rows:
+        found = re.match(r"mvlog pid (\d+) on ", name or "")
+        if found and int(found.group(1)) in pids:
+            return int(found.group(1))
+    return None
+
+
+def refreshes(db, view: str) -> list[tuple]:
+    return db.execute("SELECT started_at, finished_at, status, error FROM mvlog.refresh_history "
+                      "WHERE view_name = %s ORDER BY started_at", (view,))
+
+
+def two_schedulers_and_a_sigkill(db, tmp_path, warehouse: str, spark: dict) -> None:
+    """Two schedulers on the warehouse and Spark given; one killed in the middle of a refresh."""
+    db.execute("CREATE TABLE h (id int PRIMARY KEY, a int, note text);"
+               "INSERT INTO h SELECT g, g % 100, 'n' || g FROM generate_series(1, 300) g")
+    config = tmp_path / "mvlog.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"dsn": db.dsn}, "warehouse": warehouse,
+        "spark": spark, "logs": [{"table": "h"}], "views": VIEWS,
+    }))
+    with Project(load_config(config)) as project:
+        assert not [r for r in project.apply().builds if r.error]
+    start = time.time()
+    schedulers, outputs = [], []
+    for i in range(2):
+        process = subprocess.Popen([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "schedule"],
+                                   stdout=subprocess.PIPE, stderr=(tmp_path / f"s{i}.err").open("w"), text=True)
+        schedulers.append(process)
+        outputs.append(follow(process))
+    stop, writes = threading.Event(), []
+    writer = threading.Thread(target=write_until, args=(db, stop, writes))
+    try:
+        for lines in outputs:
+            wait_for_line(lines, "ready: Spark started", 120)
+        writer.start()
+        time.sleep(6)  # three firings (every 2 s) of both schedulers
+        # Kill the scheduler that is in the middle of a refresh.
+        pids = {p.pid for p in schedulers}
+        deadline = time.monotonic() + 60
+        while (victim := refreshing(db, pids)) is None:
+            assert time.monotonic() < deadline, "never saw a scheduler in the middle of a refresh"
+            time.sleep(0.01)
+        killed = next(p for p in schedulers if p.pid == victim)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(30)
+        killed_at = time.time()
+        survivor = next(p for p in schedulers if p is not killed)
+        time.sleep(6)  # writers go on while the survivor takes the views over
+        stop.set()
+        writer.join(30)
+        last_write = writes[-1]
+        # The survivor refreshes both views past the last write.
+        deadline = time.monotonic() + 90
+        while not all(any(s == "succeeded" and started.timestamp() > last_write
+                          for started, _, s, _ in refreshes(db, v))
+                      for v in ("copy", "sums")):
+            assert time.monotonic() < deadline, "the survivor did not refresh past the last write"
+            time.sleep(0.5)
+        survivor.send_signal(signal.SIGTERM)
+        survivor.wait(120)
+    finally:
+        stop.set()
+        for process in schedulers:
+            if process.poll() is None:
+                process.kill()
+    assert survivor.returncode == 0
+    assert len(writes) > 100
+
+    # They shared the work: both refreshed, or one found the other holding a view and skipped it.
+    done = [sum(" status=ok " in line for line in lines) for lines in outputs]
+    skipped = [line for lines in outputs for line in lines if "status=skipped" in line]
+    assert all(done) or any(f"pid {p.pid} on " in line for p in schedulers for line in skipped), (done, skipped)
+    assert done[schedulers.index(survivor)] > 0
+    for view in ("copy", "sums"):
+        rows = [r for r in refreshes(db, view) if r[0].timestamp() >= start]
+        assert all(status in ("succeeded", "failed") for _, _, status, _ in rows)
+        for (_, finished, _, _), (started, _, _, _) in zip(rows, rows[1:]):
+            assert finished <= started, f"{view}: two refreshes overlapped"
+        after_kill = [r for r in rows if r[0].timestamp() > killed_at and r[2] == "succeeded"]
+        assert after_kill, f"{view}: no refresh after the kill"
+        # Taken over at the survivor's next firings (every 2 s), not after some lease ran out.
+        assert after_kill[0][0].timestamp() - killed_at < 10, (view, after_kill[0][0], killed_at)
+    # The killed scheduler's refreshes in flight (one per view at most: it may have been refreshing
+    # both at once) are the only failures, and say they were interrupted.
+    interrupted = [r for v in ("copy", "sums") for r in refreshes(db, v) if r[2] == "failed"]
+    assert 1 <= len(interrupted) <= 2
+    assert {e for *_, e in interrupted} == {"interrupted: the refresh process ended before finishing"}
+    with Project(load_config(config)) as project:
+        assert_views_match(project, ("copy", "sums"))
