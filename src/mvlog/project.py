@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from mvlog.sql.explain import Explanation
 
 
+FEATURE_LOCK_WAIT = 120.0  # seconds apply waits for a refresh in flight before it changes the view's table
+
+
 @dataclass
 class ApplyReport(Registration):
     """What ``mvlog apply`` did: the registration, then the builds of new (or changed) views."""
@@ -167,9 +170,13 @@ class Project:
         if pending:
             report.builds = self.refresh(pending, complete=True, register=False)  # registered below
         for view in self.config.views:  # change_feed: or deletion_vectors: changed on a built view
-            # No lock needed: a MERGE that meets these metadata commits runs again (warehouse.merge).
-            changed = self.warehouse.set_features(self.config.view_location(view.name), view.name,
-                                                  view.change_feed, self.config.deletion_vectors(view))
+            location, wanted = self.config.view_location(view.name), (view.change_feed,
+                                                                      self.config.deletion_vectors(view))
+            if not self.warehouse.feature_changes(location, *wanted):
+                continue
+            # Under the view's lock: a DROP FEATURE conflicts with any concurrent commit to the table.
+            with self.catalog.lock_views([view.name], FEATURE_LOCK_WAIT):
+                changed = self.warehouse.set_features(location, view.name, *wanted)
             if changed:
                 report.features[view.name] = changed
             if any(c.startswith("change data feed") for c in changed):

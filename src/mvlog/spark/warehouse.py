@@ -244,15 +244,19 @@ class Warehouse:
         return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before,
                            version=int_or_none(commit.get("version")))
 
-    def set_features(self, location: str, view: str, change_feed: bool, deletion_vectors: bool) -> list[str]:
-        """Give the view's existing table the features asked for (and those its columns need), each
-        change one commit; what changed ("change data feed on", "deletion vectors off", …). Nothing
-        if there is no table yet: its first write sets them."""
+    def feature_changes(self, location: str, change_feed: bool, deletion_vectors: bool) -> list[features.Change]:
+        """What would give the view's existing table the features asked for (and those its columns
+        need); nothing if it has them, or if there is no table yet (its first write sets them)."""
         detail = self._detail(location)
         if detail is None:
             return []
         columns = self.columns(location) or []
-        found = features.changes(detail, features.for_columns(columns, change_feed, deletion_vectors))
+        return features.changes(detail, features.for_columns(columns, change_feed, deletion_vectors))
+
+    def set_features(self, location: str, view: str, change_feed: bool, deletion_vectors: bool) -> list[str]:
+        """Make :meth:`feature_changes`, each one commit; what changed ("change data feed on",
+        "deletion vectors off", …)."""
+        found = self.feature_changes(location, change_feed, deletion_vectors)
         self._change_features(location, view, found)
         return [c.description for c in found]
 
