@@ -2,6 +2,10 @@
 
     python benchmarks/refresh_vs_complete.py --rows 1000000 --changes 0.0001,0.001,0.01,0.1 --cold
     python benchmarks/refresh_vs_complete.py --rows 1000000 --changes 0.001 --views simple --deletion-vectors
+    python benchmarks/refresh_vs_complete.py --rows 1000000 --changes 0.001 --views simple --s3
+
+``--s3`` puts the warehouse on an S3 API on the loopback (moto's server, as the tests do), reached
+through s3a with the connector mvlog adds.
 
 Each batch changes a fraction of the orders (amount, and the customer of a third of them),
 either spread uniformly over all orders (``random``) or the newest orders (``recent``: the
@@ -88,16 +92,41 @@ def change(dsn: str, rows: int, fraction: float, seed: int, pattern: str) -> int
         return cur.rowcount
 
 
-def write_config(folder: Path, dsn: str, kinds: list[str], deletion_vectors: bool = False) -> Path:
-    """mvlog.yaml for the orders/customers views ``kinds``, with a warehouse in ``folder``."""
+def write_config(folder: Path, dsn: str, kinds: list[str], deletion_vectors: bool = False,
+                 s3_endpoint: str | None = None) -> Path:
+    """mvlog.yaml for the orders/customers views ``kinds``, with a warehouse in ``folder`` (or on the
+    S3 API at ``s3_endpoint``)."""
     config = folder / "mvlog.yaml"
+    conf = {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "6g"}
+    warehouse = str(folder / "wh")
+    if s3_endpoint:
+        warehouse = "s3a://bench/mvlog"
+        conf.update({"spark.hadoop.fs.s3a.endpoint": s3_endpoint, "spark.hadoop.fs.s3a.path.style.access": "true",
+                     "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+                     "spark.hadoop.fs.s3a.endpoint.region": "us-east-1"})
     config.write_text(yaml.safe_dump({
-        "source": {"dsn": dsn}, "warehouse": str(folder / "wh"), "delta": {"deletion_vectors": deletion_vectors},
-        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "6g"}},
+        "source": {"dsn": dsn}, "warehouse": warehouse, "delta": {"deletion_vectors": deletion_vectors},
+        "spark": {"master": "local[2]", "conf": conf},
         "logs": [{"table": "customers"}, {"table": "orders"}],
         "views": [{"name": k, "refresh": "fast", "query": VIEWS[k]} for k in kinds],
     }))
     return config
+
+
+def s3_server() -> str:
+    """moto's S3 API on a free loopback port with the bucket ``bench``; the environment's AWS
+    credentials point at it. It runs until the process ends."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from mvlog.postgres.pgtemp import free_port
+
+    port = free_port()
+    ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False).start()
+    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1"})
+    endpoint = f"http://127.0.0.1:{port}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="bench")
+    return endpoint
 
 
 def cold_refresh(config: Path, view: str) -> float:
@@ -116,6 +145,7 @@ def main() -> None:
     parser.add_argument("--views", default="simple,join,aggregate")
     parser.add_argument("--cold", action="store_true", help="also time each fast refresh in a new process")
     parser.add_argument("--deletion-vectors", action="store_true", help="views with deletion vectors (default: off)")
+    parser.add_argument("--s3", action="store_true", help="the warehouse on an S3 API on the loopback (moto)")
     args = parser.parse_args()
     fractions = [float(f) for f in args.changes.split(",")]
     patterns = args.patterns.split(",")
@@ -126,7 +156,7 @@ def main() -> None:
         t = time.perf_counter()
         load(pg.dsn(), args.rows)
         print(f"loaded {args.rows} orders in {time.perf_counter() - t:.1f} s")
-        config = write_config(Path(tmp), pg.dsn(), kinds, args.deletion_vectors)
+        config = write_config(Path(tmp), pg.dsn(), kinds, args.deletion_vectors, s3_server() if args.s3 else None)
         with Project(load_config(config)) as project:
             t = time.perf_counter()
             project.warehouse  # noqa: B018  (starts Spark)
@@ -176,7 +206,8 @@ def main() -> None:
     print()
     print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} cores; "
           f"date: {datetime.now(UTC):%Y-%m-%d}; rows: {args.rows}; Spark cold start {cold:.1f} s; "
-          f"deletion vectors {'on' if args.deletion_vectors else 'off'}")
+          f"deletion vectors {'on' if args.deletion_vectors else 'off'}; "
+          f"warehouse {'s3a (moto)' if args.s3 else 'local disk'}")
     print("| pattern | view | changed | rows changed | view keys | fast, warm (s) | keys/s | fast, cold (s) "
           "| complete, warm (s) | speed-up (warm) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")

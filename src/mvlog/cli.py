@@ -280,16 +280,15 @@ def engine() -> None:
 
 
 def _engine_spark_config(ctx: click.Context) -> SparkConfig:
-    """The ``spark:`` section of the configuration if there is one (master, settings, and the
-    connector jars its warehouse's storage needs), else defaults."""
+    """The ``spark:`` section of the configuration if there is one (master, settings, and what its
+    warehouse and catalog need), else defaults."""
     from mvlog.config import SparkConfig, load_config, resolve_path
-    from mvlog.spark.settings import with_storage
+    from mvlog.spark.settings import for_project
 
     state = _state(ctx.find_root())
     if state.config is None and not resolve_path(None).exists():
         return SparkConfig()
-    config = load_config(state.config)
-    return with_storage(config.spark, [config.warehouse_uri])[0]
+    return for_project(load_config(state.config))[0]
 
 
 @engine.command("start")

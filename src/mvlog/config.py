@@ -136,6 +136,9 @@ class CatalogConfig(_Strict):
     metastore ``spark.conf`` points at)."""
 
     database: str
+    # Where the names persist: a directory for Spark's embedded Hive metastore (Derby; relative to
+    # this file), or a metastore's thrift:// URI. None: the Spark session's own catalog.
+    metastore: str | None = Field(default=None, min_length=1)
 
     @field_validator("database")
     @classmethod
@@ -214,6 +217,16 @@ class Config(_Strict):
     def view_location(self, name: str) -> str:
         """Where a view's Delta table lives: ``<warehouse>/<view name>``."""
         return f"{self.warehouse_uri}/{name}"
+
+    def metastore_uri(self) -> str | None:
+        """``catalog.metastore`` as Spark should see it: a thrift:// URI as written, a directory made
+        absolute (relative to this file); None without one."""
+        if self.catalog is None or self.catalog.metastore is None:
+            return None
+        if self.catalog.metastore.startswith("thrift://"):
+            return self.catalog.metastore
+        path = Path(self.catalog.metastore).expanduser()
+        return str((path if path.is_absolute() else self.base_dir / path).resolve())
 
     def table_name(self, name: str) -> str | None:
         """The view's name in the Spark catalog (``<database>.<view name>``); None without ``catalog:``."""

@@ -47,7 +47,7 @@ def _spark(config_path: str | None) -> SparkSession:
     import os
 
     from mvlog.spark.session import build_session, remote_url
-    from mvlog.spark.settings import with_storage
+    from mvlog.spark.settings import for_project
 
     config = _load(config_path)
     if remote_url(config.spark):
@@ -57,7 +57,7 @@ def _spark(config_path: str | None) -> SparkSession:
             # As pyspark's own builder does for a remote session: pyspark.sql.functions (F.col,
             # F.sum, ...) build Spark Connect expressions only when this is set.
             os.environ.setdefault("SPARK_CONNECT_MODE_ENABLED", "1")
-    return build_session(with_storage(config.spark, [config.warehouse_uri])[0])
+    return build_session(for_project(config)[0])
 
 
 def session(config_path: str | None = None) -> SparkSession:

@@ -31,7 +31,7 @@ from mvlog.progress import Reporter
 from mvlog.refresh import Refresher, RefreshResult
 from mvlog.spark.remote import configured_remote, remote_address, remote_secrets
 from mvlog.spark.session import remote_url
-from mvlog.spark.settings import conf_secrets, with_storage
+from mvlog.spark.settings import conf_secrets, for_project
 from mvlog.spark.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -84,11 +84,12 @@ class Project:
 
     @property
     def spark_config(self) -> SparkConfig:
-        """The ``spark:`` settings, with the connector jars the warehouse's storage needs (said once)."""
-        config, added = with_storage(self.config.spark, [self.config.warehouse_uri])
-        if added and not self._said_connectors:
-            self.progress(f"adding {', '.join(added)} for the warehouse {self.config.warehouse_uri}")
-            self._said_connectors = True
+        """The ``spark:`` settings with what the warehouse and the catalog need (see
+        :func:`mvlog.spark.settings.for_project`; additions said once)."""
+        config, notes = for_project(self.config)
+        for note in notes if not self._said_connectors else []:
+            self.progress(note)
+        self._said_connectors = True
         return config
 
     @property

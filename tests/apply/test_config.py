@@ -151,3 +151,11 @@ def test_deletion_vectors_are_off_unless_the_warehouse_or_the_view_asks():
     assert [config.deletion_vectors(v) for v in config.views] == [True, False]
     with pytest.raises(ConfigError, match="delta: unknown key 'deletion_vector'"):
         parse_config(VALID.replace("logs:", "delta: {deletion_vector: true}\nlogs:"))
+
+
+def test_a_metastore_directory_is_relative_to_the_file_and_a_uri_is_kept(tmp_path):
+    (tmp_path / "mvlog.yaml").write_text(VALID + "catalog: {database: mv, metastore: ./meta}\n")
+    assert load_config(tmp_path / "mvlog.yaml").metastore_uri() == str((tmp_path / "meta").resolve())
+    uri = parse_config(VALID + "catalog: {database: mv, metastore: 'thrift://hms:9083'}\n").metastore_uri()
+    assert uri == "thrift://hms:9083"
+    assert parse_config(VALID + "catalog: {database: mv}\n").metastore_uri() is None

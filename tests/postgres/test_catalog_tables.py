@@ -62,3 +62,37 @@ def test_views_are_catalog_tables(db, make_project, tmp_path):
     fresh = make_project(["item"], VIEWS[:1], extra=f"catalog: {{database: {database}}}\n")
     with pytest.raises(WarehouseError, match=f"catalog table {database}.items is .*elsewhere, not this view's table"):
         fresh.apply()
+
+
+def test_names_persist_in_a_metastore_and_a_new_process_finds_them(db, tmp_path):
+    """With ``catalog.metastore`` (a directory: Spark's embedded Hive metastore), apply's names
+    outlive its process: a new Spark process reads ``mv.<view>`` by name without registering."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import SUBPROCESS_SPARK
+
+    db.execute(SETUP)
+    config = tmp_path / "mvlog.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"dsn": db.dsn}, "warehouse": str(tmp_path / "wh"), "spark": SUBPROCESS_SPARK,
+        "catalog": {"database": "mv", "metastore": "metastore"}, "logs": [{"table": "item"}], "views": VIEWS}))
+    applied = subprocess.run([sys.executable, "-m", "mvlog", "-c", str(config), "apply"], capture_output=True,
+                             text=True, cwd=tmp_path, timeout=600)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "catalog table mv.items registered" in applied.stdout
+    assert (tmp_path / "metastore" / "metastore_db").is_dir()
+    reader = ("import json, sys\n"
+              "from mvlog.config import load_config\n"
+              "from mvlog.spark.session import build_session\n"
+              "from mvlog.spark.settings import for_project\n"
+              "spark = build_session(for_project(load_config(sys.argv[1]))[0])\n"
+              "print(json.dumps({'tables': sorted(t.name for t in spark.catalog.listTables('mv')),\n"
+              "                  'items': spark.table('mv.items').count(),\n"
+              "                  'n': spark.sql('SELECT sum(n) FROM mv.kinds').collect()[0][0]}))\n")
+    read = subprocess.run([sys.executable, "-c", reader, str(config)], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=600)
+    assert read.returncode == 0, read.stderr[-3000:]
+    assert json.loads(read.stdout.strip().splitlines()[-1]) == {"tables": ["items", "kinds"], "items": 30, "n": 30}

@@ -115,3 +115,20 @@ def test_credentials_in_spark_settings_are_secrets():
                                "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
                                "spark.sql.shuffle.partitions": "8"})
     assert sorted(conf_secrets(config)) == ["AKIA1", "S3CR3T", "azkey"]
+
+
+def test_a_metastore_makes_the_catalog_hive_s_and_the_yaml_s_settings_win(tmp_path):
+    from mvlog.config import parse_config
+    from mvlog.spark.settings import for_project
+
+    base = "source: {dsn: 'host=h dbname=x'}\nwarehouse: ./wh\n"
+    spark, notes = for_project(parse_config(base + "catalog: {database: mv, metastore: /srv/meta}\n"))
+    assert spark.conf["spark.sql.catalogImplementation"] == "hive" and notes == []
+    assert spark.conf["spark.hadoop.javax.jdo.option.ConnectionURL"] == \
+        "jdbc:derby:;databaseName=/srv/meta/metastore_db;create=true"
+    spark, _ = for_project(parse_config(base + "catalog: {database: mv, metastore: 'thrift://hms:9083'}\n"
+                                        "spark: {conf: {spark.sql.warehouse.dir: /mine}}\n"))
+    assert spark.conf["spark.hadoop.hive.metastore.uris"] == "thrift://hms:9083"
+    assert spark.conf["spark.sql.warehouse.dir"] == "/mine"
+    spark, _ = for_project(parse_config(base + "catalog: {database: mv}\n"))
+    assert "spark.sql.catalogImplementation" not in spark.conf

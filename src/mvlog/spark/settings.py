@@ -8,7 +8,7 @@ import re
 from importlib import metadata, resources
 from pathlib import Path
 
-from mvlog.config import SparkConfig
+from mvlog.config import Config, SparkConfig
 
 POSTGRES_JDBC = "org.postgresql:postgresql:42.7.8"
 SCALA_VERSION = "2.13"
@@ -118,3 +118,28 @@ SECRET_SETTING = re.compile(r"(secret|password|token|credential|access\.key|acco
 def conf_secrets(config: SparkConfig) -> list[str]:
     """The values of ``spark.conf`` settings that hold credentials."""
     return [value for key, value in config.conf.items() if value and SECRET_SETTING.search(key)]
+
+
+def metastore_conf(metastore: str) -> dict[str, str]:
+    """Spark settings for a Hive metastore: a ``thrift://`` URI, or a directory for Spark's embedded
+    one (Derby, one Spark process at a time)."""
+    conf = {"spark.sql.catalogImplementation": "hive"}
+    if metastore.startswith("thrift://"):
+        conf["spark.hadoop.hive.metastore.uris"] = metastore
+    else:
+        derby = f"jdbc:derby:;databaseName={metastore}/metastore_db;create=true"
+        conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = derby
+        conf["spark.sql.warehouse.dir"] = f"{metastore}/spark-warehouse"  # managed tables, which mvlog does not make
+    return conf
+
+
+def for_project(config: Config) -> tuple[SparkConfig, list[str]]:
+    """The project's ``spark:`` settings with what its warehouse and catalog need: the storage
+    connector (see :func:`with_storage`) and the metastore's settings (``catalog.metastore``; the
+    YAML's own ``spark.conf`` wins); and a note of each addition."""
+    spark, added = with_storage(config.spark, [config.warehouse_uri])
+    notes = [f"adding {p} for the warehouse {config.warehouse_uri}" for p in added]
+    metastore = config.metastore_uri()
+    if metastore is not None:
+        spark = spark.model_copy(update={"conf": {**metastore_conf(metastore), **spark.conf}})
+    return spark, notes
