@@ -82,6 +82,7 @@ def s3_engine(s3, tmp_path_factory):
     config, added = with_storage(SparkConfig(master=SUBPROCESS_SPARK["master"],
                                              conf={**SUBPROCESS_SPARK["conf"], **s3_conf(s3[0])}), [f"s3a://{BUCKET}"])
     assert [p.split(":")[1] for p in added] == ["hadoop-aws"]
+    assert config.conf["spark.hadoop.fs.s3a.input.stream.type"] == "classic"  # for a process that lives long
     try:
         info = engine.start(config, port=free_port())
         yield info

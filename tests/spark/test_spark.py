@@ -102,7 +102,9 @@ def test_object_storage_gets_hadoop_s_own_connector_and_a_user_s_version_wins():
     config, added = with_storage(SparkConfig(conf={"spark.jars.packages": "org.example:extra:1.0"}), ["s3a://lake"])
     assert added == [f"org.apache.hadoop:hadoop-aws:{version}"]
     assert config.conf["spark.jars.packages"] == f"org.example:extra:1.0,org.apache.hadoop:hadoop-aws:{version}"
-    mine = SparkConfig(conf={"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.4.1"})
+    assert config.conf["spark.hadoop.fs.s3a.input.stream.type"] == "classic"  # long-lived processes
+    mine = SparkConfig(conf={"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.4.1",
+                             "spark.hadoop.fs.s3a.input.stream.type": "prefetch"})
     assert with_storage(mine, ["s3a://lake"]) == (mine, [])
     assert with_storage(SparkConfig(), ["/local/warehouse"]) == (SparkConfig(), [])
 

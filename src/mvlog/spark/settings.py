@@ -98,15 +98,26 @@ def storage_packages(uris: list[str]) -> list[str]:
     return [f"org.apache.hadoop:{artifact}:{version}" for artifact in artifacts]
 
 
+# s3a's input stream for processes that live for days (the engine, the scheduler): since Hadoop
+# 3.4.3/3.5.0 the default is "analytics", whose store (analyticsaccelerator-s3 1.3.1) keeps an entry
+# for every object a filesystem ever read until the filesystem closes, and a cached filesystem
+# lives as long as the process: the heap grows with every Delta file read (HADOOP-20058).
+S3A_LONG_LIVED = {"spark.hadoop.fs.s3a.input.stream.type": "classic"}
+
+
 def with_storage(config: SparkConfig, uris: list[str]) -> tuple[SparkConfig, list[str]]:
     """``config`` with the connectors ``uris`` need added to ``spark.jars.packages`` (unless a
-    package of that artifact is there already: the user's version wins), and the ones added."""
+    package of that artifact is there already: the user's version wins) and, for s3a, the
+    settings of :data:`S3A_LONG_LIVED` (unless set); and the packages added."""
     packages = [p for p in config.conf.get("spark.jars.packages", "").split(",") if p]
     present = {":".join(p.split(":")[:2]) for p in packages}
     added = [p for p in storage_packages(uris) if ":".join(p.split(":")[:2]) not in present]
-    if not added:
+    s3a = any(uri.lower().startswith("s3a://") for uri in uris)
+    if not added and not s3a:
         return config, []
-    conf = {**config.conf, "spark.jars.packages": ",".join([*packages, *added])}
+    conf = {**(S3A_LONG_LIVED if s3a else {}), **config.conf}
+    if added:
+        conf["spark.jars.packages"] = ",".join([*packages, *added])
     return config.model_copy(update={"conf": conf}), added
 
 
