@@ -117,18 +117,19 @@ SUBPROCESS_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions
                                                    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}}
 
 
-@pytest.fixture(scope="session")
-def connect_engine(tmp_path_factory):
-    """One local Spark Connect server for the run, started as ``mvlog engine start`` does."""
-    from mvlog.config import SparkConfig
+@contextlib.contextmanager
+def engine_running(config, directory) -> Iterator:
+    """An ``mvlog engine`` started with ``config`` (a SparkConfig) as ``mvlog engine start`` starts
+    it, its state in ``directory`` while it runs; stopped (and this process's sessions to it closed)
+    at the end."""
     from mvlog.postgres.pgtemp import free_port
     from mvlog.spark import engine
     from mvlog.spark.session import close_connect_sessions
 
     saved = os.environ.get(engine.ENGINE_DIR_ENV)
-    os.environ[engine.ENGINE_DIR_ENV] = str(tmp_path_factory.mktemp("engine"))
+    os.environ[engine.ENGINE_DIR_ENV] = str(directory)
     try:
-        info = engine.start(SparkConfig(**TEST_SPARK), port=free_port())
+        info = engine.start(config, port=free_port())
         yield info
         close_connect_sessions()
         engine.stop()
@@ -137,6 +138,15 @@ def connect_engine(tmp_path_factory):
             os.environ.pop(engine.ENGINE_DIR_ENV, None)
         else:
             os.environ[engine.ENGINE_DIR_ENV] = saved
+
+
+@pytest.fixture(scope="session")
+def connect_engine(tmp_path_factory):
+    """One local Spark Connect server for the run, started as ``mvlog engine start`` does."""
+    from mvlog.config import SparkConfig
+
+    with engine_running(SparkConfig(**TEST_SPARK), tmp_path_factory.mktemp("engine")) as info:
+        yield info
 
 
 class Database:

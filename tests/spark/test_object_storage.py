@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 import yaml
-from conftest import SUBPROCESS_SPARK, assert_views_match
+from conftest import SUBPROCESS_SPARK, assert_views_match, engine_running
 from schedulers import two_schedulers_and_a_sigkill
 from shop import SCHEMA, SEED
 
@@ -72,27 +72,14 @@ def s3_conf(endpoint: str) -> dict[str, str]:
 def s3_engine(s3, tmp_path_factory):
     """An ``mvlog engine`` for the s3a warehouse, started as ``mvlog engine start`` starts it: with
     the connector jars ``with_storage`` adds."""
-    from mvlog.postgres.pgtemp import free_port
-    from mvlog.spark import engine
-    from mvlog.spark.session import close_connect_sessions
     from mvlog.spark.settings import with_storage
 
-    saved = os.environ.get(engine.ENGINE_DIR_ENV)
-    os.environ[engine.ENGINE_DIR_ENV] = str(tmp_path_factory.mktemp("s3-engine"))
     config, added = with_storage(SparkConfig(master=SUBPROCESS_SPARK["master"],
                                              conf={**SUBPROCESS_SPARK["conf"], **s3_conf(s3[0])}), [f"s3a://{BUCKET}"])
     assert [p.split(":")[1] for p in added] == ["hadoop-aws"]
     assert config.conf["spark.hadoop.fs.s3a.input.stream.type"] == "classic"  # for a process that lives long
-    try:
-        info = engine.start(config, port=free_port())
+    with engine_running(config, tmp_path_factory.mktemp("s3-engine")) as info:
         yield info
-        close_connect_sessions()
-        engine.stop()
-    finally:
-        if saved is None:
-            os.environ.pop(engine.ENGINE_DIR_ENV, None)
-        else:
-            os.environ[engine.ENGINE_DIR_ENV] = saved
 
 
 def write_config(path, dsn: str, warehouse: str, spark: dict, views: list[dict] = VIEWS) -> None:
