@@ -224,9 +224,10 @@ class Catalog:
             (log.table_schema, log.table_name),
         )
         all_refreshed, horizon, dependents = fetch_row(cur)
-        if dependents == 0:
+        if dependents == 0:  # the log may have been dropped since it was listed: then nothing to purge
             cur.execute("SELECT last_stamp FROM mvlog.logs WHERE log_name = %s", (log.log_name,))
-            return fetch_row(cur)[0]
+            row = cur.fetchone()
+            return row[0] if row is not None else None
         return horizon if all_refreshed else None
 
     # -- history ----------------------------------------------------------------------------------
