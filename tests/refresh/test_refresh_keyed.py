@@ -87,7 +87,7 @@ def test_a_null_group_that_stays_out_of_a_having_view_with_deletion_vectors(db, 
     ("Unexpected row: did not match any merge clause")."""
     db.execute("CREATE TABLE sale (id int PRIMARY KEY, g int, v int)")
     db.execute("INSERT INTO sale VALUES (1, NULL, 1), (2, 1, 5), (3, 1, 6), (4, NULL, 20)")
-    project = make_project(["sale"], [{"name": "big_groups", "refresh": "fast",
+    project = make_project(["sale"], [{"name": "big_groups", "refresh": "fast", "deletion_vectors": True,
                                        "query": "SELECT g, sum(v) AS s FROM sale GROUP BY g HAVING sum(v) > 10"}])
     project.apply()
     location = project.config.view_location("big_groups")
