@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 import yaml
-from conftest import SUBPROCESS_SPARK, assert_views_match, engine_running
+from conftest import SUBPROCESS_SPARK, TEST_SPARK, assert_views_match, engine_running
 from schedulers import two_schedulers_and_a_sigkill
 from shop import SCHEMA, SEED
 
@@ -74,8 +74,10 @@ def s3_engine(s3, tmp_path_factory):
     the connector jars ``with_storage`` adds."""
     from mvlog.spark.settings import with_storage
 
-    config, added = with_storage(SparkConfig(master=SUBPROCESS_SPARK["master"],
-                                             conf={**SUBPROCESS_SPARK["conf"], **s3_conf(s3[0])}), [f"s3a://{BUCKET}"])
+    # The test engine's settings (TEST_SPARK: no whole-stage code generation); not SUBPROCESS_SPARK's
+    # C1-only JIT, whose small code cache a long-lived engine fills ("Out of space in CodeCache").
+    config, added = with_storage(SparkConfig(master=TEST_SPARK["master"],
+                                             conf={**TEST_SPARK["conf"], **s3_conf(s3[0])}), [f"s3a://{BUCKET}"])
     assert [p.split(":")[1] for p in added] == ["hadoop-aws"]
     assert config.conf["spark.hadoop.fs.s3a.input.stream.type"] == "classic"  # for a process that lives long
     with engine_running(config, tmp_path_factory.mktemp("s3-engine")) as info:
