@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mvlog import plan as planner
 from mvlog.apply import Registrar, Registration
-from mvlog.config import Config, SparkConfig, ViewConfig, load_config
+from mvlog.config import Config, ViewConfig, load_config
 from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
 from mvlog.model import LogInfo, Occupant
 from mvlog.ops.freshness import Freshness
@@ -47,9 +47,14 @@ class ApplyReport(Registration):
     """What ``mvlog apply`` did: the registration, then the builds of new (or changed) views."""
 
     builds: list[RefreshResult] = field(default_factory=list)
-    change_feeds: dict[str, bool] = field(default_factory=dict)  # views whose change feed was turned on/off
     features: dict[str, list[str]] = field(default_factory=dict)  # every table feature changed, per view
     tables_registered: list[str] = field(default_factory=list)  # catalog tables created (catalog:)
+
+    @property
+    def change_feeds(self) -> dict[str, bool]:
+        """Views whose change feed was turned on (True) or off (False)."""
+        return {view: "change data feed on" in changed for view, changed in self.features.items()
+                if any(c.startswith("change data feed") for c in changed)}
 
 
 class Project:
@@ -71,7 +76,6 @@ class Project:
         self._message = progress
         self._warehouse: Warehouse | None = None
         self._in_catalog: set[str] = set()  # views known to be registered in the Spark catalog
-        self._said_connectors = False
         self.refresher = Refresher(config, self.source, self.catalog, self.logs, self.registrar, self.jdbc,
                                    lambda: self.warehouse, self.reporter, self.progress)
 
@@ -81,16 +85,6 @@ class Project:
     @classmethod
     def load(cls, path: str | None = None, **kwargs: Any) -> Project:
         return cls(load_config(path), **kwargs)
-
-    @property
-    def spark_config(self) -> SparkConfig:
-        """The ``spark:`` settings with what the warehouse and the catalog need (see
-        :func:`mvlog.spark.settings.for_project`; additions said once)."""
-        config, notes = for_project(self.config)
-        for note in notes if not self._said_connectors else []:
-            self.progress(note)
-        self._said_connectors = True
-        return config
 
     @property
     def warehouse(self) -> Warehouse:
@@ -103,7 +97,10 @@ class Project:
                               "(set spark.master for a Spark of this command's own)")
             else:
                 self.progress(f"connecting to Spark Connect at {remote_address(url)}" if url else "starting Spark")
-            spark = build_session(self.spark_config)
+            spark_config, notes = for_project(self.config)  # with what the warehouse and the catalog need
+            for note in notes:
+                self.progress(note)
+            spark = build_session(spark_config)
             self._warehouse = Warehouse(spark, self.config.warehouse_uri, self.secrets)
         return self._warehouse
 
@@ -180,8 +177,6 @@ class Project:
                 changed = self.warehouse.set_features(location, view.name, *wanted)
             if changed:
                 report.features[view.name] = changed
-            if any(c.startswith("change data feed") for c in changed):
-                report.change_feeds[view.name] = view.change_feed
         built = {r.view for r in report.builds if not r.error} | {v.name for v in self.config.views
                                                                    if occupants[v.name].delta}
         report.tables_registered = self._register_tables(sorted(built))
