@@ -134,8 +134,9 @@ class Warehouse:
         Reading the schema alone (from the checksum file) skips that, but then the damage shows
         only in the MERGE, and for a refresh with changes the time is the same (BENCHMARKS.md
         session 16)."""
-        if not self.exists(location):
-            return None
+        return self._schema_columns(location) if self.exists(location) else None
+
+    def _schema_columns(self, location: str) -> list[str]:
         try:
             return list(self.spark.read.format("delta").load(location).columns)
         except Exception as exc:
@@ -250,7 +251,7 @@ class Warehouse:
         detail = self._detail(location)
         if detail is None:
             return []
-        columns = self.columns(location) or []
+        columns = self._schema_columns(location)  # the table exists: no second DESCRIBE DETAIL
         return features.changes(detail, features.for_columns(columns, change_feed, deletion_vectors))
 
     def set_features(self, location: str, view: str, change_feed: bool, deletion_vectors: bool) -> list[str]:
