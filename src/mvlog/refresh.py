@@ -381,7 +381,9 @@ class Refresher:
                     # changes them): a refresh role may refill a table it does not own.
                     table = keymap.keymap_table(keymapped).sql(dialect=DIALECT)
                     current = self.source.relation_columns(cur, table)
-                    if current is not None and current != keymap.keymap_all_columns(keymapped):
+                    indexed = all(self.source.relation_columns(cur, keymap.qualified(name)) is not None
+                                  for name in keymap.probe_indexes(keymapped))  # an index has columns too
+                    if current is not None and (current != keymap.keymap_all_columns(keymapped) or not indexed):
                         cur.execute(keymap.drop_keymap_sql(keymapped.keymap or ""))
                         current = None
                     statements = keymap.keymap_rebuild_sql(keymapped, exists=current is not None)

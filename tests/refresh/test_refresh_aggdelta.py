@@ -1,6 +1,7 @@
-"""Aggregate views maintained by deltas (count, sum, avg over exact types): random DML, moves
-between groups, dimension fan-out, emptied and refilled groups, NULL groups and HAVING, checked
-against PostgreSQL by the oracle and by ``mvlog verify``."""
+"""Aggregate views maintained by state (count, sum, avg over exact types by deltas; min and max
+by an index probe of the key map; FILTER clauses): random DML, moves between groups, dimension
+fan-out, emptied and refilled groups, deletes of the current MIN/MAX, NULL groups and inputs, and
+HAVING, checked against PostgreSQL by the oracle and by ``mvlog verify``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 from conftest import SPARK_MODES, examples, refresh_ok
 from hypothesis import given, settings
 from shop import check_views, random_dml_then_refresh, sequences, shared_shop
+
+from mvlog.sql.shape import keymap_name
 
 pytestmark = pytest.mark.integration
 
@@ -24,6 +27,16 @@ VIEWS = [
               "GROUP BY c.segment, n.region HAVING count(*) >= 2"},
     {"name": "by_size", "refresh": "fast",  # grouped by an expression it does not output
      "query": "SELECT sum(o.priority) AS p, avg(o.amount * 2) AS a FROM orders o GROUP BY o.amount > 50"},
+    {"name": "extremes", "refresh": "fast",  # MIN/MAX by state, shared and lone inputs; FILTER by deltas
+     "query": "SELECT status, max(amount) AS hi, min(amount) AS lo, sum(amount) AS total, min(priority) AS p_lo, "
+              "max(id) - min(id) AS id_span, count(*) FILTER (WHERE amount > 50) AS big, "
+              "sum(amount) FILTER (WHERE priority > 1) AS urgent, max(amount) FILTER (WHERE priority < 5) AS hi_low "
+              "FROM orders GROUP BY status"},
+    {"name": "extremes_joined", "refresh": "fast",  # two group columns with NULLs; text MIN; HAVING on MAX
+     "query": "SELECT c.segment, n.region, max(o.amount) AS hi, min(c.name) AS first_name, min(o.status) AS first, "
+              "count(*) AS n FROM orders o JOIN customers c ON c.id = o.customer_id "
+              "JOIN nation n ON n.id = c.nation_id "
+              "GROUP BY c.segment, n.region HAVING max(o.amount) IS NULL OR max(o.amount) > 4"},
 ]
 
 
@@ -102,16 +115,44 @@ def test_a_fast_refresh_reads_changed_rows_not_whole_groups(db, make_project):
                                        "query": "SELECT g, count(*) AS n, sum(v) AS total FROM sale GROUP BY g"}])
     project.apply()
     db.execute("UPDATE sale SET v = v + 1 WHERE id IN (1, 2); DELETE FROM sale WHERE id = 3")
-    read_sql = project.plan("per_g").read_sql()
-    rows = db.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + read_sql)[0][0][0]["Plan"]
-
-    def base_rows(node) -> int:  # rows the plan read from the base table
-        here = node.get("Actual Rows", 0) * node.get("Actual Loops", 1) if node.get("Relation Name") == "sale" else 0
-        return here + sum(base_rows(child) for child in node.get("Plans", []))
-
-    assert base_rows(rows) <= 10, base_rows(rows)  # today: the 3 changed rows (the groups hold 40,000)
+    assert base_rows_read(project, "per_g", db, "sale") <= 10  # the 3 changed rows (the groups hold 40,000)
     assert refresh_ok(project)["per_g"].method == "fast"
     check_views(project, [{"name": "per_g"}])
+
+
+def base_rows_read(project, view: str, db, table: str) -> int:
+    """Rows the fast read of ``view`` takes from ``table`` (EXPLAIN ANALYZE of its SQL)."""
+    plan = db.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + project.plan(view).read_sql())[0][0][0]["Plan"]
+
+    def rows(node) -> int:
+        here = node.get("Actual Rows", 0) * node.get("Actual Loops", 1) if node.get("Relation Name") == table else 0
+        return here + sum(rows(child) for child in node.get("Plans", []))
+    return rows(plan)
+
+
+def test_min_max_after_deleting_the_extremes_come_from_the_key_map_not_the_groups(db, make_project):
+    """Two groups of 20,000 rows: deleting a group's current MAX and MIN, raising another row above
+    it and moving one between groups reads those rows from the base table and probes the key
+    map's (group, value) index, never the groups' other rows."""
+    db.execute("CREATE TABLE sale (id int PRIMARY KEY, g int, v numeric(10,2), t text)")
+    db.execute("INSERT INTO sale SELECT i, i % 2, i / 100.0, md5(i::text) FROM generate_series(1, 40000) i")
+    db.execute("INSERT INTO sale VALUES (40001, NULL, 5, 'n1'), (40002, NULL, 7, 'n2')")  # a NULL group
+    db.execute("ANALYZE sale")
+    views = [{"name": "per_g", "refresh": "fast",
+              "query": "SELECT g, max(v) AS hi, min(v) AS lo, max(t) AS last_t, count(*) AS n FROM sale GROUP BY g"}]
+    project = make_project(["sale"], views)
+    project.apply()
+    db.execute("DELETE FROM sale WHERE id IN (40000, 39999, 1, 2, 40002)")  # each group's MAX and MIN
+    db.execute("UPDATE sale SET v = 1000 WHERE id = 10; UPDATE sale SET g = 1, v = -1 WHERE id = 20")
+    db.execute("UPDATE sale SET t = NULL WHERE t = (SELECT max(t) FROM sale WHERE g = 0)")
+    assert base_rows_read(project, "per_g", db, "sale") <= 10  # the 8 changed rows (the groups hold 20,000)
+    probed = base_rows_read(project, "per_g", db, keymap_name("per_g"))
+    assert probed <= 60, probed  # the changed rows' old entries, and each probe's skipped and found rows
+    assert refresh_ok(project)["per_g"].method == "fast"
+    check_views(project, views)
+    db.execute("DELETE FROM sale WHERE g IS NULL; UPDATE sale SET v = NULL WHERE id = 10")  # group emptied
+    assert refresh_ok(project)["per_g"].method == "fast"
+    check_views(project, views)
 
 
 def test_a_view_without_its_group_table_recomputes_groups_until_a_complete_refresh(db, make_project):
@@ -141,16 +182,17 @@ def test_aggregates_deltas_cannot_keep_exact_recompute_their_groups(db, make_pro
     db.execute("INSERT INTO m VALUES (1, 1, 0.1, 1), (2, 1, 0.2, 2), (3, 2, 0.3, 3)")
     views = [
         {"name": "float_sum", "refresh": "fast", "query": "SELECT g, sum(x) AS s FROM m GROUP BY g"},
-        {"name": "extremes", "refresh": "fast", "query": "SELECT g, max(y) AS hi, count(*) AS n FROM m GROUP BY g"},
-        {"name": "exact", "refresh": "fast", "query": "SELECT g, sum(y) AS s, count(x) AS n FROM m GROUP BY g"},
+        {"name": "spread", "refresh": "fast", "query": "SELECT g, stddev(y) AS sd, count(*) AS n FROM m GROUP BY g"},
+        {"name": "exact", "refresh": "fast", "query": "SELECT g, sum(y) AS s, count(x) AS n, max(x) AS hi "
+                                                      "FROM m GROUP BY g"},
     ]
     project = make_project(["m"], views)
     project.apply()
     plans = {v["name"]: project.plan(v["name"]).to_json() for v in views}
     assert "would drift" in plans["float_sum"]["groups_recomputed"]
-    assert plans["extremes"]["groups_recomputed"].startswith("max()")
-    assert plans["exact"]["aggregate_deltas"] == ["SUM(y)", "COUNT(x)"]
-    assert [groups_table(db, v) is not None for v in ("float_sum", "extremes", "exact")] == [False, False, True]
+    assert plans["spread"]["groups_recomputed"].startswith("stddev()")
+    assert plans["exact"]["aggregate_deltas"] == ["SUM(y)", "COUNT(x)", "MAX(x)"]  # max of a float: exact
+    assert [groups_table(db, v) is not None for v in ("float_sum", "spread", "exact")] == [False, False, True]
     db.execute("UPDATE m SET x = x + 0.7, y = y * 3 WHERE id = 2; DELETE FROM m WHERE id = 1")
     assert {r.method for r in refresh_ok(project).values()} == {"fast"}
     check_views(project, views)

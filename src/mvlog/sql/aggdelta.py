@@ -18,6 +18,7 @@ brings the key map to the refresh's stamp. Everything here is pure SQL generatio
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 from typing import TypeVar
 
@@ -42,10 +43,12 @@ from mvlog.sql.shape import AggregateDeltas, ViewShape, col, groups_name, ident
 
 STATE = HIDDEN_PREFIX + "state"  # CTE: each affected group's new state (and the old state's row)
 DELTA = HIDDEN_PREFIX + "delta"  # CTE: per affected group, what the window adds and removes
+GROUP_STATE = HIDDEN_PREFIX + "group_state"  # CTE: STATE without the MIN/MAX (which the group table does not hold)
 ROWS = HIDDEN_PREFIX + "n"  # lineage rows of the group
 SIGN = HIDDEN_PREFIX + "sign"  # +1: a contribution now, -1: one at the last refresh
 ROW_ID = HIDDEN_PREFIX + "row"  # the group table's row (ctid) holding the old state
 EXACT_TYPES = {20, 21, 23, 1700}  # int8, int2, int4, numeric: sums that deltas keep exact
+KEPT = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)  # the aggregates kept by state
 
 
 def sum_column(j: int) -> str:
@@ -56,34 +59,54 @@ def count_column(j: int) -> str:
     return f"{HIDDEN_PREFIX}c{j}"
 
 
+def extreme_column(function: str, j: int) -> str:
+    """STATE's column of ``min``/``max`` of input ``j`` in the group now."""
+    return f"{HIDDEN_PREFIX}{function}{j}"
+
+
+def _changed_extreme_column(function: str, j: int) -> str:
+    """DELTA's column: ``min``/``max`` of input ``j`` over the group's changed lineage rows now."""
+    return f"{HIDDEN_PREFIX}now_{function}{j}"
+
+
 def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> AggregateDeltas | str:
     """How the aggregate ``select`` (grouped by ``groups``, the key map's units) is maintained by
     deltas, or why its affected groups are recomputed instead."""
     if select.args.get("distinct") or not groups:
         return "a global aggregate or SELECT DISTINCT over groups is recomputed"
     having = select.args.get("having")
+    written = [a.parent if isinstance(a.parent, exp.Filter) else a
+               for part in [*select.selects, *([having] if having else [])] for a in part.find_all(exp.AggFunc)]
+    select = select.copy()
+    for projection in select.selects:
+        projection.replace(_without_filters(projection))
+    having = _without_filters(having) if having else None
     found = [a for p in select.selects for a in p.find_all(exp.AggFunc)]
     found += list(having.find_all(exp.AggFunc)) if having else []
     inputs: dict[str, int] = {}
     summed: list[bool] = []
+    extremes: dict[tuple[str, int], None] = {}
     for aggregate in found:
         name = aggregate.sql_name().lower()
-        if not isinstance(aggregate, (exp.Count, exp.Sum, exp.Avg)):
+        if not isinstance(aggregate, KEPT):
             return f"{name}() is recomputed per affected group (not maintained by deltas)"
-        if isinstance(aggregate.parent, exp.Filter) or aggregate.find_ancestor(exp.Window):
-            return f"{name}() with FILTER or OVER is recomputed per affected group"
+        if aggregate.find_ancestor(exp.Window, exp.Filter):
+            return f"{name}() with OVER is recomputed per affected group"
         argument = aggregate.this
         if isinstance(argument, exp.Distinct):
             return f"{name}(DISTINCT …) is recomputed per affected group"
         if isinstance(argument, exp.Star):
             continue
-        if argument.find(exp.AggFunc, exp.Subquery):
-            return f"{name}() over an aggregate or a subquery is recomputed per affected group"
+        if argument.find(exp.AggFunc, exp.Subquery) or aggregate.expressions:
+            return f"{name}() over an aggregate, a subquery or several arguments is recomputed per affected group"
         text = argument.sql(dialect=DIALECT)
         j = inputs.setdefault(text, len(inputs))
         if j == len(summed):
             summed.append(False)
-        summed[j] = summed[j] or not isinstance(aggregate, exp.Count)
+        if isinstance(aggregate, (exp.Min, exp.Max)):
+            extremes[(name, j)] = None
+        else:
+            summed[j] = summed[j] or not isinstance(aggregate, exp.Count)
 
     def over_state(node: exp.Expr) -> exp.Expr:
         for i, group in enumerate(groups):
@@ -91,6 +114,8 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
                 return col(unit_column(i), STATE)
         if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
             return col(ROWS, STATE)
+        if isinstance(node, (exp.Min, exp.Max)):
+            return col(extreme_column(node.sql_name().lower(), inputs[node.this.sql(dialect=DIALECT)]), STATE)
         if isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
             j = inputs[node.this.sql(dialect=DIALECT)]
             count = col(count_column(j), STATE)
@@ -121,9 +146,24 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
             return (f"output {stray.sql(dialect=DIALECT)} is not a GROUP BY expression or an aggregate: "
                     f"its groups are recomputed")
     outputs_sql = exp.select(*outputs, exp.alias_(exp.true(), ident(PRESENT))).where(condition)
-    aggregates = tuple(dict.fromkeys(a.sql(dialect=DIALECT) for a in found))
     return AggregateDeltas(tuple(inputs), tuple(summed), outputs_sql.sql(dialect=DIALECT), groups_name(keymap),
-                           aggregates)
+                           tuple(dict.fromkeys(a.sql(dialect=DIALECT) for a in written)), tuple(extremes))
+
+
+def _without_filters(node: exp.Expr) -> exp.Expr:
+    """``agg(x) FILTER (WHERE c)`` as ``agg(CASE WHEN c THEN x END)`` (``count(*)``: of ``1``), which
+    is the same aggregate over the same rows and keeps by deltas like any other input."""
+    def rewrite(filtered: exp.Expr) -> exp.Expr:
+        if not isinstance(filtered, exp.Filter) or not isinstance(filtered.this, KEPT):
+            return filtered
+        aggregate = filtered.this.copy()
+        argument = aggregate.this
+        if isinstance(argument, exp.Distinct) or aggregate.expressions:
+            return filtered
+        value = exp.Literal.number(1) if isinstance(argument, exp.Star) else argument
+        aggregate.set("this", exp.Case(ifs=[exp.If(this=filtered.expression.this.copy(), true=value.copy())]))
+        return aggregate
+    return node.transform(rewrite)
 
 
 def exact_inputs_reason(deltas: AggregateDeltas, type_oids: list[int]) -> str | None:
@@ -185,11 +225,16 @@ def _delta_sql(shape: ViewShape, since: datetime | None) -> exp.Select:
         if summed:
             items.append(exp.alias_(exp.Sum(this=exp.Mul(this=sign.copy(), expression=value.copy())),
                                     ident(sum_column(j))))
-            counted: exp.Expr = exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()),
-                                                     true=exp.Literal.number(0))], default=sign.copy())
-        else:  # the key map holds 1 for a non-NULL value, 0 for NULL
+        counted: exp.Expr = exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()),
+                                                 true=exp.Literal.number(0))], default=sign.copy())
+        if not shape.deltas.raw(j):  # the key map holds 1 for a non-NULL value, 0 for NULL
             counted = exp.Mul(this=sign.copy(), expression=value.copy())
         items.append(exp.alias_(exp.Sum(this=counted), ident(count_column(j))))
+    for function, j in shape.deltas.extremes:
+        changed: exp.Expr = exp.Case(ifs=[exp.If(this=exp.EQ(this=sign.copy(), expression=exp.Literal.number(1)),
+                                                 true=col(input_column(j)))])
+        extreme = exp.Min(this=changed) if function == "min" else exp.Max(this=changed)
+        items.append(exp.alias_(extreme, ident(_changed_extreme_column(function, j))))
     return (exp.select(*map(col, keys), *items)
             .from_(exp.Subquery(this=signed, alias=exp.TableAlias(this=ident("c"))))
             .group_by(*map(col, keys)))
@@ -213,6 +258,8 @@ def _state_sql(shape: ViewShape) -> exp.Select:
         items.append(exp.alias_(exp.Add(
             this=exp.func("coalesce", col(name, "g"), exp.Literal.number(0)),
             expression=exp.func("coalesce", col(name, "d"), exp.Literal.number(0))), ident(name)))
+    assert shape.deltas is not None
+    items += [col(_changed_extreme_column(f, j), "d") for f, j in shape.deltas.extremes]
     return (exp.select(*items).from_(exp.Table(this=ident(DELTA), alias=exp.TableAlias(this=ident("d"))))
             .join(old, on=exp.true(), join_type="left"))
 
@@ -220,8 +267,61 @@ def _state_sql(shape: ViewShape) -> exp.Select:
 _WithCTEs = TypeVar("_WithCTEs", exp.Query, exp.Insert)
 
 
-def _with_state(query: _WithCTEs, shape: ViewShape, since: datetime | None) -> _WithCTEs:
-    return query.with_(DELTA, as_=_delta_sql(shape, since)).with_(STATE, as_=_state_sql(shape))
+def _with_state(query: _WithCTEs, shape: ViewShape, since: datetime | None, extremes: bool = False) -> _WithCTEs:
+    """``query`` with the CTEs DELTA and STATE (with ``extremes``: STATE also holds each group's
+    MIN/MAX now)."""
+    assert shape.deltas is not None
+    query = query.with_(DELTA, as_=_delta_sql(shape, since))
+    if not extremes or not shape.deltas.extremes:
+        return query.with_(STATE, as_=_state_sql(shape))
+    items: list[exp.Expr] = [exp.Star()]
+    for function, j in shape.deltas.extremes:
+        combine = exp.Least if function == "min" else exp.Greatest
+        kept = _kept_extreme(shape, since, function, j)
+        now = col(_changed_extreme_column(function, j), GROUP_STATE)
+        items.append(exp.alias_(combine(this=kept, expressions=[now]), ident(extreme_column(function, j))))
+    extended = exp.select(*items).from_(exp.Table(this=ident(GROUP_STATE)))
+    return query.with_(GROUP_STATE, as_=_state_sql(shape)).with_(STATE, as_=extended)
+
+
+def _kept_extreme(shape: ViewShape, since: datetime | None, function: str, j: int) -> exp.Expr:
+    """The min/max of input ``j`` over a group's key-map rows that no change of the window touched
+    (they hold their values now): an index probe on (group, input) that stops at the first row
+    whose base keys are all unchanged. A group key holding NULL is matched by IS NULL."""
+    keys = keymap_key_columns(shape)
+    value = col(input_column(j), "m")
+    untouched = [exp.Not(this=in_query([col(c, "m") for c in t.keymap_columns], changed_keys_sql(t.log, since)))
+                 for t in shape.tables]
+    patterns: list[tuple[bool | None, ...]] = (
+        list(itertools.product((False, True), repeat=len(keys))) if len(keys) <= 3
+        else [(False,) * len(keys), (None,) * len(keys)])
+    branches: list[exp.Query] = []
+    for nulls in patterns:  # per key: False equal, True both NULL, None null-safe (some key NULL)
+        match: list[exp.Expr] = []
+        for k, null in zip(keys, nulls):
+            mine, theirs = col(k, "m"), col(k, GROUP_STATE)
+            if null is None:
+                match.append(exp.NullSafeEQ(this=mine, expression=theirs))
+            elif null:
+                match += [exp.Is(this=mine, expression=exp.Null()), exp.Is(this=theirs, expression=exp.Null())]
+            else:
+                match.append(exp.EQ(this=mine, expression=theirs))
+        if None in nulls:
+            match.append(exp.or_(*[exp.Is(this=col(k, GROUP_STATE), expression=exp.Null()) for k in keys]))
+        keymap = keymap_table(shape)
+        keymap.set("alias", exp.TableAlias(this=ident("m")))
+        branches.append(
+            exp.select(value.copy()).from_(keymap)
+            .where(exp.and_(*match, exp.not_(exp.Is(this=value.copy(), expression=exp.Null())),
+                            *[u.copy() for u in untouched]))
+            # the index's own order (ASC NULLS LAST; backwards DESC NULLS FIRST), so it needs no sort
+            .order_by(exp.Ordered(this=value.copy(), desc=function == "max", nulls_first=function == "max"))
+            .limit(1))
+    arms = [exp.Subquery(this=b) for b in branches]
+    union = exp.union(*arms, distinct=False) if len(arms) > 1 else branches[0]
+    picked = exp.Min if function == "min" else exp.Max
+    return exp.Subquery(this=exp.select(picked(this=col(input_column(j), "b")))
+                        .from_(exp.Subquery(this=union, alias=exp.TableAlias(this=ident("b")))))
 
 
 def fast_delta_sql(shape: ViewShape, since: datetime | None) -> str:
@@ -234,7 +334,7 @@ def fast_delta_sql(shape: ViewShape, since: datetime | None) -> str:
     query = (exp.select(*[exp.alias_(col(k, STATE), ident(n)) for k, n in zip(keys, key_names(len(keys)))],
                         exp.column(exp.Star(), table=ident("v")))
              .from_(STATE).join(outputs, on=exp.true(), join_type="left"))
-    return _with_state(query, shape, since).sql(dialect=DIALECT)
+    return _with_state(query, shape, since, extremes=True).sql(dialect=DIALECT)
 
 
 def groups_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
@@ -266,9 +366,8 @@ def groups_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
         if summed:
             items.append(exp.alias_(exp.func("coalesce", exp.Sum(this=value.copy()), exp.Literal.number(0)),
                                     ident(sum_column(j))))
-            items.append(exp.alias_(exp.Count(this=value.copy()), ident(count_column(j))))
-        else:
-            items.append(exp.alias_(exp.Sum(this=value.copy()), ident(count_column(j))))
+        counted = exp.Count(this=value.copy()) if shape.deltas.raw(j) else exp.Sum(this=value.copy())
+        items.append(exp.alias_(counted, ident(count_column(j))))
     grouped = exp.select(*items).from_(keymap_table(shape)).group_by(*map(col, keys)).sql(dialect=DIALECT)
     if exists:
         return [f"TRUNCATE {table}", f"INSERT INTO {table} {grouped}"]

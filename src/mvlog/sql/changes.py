@@ -108,9 +108,9 @@ def keymap_items(shape: ViewShape) -> list[exp.Expr]:
     if shape.view_class is not ViewClass.JOIN:
         items += [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), keymap_key_columns(shape))]
     if shape.deltas is not None:
-        for j, (text, summed) in enumerate(zip(shape.deltas.inputs, shape.deltas.summed)):
+        for j, text in enumerate(shape.deltas.inputs):
             value: exp.Expr = exp.maybe_parse(text, dialect=DIALECT)
-            if not summed:
+            if not shape.deltas.raw(j):
                 value = exp.Case(ifs=[exp.If(this=exp.Is(this=exp.Paren(this=value), expression=exp.Null()),
                                              true=exp.Literal.number(0))], default=exp.Literal.number(1))
             items.append(exp.alias_(value, ident(input_column(j))))

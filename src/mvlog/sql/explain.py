@@ -75,9 +75,12 @@ def affected_keys_how(shape: ViewShape) -> str:
                 f"after, are recomputed exactly (a partner that appears or goes replaces a NULL-extended row); "
                 + KEY_MAP_NOTE)
     if shape.view_class is ViewClass.AGGREGATE and shape.deltas is not None:
+        extremes = ("; MIN/MAX = the extreme of the changed rows now and of the group's unchanged rows in the key map "
+                    "(an index probe per group, exact after the current extreme is deleted)"
+                    if shape.deltas.extremes else "")
         return ("by deltas: each affected group's " + ", ".join(shape.deltas.aggregates) + " = its state at the last "
                 "refresh + what the changed rows contribute now - what they contributed then (kept per row in the "
-                "key map, per group in mvlog." + shape.deltas.groups + "), computed in PostgreSQL")
+                "key map, per group in mvlog." + shape.deltas.groups + ")" + extremes + ", computed in PostgreSQL")
     if shape.view_class is ViewClass.AGGREGATE:
         return ("the groups of changed rows, before and after the change, are recomputed exactly"
                 + (f" ({shape.recompute_reason})" if shape.recompute_reason else "") + "; " + KEY_MAP_NOTE)

@@ -16,7 +16,9 @@ from mvlog.sql.changes import (
     changed_keys_sql,
     in_query,
     in_roots,
+    input_column,
     keymap_items,
+    keymap_key_columns,
     keymap_table,
     parse_select,
     root_exprs,
@@ -30,6 +32,14 @@ from mvlog.sql.shape import ViewShape, col, ident
 def keymap_all_columns(shape: ViewShape) -> list[str]:
     """Every column of the key map, in order."""
     return [item.alias for item in keymap_items(shape)]
+
+
+def probe_indexes(shape: ViewShape) -> dict[str, tuple[str, ...]]:
+    """The key map's indexes on (group, input) that an aggregate's MIN/MAX probe per group, by name."""
+    if shape.deltas is None:
+        return {}
+    groups = tuple(keymap_key_columns(shape))
+    return {f"{shape.keymap}_x{j}": (*groups, input_column(j)) for j in shape.deltas.probed}
 
 
 def keymap_probe_sql(shape: ViewShape) -> str:
@@ -52,10 +62,10 @@ def keymap_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
         statements = [f"TRUNCATE {table}", f"INSERT INTO {table} {core.sql(dialect=DIALECT)}"]
     else:
         statements = [f"CREATE TABLE {table} AS {core.sql(dialect=DIALECT)}"]
-        for i, t in enumerate(shape.tables):
-            index = ident(f"{shape.keymap}_{i}")
-            columns = ", ".join(ident(c).sql(dialect=DIALECT) for c in t.keymap_columns)
-            statements.append(f"CREATE INDEX {index.sql(dialect=DIALECT)} ON {table} ({columns})")
+        indexes = [(f"{shape.keymap}_{i}", t.keymap_columns) for i, t in enumerate(shape.tables)]
+        for name, index_columns in [*indexes, *probe_indexes(shape).items()]:
+            columns = ", ".join(ident(c).sql(dialect=DIALECT) for c in index_columns)
+            statements.append(f"CREATE INDEX {ident(name).sql(dialect=DIALECT)} ON {table} ({columns})")
     regclass = exp.DataType.build("regclass", dialect=DIALECT, udt=True)
     analyze = exp.Anonymous(this="analyze", expressions=[exp.cast(exp.Literal.string(table), regclass)])
     statements.append(exp.select(exp.Dot(this=exp.to_identifier("mvlog"), expression=analyze)).sql(dialect=DIALECT))
@@ -98,5 +108,10 @@ def keymap_stand_in_sql(shape: ViewShape) -> list[str]:
     return [drop_keymap_sql(shape.keymap or ""), create.sql(dialect=DIALECT)]
 
 
+def qualified(name: str) -> str:
+    """``mvlog."<name>"``: a key map or one of its indexes."""
+    return exp.Table(this=ident(name), db=ident("mvlog")).sql(dialect=DIALECT)
+
+
 def drop_keymap_sql(name: str) -> str:
-    return f"DROP TABLE IF EXISTS {exp.Table(this=ident(name), db=ident('mvlog')).sql(dialect=DIALECT)}"
+    return f"DROP TABLE IF EXISTS {qualified(name)}"

@@ -60,6 +60,17 @@ class AggregateDeltas:
     outputs_sql: str  # SELECT <the view's outputs over the group state>, PRESENT WHERE <a row exists>
     groups: str  # mvlog.<groups>: each group's state at the view's last refresh
     aggregates: tuple[str, ...]  # the view's aggregates, as written (for explain)
+    # ("min" | "max", input): kept in the key map as values, found per group by an index probe
+    extremes: tuple[tuple[str, int], ...] = ()
+
+    def raw(self, j: int) -> bool:
+        """Whether the key map keeps input ``j``'s value (summed or an extreme), not 1/0 for non-NULL."""
+        return self.summed[j] or any(i == j for _, i in self.extremes)
+
+    @property
+    def probed(self) -> tuple[int, ...]:
+        """The inputs the key map is indexed on per group (an extreme's probe)."""
+        return tuple(dict.fromkeys(j for _, j in self.extremes))
 
 
 @dataclass(frozen=True)
