@@ -87,7 +87,7 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
     summed: list[bool] = []
     extremes: dict[tuple[str, int], None] = {}
     for aggregate in found:
-        name = aggregate.sql_name().lower()
+        name = aggregate.sql(dialect=DIALECT).split("(")[0].lower()  # as PostgreSQL calls it (string_agg)
         if not isinstance(aggregate, KEPT):
             return f"{name}() is recomputed per affected group (not maintained by deltas)"
         if aggregate.find_ancestor(exp.Window, exp.Filter):
