@@ -40,3 +40,15 @@ def test_aggregates_without_a_state_are_recomputed_with_a_reason():
             assert s.deltas is not None and s.deltas.extremes == (("max", 0), ("max", 1))
             continue
         assert s.deltas is None and reason in (s.recompute_reason or ""), (query, s.recompute_reason)
+
+
+def test_count_distinct_is_kept_by_state_and_other_distinct_aggregates_recomputed():
+    s = shape("SELECT status, count(DISTINCT customer_id) AS buyers, "
+              "count(DISTINCT customer_id) FILTER (WHERE amount > 5) AS big FROM orders GROUP BY status")
+    assert s.deltas is not None and s.deltas.distinct == (0, 1)
+    assert s.deltas.inputs == ("customer_id", "CASE WHEN amount > 5 THEN customer_id END")
+    assert set(keymap.probe_indexes(s)) == {f"{s.keymap}_x0", f"{s.keymap}_x1"}
+    rebuild = aggdelta.groups_rebuild_sql(s, exists=False)[0]
+    assert 'COUNT(DISTINCT "_mvlog_a0") AS "_mvlog_d0"' in rebuild
+    summed = shape("SELECT status, sum(DISTINCT amount) AS s FROM orders GROUP BY status")
+    assert summed.deltas is None and "sum(DISTINCT …)" in (summed.recompute_reason or "")

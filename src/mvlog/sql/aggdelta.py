@@ -18,13 +18,13 @@ brings the key map to the refresh's stamp. Everything here is pure SQL generatio
 
 from __future__ import annotations
 
-import itertools
 from datetime import datetime
 from typing import TypeVar
 
 from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, PRESENT
+from mvlog.sql import aggprobe
 from mvlog.sql.analysis import DIALECT
 from mvlog.sql.changes import (
     changed_keys_sql,
@@ -42,6 +42,7 @@ from mvlog.sql.changes import (
 from mvlog.sql.shape import AggregateDeltas, ViewShape, col, groups_name, ident
 
 STATE = HIDDEN_PREFIX + "state"  # CTE: each affected group's new state (and the old state's row)
+SIGNED = HIDDEN_PREFIX + "signed"  # CTE: the changed lineage rows now (+1) and at the last refresh (-1)
 DELTA = HIDDEN_PREFIX + "delta"  # CTE: per affected group, what the window adds and removes
 GROUP_STATE = HIDDEN_PREFIX + "group_state"  # CTE: STATE without the MIN/MAX (which the group table does not hold)
 ROWS = HIDDEN_PREFIX + "n"  # lineage rows of the group
@@ -59,9 +60,19 @@ def count_column(j: int) -> str:
     return f"{HIDDEN_PREFIX}c{j}"
 
 
+def distinct_column(j: int) -> str:
+    """The group table's count of distinct non-NULL values of input ``j``."""
+    return f"{HIDDEN_PREFIX}d{j}"
+
+
 def extreme_column(function: str, j: int) -> str:
     """STATE's column of ``min``/``max`` of input ``j`` in the group now."""
     return f"{HIDDEN_PREFIX}{function}{j}"
+
+
+def _distinct_change_column(j: int) -> str:
+    """A changed row's change of the group's distinct count of input ``j`` (+1 enters, -1 leaves)."""
+    return f"{HIDDEN_PREFIX}dd{j}"
 
 
 def _changed_extreme_column(function: str, j: int) -> str:
@@ -86,6 +97,7 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
     inputs: dict[str, int] = {}
     summed: list[bool] = []
     extremes: dict[tuple[str, int], None] = {}
+    distinct: dict[int, None] = {}
     for aggregate in found:
         name = aggregate.sql(dialect=DIALECT).split("(")[0].lower()  # as PostgreSQL calls it (string_agg)
         if not isinstance(aggregate, KEPT):
@@ -93,8 +105,11 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
         if aggregate.find_ancestor(exp.Window, exp.Filter):
             return f"{name}() with OVER is recomputed per affected group"
         argument = aggregate.this
-        if isinstance(argument, exp.Distinct):
-            return f"{name}(DISTINCT …) is recomputed per affected group"
+        counted_distinct = isinstance(argument, exp.Distinct) and isinstance(aggregate, exp.Count)
+        if counted_distinct and len(argument.expressions) == 1:
+            argument = argument.expressions[0]
+        elif isinstance(argument, exp.Distinct):
+            return f"{name}(DISTINCT …) is recomputed per affected group (count(DISTINCT x) is kept by state)"
         if isinstance(argument, exp.Star):
             continue
         if argument.find(exp.AggFunc, exp.Subquery) or aggregate.expressions:
@@ -105,6 +120,8 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
             summed.append(False)
         if isinstance(aggregate, (exp.Min, exp.Max)):
             extremes[(name, j)] = None
+        elif counted_distinct:
+            distinct[j] = None
         else:
             summed[j] = summed[j] or not isinstance(aggregate, exp.Count)
 
@@ -114,6 +131,8 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
                 return col(unit_column(i), STATE)
         if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
             return col(ROWS, STATE)
+        if isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct):
+            return col(distinct_column(inputs[node.this.expressions[0].sql(dialect=DIALECT)]), STATE)
         if isinstance(node, (exp.Min, exp.Max)):
             return col(extreme_column(node.sql_name().lower(), inputs[node.this.sql(dialect=DIALECT)]), STATE)
         if isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
@@ -146,8 +165,9 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
             return (f"output {stray.sql(dialect=DIALECT)} is not a GROUP BY expression or an aggregate: "
                     f"its groups are recomputed")
     outputs_sql = exp.select(*outputs, exp.alias_(exp.true(), ident(PRESENT))).where(condition)
+    aggregates = tuple(dict.fromkeys(a.sql(dialect=DIALECT) for a in written))
     return AggregateDeltas(tuple(inputs), tuple(summed), outputs_sql.sql(dialect=DIALECT), groups_name(keymap),
-                           tuple(dict.fromkeys(a.sql(dialect=DIALECT) for a in written)), tuple(extremes))
+                           aggregates, tuple(extremes), tuple(distinct))
 
 
 def _without_filters(node: exp.Expr) -> exp.Expr:
@@ -158,10 +178,13 @@ def _without_filters(node: exp.Expr) -> exp.Expr:
             return filtered
         aggregate = filtered.this.copy()
         argument = aggregate.this
-        if isinstance(argument, exp.Distinct) or aggregate.expressions:
+        if aggregate.expressions or isinstance(argument, exp.Distinct) and len(argument.expressions) != 1:
             return filtered
         value = exp.Literal.number(1) if isinstance(argument, exp.Star) else argument
-        aggregate.set("this", exp.Case(ifs=[exp.If(this=filtered.expression.this.copy(), true=value.copy())]))
+        if isinstance(argument, exp.Distinct):  # NULLs are not counted: count(DISTINCT CASE … END)
+            value = argument.expressions[0]
+        case = exp.Case(ifs=[exp.If(this=filtered.expression.this.copy(), true=value.copy())])
+        aggregate.set("this", exp.Distinct(expressions=[case]) if isinstance(argument, exp.Distinct) else case)
         return aggregate
     return node.transform(rewrite)
 
@@ -198,12 +221,12 @@ def _state_columns(shape: ViewShape) -> list[str]:
     columns = [ROWS]
     for j, summed in enumerate(shape.deltas.summed):
         columns += [sum_column(j), count_column(j)] if summed else [count_column(j)]
-    return columns
+    return columns + [distinct_column(j) for j in shape.deltas.distinct]
 
 
-def _delta_sql(shape: ViewShape, since: datetime | None) -> exp.Select:
-    """Per affected group: lineage rows, sums and non-NULL counts added (now) minus removed (at the
-    last refresh)."""
+def _signed_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
+    """The changed lineage rows' group and inputs, signed: +1 now (the base tables), -1 at the
+    last refresh (the key map)."""
     assert shape.deltas is not None
     keys = keymap_key_columns(shape)
     inputs = [input_column(j) for j in range(len(shape.deltas.inputs))]
@@ -213,11 +236,49 @@ def _delta_sql(shape: ViewShape, since: datetime | None) -> exp.Select:
         .where(in_query([col(c) for c in table.keymap_columns], changed_keys_sql(table.log, since)))
         for table in shape.tables
     ])
-    signed = union_of([
+    return union_of([
         exp.select(*map(col, keys), exp.alias_(exp.Literal.number(sign), ident(SIGN)), *map(col, inputs))
         .from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident(alias))))
         for sign, rows, alias in ((1, now, "now"), (-1, before, "before"))
     ], distinct=False)
+
+
+def _distinct_changes_sql(shape: ViewShape, since: datetime | None, j: int) -> exp.Select:
+    """Per (group, value of input ``j``) among the changed rows: +1 if the value enters the group,
+    -1 if it leaves (in the column of the group's distinct count; the other columns NULL)."""
+    assert shape.deltas is not None
+    keys = keymap_key_columns(shape)
+    value = col(input_column(j))
+    pairs = (exp.select(*map(col, keys), exp.alias_(value.copy(), ident("v")),
+                        exp.alias_(exp.func("bool_or", exp.EQ(this=col(SIGN), expression=exp.Literal.number(1))),
+                                   ident("now")))
+             .from_(SIGNED).where(exp.not_(exp.Is(this=value.copy(), expression=exp.Null())))
+             .group_by(*map(col, keys), value.copy()))
+    pair = col("v", "p")
+    before = aggprobe.value_in_keymap(shape, since, j, "p", pair, untouched=False)
+    after = exp.or_(col("now", "p"), aggprobe.value_in_keymap(shape, since, j, "p", pair, untouched=True))
+    one = lambda condition: exp.Case(ifs=[exp.If(this=condition, true=exp.Literal.number(1))],  # noqa: E731
+                                     default=exp.Literal.number(0))
+    items: list[exp.Expr] = [*(col(k, "p") for k in keys), exp.alias_(exp.Literal.number(0), ident(SIGN))]
+    items += [exp.Null() for _ in shape.deltas.inputs]
+    items += [exp.Sub(this=one(after), expression=one(before)) if i == j else exp.Null()
+              for i in shape.deltas.distinct]
+    return exp.select(*items).from_(exp.Subquery(this=pairs, alias=exp.TableAlias(this=ident("p"))))
+
+
+def _delta_sql(shape: ViewShape, since: datetime | None) -> exp.Select:
+    """Per affected group (from SIGNED): lineage rows, sums and non-NULL counts added (now) minus
+    removed (at the last refresh), the MIN/MAX of the changed rows now, and the change of each
+    distinct count."""
+    assert shape.deltas is not None
+    keys = keymap_key_columns(shape)
+    inputs = [input_column(j) for j in range(len(shape.deltas.inputs))]
+    changes = [_distinct_change_column(j) for j in shape.deltas.distinct]
+    signed: exp.Query = exp.select(*map(col, [*keys, SIGN, *inputs]),
+                                   *[exp.alias_(exp.cast(exp.Null(), exp.DataType.build("bigint")), ident(c))
+                                     for c in changes]).from_(SIGNED)
+    for j in shape.deltas.distinct:
+        signed = exp.union(signed, _distinct_changes_sql(shape, since, j), distinct=False)
     sign = col(SIGN)
     items = [exp.alias_(exp.Sum(this=sign.copy()), ident(ROWS))]
     for j, summed in enumerate(shape.deltas.summed):
@@ -230,6 +291,8 @@ def _delta_sql(shape: ViewShape, since: datetime | None) -> exp.Select:
         if not shape.deltas.raw(j):  # the key map holds 1 for a non-NULL value, 0 for NULL
             counted = exp.Mul(this=sign.copy(), expression=value.copy())
         items.append(exp.alias_(exp.Sum(this=counted), ident(count_column(j))))
+    items += [exp.alias_(exp.Sum(this=col(c)), ident(distinct_column(j)))
+              for j, c in zip(shape.deltas.distinct, changes)]
     for function, j in shape.deltas.extremes:
         changed: exp.Expr = exp.Case(ifs=[exp.If(this=exp.EQ(this=sign.copy(), expression=exp.Literal.number(1)),
                                                  true=col(input_column(j)))])
@@ -271,57 +334,17 @@ def _with_state(query: _WithCTEs, shape: ViewShape, since: datetime | None, extr
     """``query`` with the CTEs DELTA and STATE (with ``extremes``: STATE also holds each group's
     MIN/MAX now)."""
     assert shape.deltas is not None
-    query = query.with_(DELTA, as_=_delta_sql(shape, since))
+    query = query.with_(SIGNED, as_=_signed_sql(shape, since)).with_(DELTA, as_=_delta_sql(shape, since))
     if not extremes or not shape.deltas.extremes:
         return query.with_(STATE, as_=_state_sql(shape))
     items: list[exp.Expr] = [exp.Star()]
     for function, j in shape.deltas.extremes:
         combine = exp.Least if function == "min" else exp.Greatest
-        kept = _kept_extreme(shape, since, function, j)
+        kept = aggprobe.kept_extreme(shape, since, function, j, GROUP_STATE)
         now = col(_changed_extreme_column(function, j), GROUP_STATE)
         items.append(exp.alias_(combine(this=kept, expressions=[now]), ident(extreme_column(function, j))))
     extended = exp.select(*items).from_(exp.Table(this=ident(GROUP_STATE)))
     return query.with_(GROUP_STATE, as_=_state_sql(shape)).with_(STATE, as_=extended)
-
-
-def _kept_extreme(shape: ViewShape, since: datetime | None, function: str, j: int) -> exp.Expr:
-    """The min/max of input ``j`` over a group's key-map rows that no change of the window touched
-    (they hold their values now): an index probe on (group, input) that stops at the first row
-    whose base keys are all unchanged. A group key holding NULL is matched by IS NULL."""
-    keys = keymap_key_columns(shape)
-    value = col(input_column(j), "m")
-    untouched = [exp.Not(this=in_query([col(c, "m") for c in t.keymap_columns], changed_keys_sql(t.log, since)))
-                 for t in shape.tables]
-    patterns: list[tuple[bool | None, ...]] = (
-        list(itertools.product((False, True), repeat=len(keys))) if len(keys) <= 3
-        else [(False,) * len(keys), (None,) * len(keys)])
-    branches: list[exp.Query] = []
-    for nulls in patterns:  # per key: False equal, True both NULL, None null-safe (some key NULL)
-        match: list[exp.Expr] = []
-        for k, null in zip(keys, nulls):
-            mine, theirs = col(k, "m"), col(k, GROUP_STATE)
-            if null is None:
-                match.append(exp.NullSafeEQ(this=mine, expression=theirs))
-            elif null:
-                match += [exp.Is(this=mine, expression=exp.Null()), exp.Is(this=theirs, expression=exp.Null())]
-            else:
-                match.append(exp.EQ(this=mine, expression=theirs))
-        if None in nulls:
-            match.append(exp.or_(*[exp.Is(this=col(k, GROUP_STATE), expression=exp.Null()) for k in keys]))
-        keymap = keymap_table(shape)
-        keymap.set("alias", exp.TableAlias(this=ident("m")))
-        branches.append(
-            exp.select(value.copy()).from_(keymap)
-            .where(exp.and_(*match, exp.not_(exp.Is(this=value.copy(), expression=exp.Null())),
-                            *[u.copy() for u in untouched]))
-            # the index's own order (ASC NULLS LAST; backwards DESC NULLS FIRST), so it needs no sort
-            .order_by(exp.Ordered(this=value.copy(), desc=function == "max", nulls_first=function == "max"))
-            .limit(1))
-    arms = [exp.Subquery(this=b) for b in branches]
-    union = exp.union(*arms, distinct=False) if len(arms) > 1 else branches[0]
-    picked = exp.Min if function == "min" else exp.Max
-    return exp.Subquery(this=exp.select(picked(this=col(input_column(j), "b")))
-                        .from_(exp.Subquery(this=union, alias=exp.TableAlias(this=ident("b")))))
 
 
 def fast_delta_sql(shape: ViewShape, since: datetime | None) -> str:
@@ -368,6 +391,8 @@ def groups_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
                                     ident(sum_column(j))))
         counted = exp.Count(this=value.copy()) if shape.deltas.raw(j) else exp.Sum(this=value.copy())
         items.append(exp.alias_(counted, ident(count_column(j))))
+    items += [exp.alias_(exp.Count(this=exp.Distinct(expressions=[col(input_column(j))])), ident(distinct_column(j)))
+              for j in shape.deltas.distinct]
     grouped = exp.select(*items).from_(keymap_table(shape)).group_by(*map(col, keys)).sql(dialect=DIALECT)
     if exists:
         return [f"TRUNCATE {table}", f"INSERT INTO {table} {grouped}"]

@@ -62,15 +62,18 @@ class AggregateDeltas:
     aggregates: tuple[str, ...]  # the view's aggregates, as written (for explain)
     # ("min" | "max", input): kept in the key map as values, found per group by an index probe
     extremes: tuple[tuple[str, int], ...] = ()
+    # inputs counted DISTINCT: the group table keeps the count, the key map's probes its changes
+    distinct: tuple[int, ...] = ()
 
     def raw(self, j: int) -> bool:
-        """Whether the key map keeps input ``j``'s value (summed or an extreme), not 1/0 for non-NULL."""
-        return self.summed[j] or any(i == j for _, i in self.extremes)
+        """Whether the key map keeps input ``j``'s value (summed, an extreme, counted distinct), not
+        1/0 for non-NULL."""
+        return self.summed[j] or j in self.probed
 
     @property
     def probed(self) -> tuple[int, ...]:
-        """The inputs the key map is indexed on per group (an extreme's probe)."""
-        return tuple(dict.fromkeys(j for _, j in self.extremes))
+        """The inputs the key map is indexed on per group (MIN/MAX and COUNT(DISTINCT …) probes)."""
+        return tuple(dict.fromkeys([*(j for _, j in self.extremes), *self.distinct]))
 
 
 @dataclass(frozen=True)
