@@ -149,11 +149,17 @@ class CatalogConfig(_Strict):
         return value
 
 
+REWRITE_MAX_ROWS = 100_000  # see DeltaConfig.rewrite_max_rows
+
+
 class DeltaConfig(_Strict):
     """Delta table features of every view (a view may set its own)."""
 
     # Cheaper MERGEs of scattered changes; Spark and polars read such tables, deltalake does not.
     deletion_vectors: bool = False
+    # A fast refresh of a view of at most this many rows (and no change feed) rewrites its table
+    # instead of merging into it: cheaper below Delta's MERGE floor (BENCHMARKS.md). 0: always MERGE.
+    rewrite_max_rows: int = Field(default=REWRITE_MAX_ROWS, ge=0)
 
 
 class Config(_Strict):

@@ -50,6 +50,7 @@ class RefreshPlan:
     shape: ViewShape
     partitions: tuple[str, ...] = ()  # complete refresh: one JDBC read per WHERE clause (empty: one read)
     row_hash: bool = True  # fast refresh: the Delta table stores row hashes (written before they existed: False)
+    rewrite: bool = False  # fast refresh: the changes are written by rewriting the (small) table, not by a MERGE
 
     def read_sql(self, null_keys: tuple[bool, ...] = ()) -> str:
         """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
@@ -79,6 +80,7 @@ class RefreshPlan:
             # aggregate views: the aggregates kept by deltas, or why affected groups are recomputed
             "aggregate_deltas": list(self.shape.deltas.aggregates) if self.shape.deltas else None,
             "groups_recomputed": self.shape.recompute_reason,
+            "write": None if self.method is RefreshMethod.COMPLETE else "rewrite" if self.rewrite else "merge",
         }
 
     def describe(self) -> str:
@@ -92,6 +94,8 @@ class RefreshPlan:
         if self.method is RefreshMethod.FAST:
             lines.append(f"  window: snaptime$$ in {window}")
             lines.append(f"  affected: {affected_keys_how(self.shape)}")
+            lines.append("  write: " + ("the table rewritten whole (a small view without a change feed)"
+                                        if self.rewrite else "one Delta MERGE of the affected keys"))
         elif self.partitions and self.shape.range_key:
             lines.append(f"  read: {len(self.partitions)} partitions by ranges of {self.shape.range_key.column}")
         return "\n".join(lines)
@@ -127,6 +131,15 @@ def plan_refresh(
     if requested is RefreshMethod.FAST:
         raise RefreshRefused(f"view {shape.name} cannot be fast-refreshed: {blocker}", blocker)
     return plan(RefreshMethod.COMPLETE, blocker)
+
+
+def with_sized_write(plan: RefreshPlan, row_count: int | None, change_feed: bool, rewrite_max_rows: int
+                     ) -> RefreshPlan:
+    """A fast plan that rewrites the view's table whole when it held at most ``rewrite_max_rows``
+    rows after its last refresh (``row_count``) and has no change feed; else it merges."""
+    small = row_count is not None and row_count <= rewrite_max_rows
+    rewrite = plan.method is RefreshMethod.FAST and plan.row_hash and small and not change_feed
+    return dataclasses.replace(plan, rewrite=rewrite)
 
 
 def needs_complete(recorded: str | None, key_changed: Sequence[str], columns_changed: bool,

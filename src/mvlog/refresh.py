@@ -269,6 +269,7 @@ class Refresher:
             needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)
         plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
                             row_hash)
+        plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows)
         return PlannedView(view, state, plan)
 
     def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float,
@@ -330,6 +331,8 @@ class Refresher:
             with phases("write"):
                 checkpoint("after_read")
                 arm("during_merge")
+                if plan.rewrite:
+                    return self.warehouse.rewrite(plan.location, staged, plan.key_columns, metadata, txn)
                 return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn, plan.row_hash)
         self.progress(f"{plan.view}: complete refresh"
                       + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))

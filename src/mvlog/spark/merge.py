@@ -164,6 +164,52 @@ class Merger:
             version=version,
         )
 
+    def rewrite(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
+                txn: tuple[str, int] | None = None) -> WriteCounts:
+        """The same change as :meth:`merge`, written by rewriting the table whole: for a small view,
+        one overwrite costs less than a MERGE's two scans and its commit (BENCHMARKS.md). The
+        counts are the MERGE's own: rows inserted, updated (the row hash differs) and deleted,
+        from one join of the staged keys with the table. Nothing changed: nothing is committed.
+        Never for a view with a change feed, whose readers must see only the changed rows."""
+        if staged.rows == 0:
+            return WriteCounts()
+        value_columns = [c for c in staged.df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
+        source = staged.df.selectExpr("*", f"{row_hash_sql(value_columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
+        names = [f"mvlog_{role}_{uuid.uuid4().hex}" for role in ("staged", "target")]
+        s = lambda c: f"s.{quote_spark(c)}"  # noqa: E731
+        t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
+        on = " AND ".join(f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns))
+        present, hashes = f"{s(PRESENT)} IS NOT NULL", f"{t(ROW_HASH_COLUMN)} <=> {s(ROW_HASH_COLUMN)}"
+        found = f"{t(ROW_HASH_COLUMN)} IS NOT NULL"  # every stored row has a hash
+        staged_view, target_view = map(quote_spark, names)
+        counts = (f"SELECT count_if({found} AND NOT {present}), count_if({found} AND {present} AND NOT ({hashes})), "
+                  f"count_if(NOT {found} AND {present}) FROM {staged_view} s LEFT JOIN {target_view} t ON {on}")
+        try:
+            target = self.spark.read.format("delta").load(location)
+            columns = ", ".join(map(quote_spark, target.columns))
+            kept = f"SELECT t.* FROM {target_view} t LEFT ANTI JOIN {staged_view} s ON {on}"
+            new = f"SELECT {', '.join(map(s, target.columns))} FROM {staged_view} s WHERE {present}"
+            source.hint("broadcast").createOrReplaceTempView(names[0])
+            target.createOrReplaceTempView(names[1])
+            try:
+                deleted, updated, inserted = self.spark.sql(counts).collect()[0]
+                if not (deleted or updated or inserted):
+                    return WriteCounts(keys_read=staged.rows)
+                statement = f"INSERT OVERWRITE {delta_table(location)} ({columns}) {kept} UNION ALL {new}"
+                with self.delta.commit_settings(metadata, txn):
+                    self.spark.sql(statement).collect()
+                    version = self.delta.session_commit_version()
+            finally:
+                for name in names:
+                    self.spark.catalog.dropTempView(name)
+            if version is None:  # its transaction was applied before, or the session was not told
+                version = int_or_none((self.history.own_commit(location, metadata) or {}).get("version"))
+        except (SourceError, WarehouseError):
+            raise
+        except Exception as exc:
+            raise self.delta.fail(f"rewriting {location} failed", exc) from None
+        return WriteCounts(staged.rows, int(inserted), int(updated), int(deleted), version)
+
     def _has_null_key_row(self, location: str, key_columns: tuple[str, ...]) -> bool:
         condition = " AND ".join(f"{quote_spark(k)} IS NULL" for k in key_columns)
         try:

@@ -75,6 +75,11 @@ class Warehouse:
         """See :meth:`Merger.merge`."""
         return self.merger.merge(location, staged, key_columns, metadata, txn, row_hash, trust_row_hash)
 
+    def rewrite(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
+                txn: tuple[str, int] | None = None) -> WriteCounts:
+        """See :meth:`Merger.rewrite`."""
+        return self.merger.rewrite(location, staged, key_columns, metadata, txn)
+
     def history(self, location: str, limit: int | None = None) -> DataFrame:
         """See :meth:`DeltaHistory.history`."""
         return self.commits.history(location, limit)
