@@ -190,15 +190,21 @@ class Merger:
             kept = f"SELECT t.* FROM {target_view} t LEFT ANTI JOIN {staged_view} s ON {on}"
             new = f"SELECT {', '.join(map(s, target.columns))} FROM {staged_view} s WHERE {present}"
             source.hint("broadcast").createOrReplaceTempView(names[0])
-            target.createOrReplaceTempView(names[1])
+            statement = f"INSERT OVERWRITE {delta_table(location)} ({columns}) {kept} UNION ALL {new}"
             try:
-                deleted, updated, inserted = self.spark.sql(counts).collect()[0]
-                if not (deleted or updated or inserted):
-                    return WriteCounts(keys_read=staged.rows)
-                statement = f"INSERT OVERWRITE {delta_table(location)} ({columns}) {kept} UNION ALL {new}"
-                with self.delta.commit_settings(metadata, txn):
-                    self.spark.sql(statement).collect()
-                    version = self.delta.session_commit_version()
+                for attempt in range(1, MERGE_ATTEMPTS + 1):  # as the MERGE: again after a lost commit race
+                    try:
+                        self.spark.read.format("delta").load(location).createOrReplaceTempView(names[1])
+                        deleted, updated, inserted = self.spark.sql(counts).collect()[0]
+                        if not (deleted or updated or inserted):
+                            return WriteCounts(keys_read=staged.rows)
+                        with self.delta.commit_settings(metadata, txn):
+                            self.spark.sql(statement).collect()
+                            version = self.delta.session_commit_version()
+                        break
+                    except Exception as exc:
+                        if attempt == MERGE_ATTEMPTS or not _lost_commit_race(exc):
+                            raise
             finally:
                 for name in names:
                     self.spark.catalog.dropTempView(name)
