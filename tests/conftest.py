@@ -203,7 +203,9 @@ def project_maker(db: Database, directory, request) -> Iterator[Callable[..., Pr
     projects = []
 
     def make(logs: list[str | dict], views: list[dict], extra: str = "", spark_mode: str = "local",
-             warehouse: str | None = None) -> Project:
+             warehouse: str | None = None, rewrite_max_rows: int = 0) -> Project:
+        """``rewrite_max_rows`` 0: fast refreshes MERGE, as views above the threshold do (the
+        tests' views are all small); tests of the rewrite path set it (test_refresh_rewrite)."""
         import yaml
 
         spark = dict(TEST_SPARK)
@@ -215,6 +217,7 @@ def project_maker(db: Database, directory, request) -> Iterator[Callable[..., Pr
             "spark": spark,
             "logs": [t if isinstance(t, dict) else {"table": t} for t in logs],
             "views": views,
+            "delta": {"rewrite_max_rows": rewrite_max_rows},
         }
         path = directory / "mvlog.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False) + extra)

@@ -62,11 +62,12 @@ sequences = st.lists(st.one_of(ops, st.lists(ops, min_size=2, max_size=4), st.ju
                      max_size=12).filter(varied)
 
 
-def build_shop(db, make_project, views: list[dict], spark_mode: str):
+def build_shop(db, make_project, views: list[dict], spark_mode: str, rewrite_max_rows: int = 0):
     """The shop's tables and seed rows, and a project whose ``views`` are applied (built) over them."""
     db.execute(SCHEMA)
     db.execute(SEED)
-    project = make_project(["nation", "customers", "orders"], views, spark_mode=spark_mode)
+    project = make_project(["nation", "customers", "orders"], views, spark_mode=spark_mode,
+                           rewrite_max_rows=rewrite_max_rows)
     builds = project.apply().builds
     assert [r.error for r in builds] == [None] * len(views)
     return project
@@ -97,11 +98,11 @@ class SharedShop:
 
 
 @contextlib.contextmanager
-def shared_shop(request, pg, directory, views: list[dict], spark_mode: str):
+def shared_shop(request, pg, directory, views: list[dict], spark_mode: str, rewrite_max_rows: int = 0):
     """A :class:`SharedShop` in a database of its own on ``pg`` (files in ``directory``), for a
     module-scoped fixture."""
     with new_database(pg) as db, project_maker(db, directory, request) as make:
-        yield SharedShop(build_shop(db, make, views, spark_mode), db, views)
+        yield SharedShop(build_shop(db, make, views, spark_mode, rewrite_max_rows), db, views)
 
 
 def build_large_shop(db) -> None:

@@ -5,8 +5,9 @@ race (a part of :class:`mvlog.spark.warehouse.Warehouse`, on its :class:`DeltaSe
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mvlog.errors import SourceError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
@@ -25,6 +26,7 @@ MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 MERGE_CONF = {MATERIALIZE_SOURCE: "none", "spark.sql.adaptive.enabled": "false"}
 BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
 MERGE_ATTEMPTS = 3  # a MERGE that lost a commit race to another writer of the table runs again
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -129,17 +131,13 @@ class Merger:
                 f"VALUES ({', '.join(map(s, value_columns))})"
             )
             source.createOrReplaceTempView(view)
+            def attempt() -> tuple[list, int | None]:
+                # The source is staged already: Delta need not materialize it again.
+                with self.delta.commit_settings(metadata, txn, MERGE_CONF):
+                    return self.spark.sql(statement).collect(), self.delta.session_commit_version()
+
             try:
-                for attempt in range(1, MERGE_ATTEMPTS + 1):
-                    try:
-                        # The source is staged already: Delta need not materialize it again.
-                        with self.delta.commit_settings(metadata, txn, MERGE_CONF):
-                            rows = self.spark.sql(statement).collect()
-                            version = self.delta.session_commit_version()
-                        break
-                    except Exception as exc:
-                        if attempt == MERGE_ATTEMPTS or not _lost_commit_race(exc):
-                            raise
+                rows, version = _until_committed(attempt)
             finally:
                 self.spark.catalog.dropTempView(view)
         except (SourceError, WarehouseError):
@@ -191,23 +189,22 @@ class Merger:
             new = f"SELECT {', '.join(map(s, target.columns))} FROM {staged_view} s WHERE {present}"
             source.hint("broadcast").createOrReplaceTempView(names[0])
             statement = f"INSERT OVERWRITE {delta_table(location)} ({columns}) {kept} UNION ALL {new}"
+            def attempt() -> tuple[tuple[int, int, int], int | None]:
+                self.spark.read.format("delta").load(location).createOrReplaceTempView(names[1])
+                changed = tuple(self.spark.sql(counts).collect()[0])
+                if not any(changed):
+                    return (0, 0, 0), None
+                with self.delta.commit_settings(metadata, txn):
+                    self.spark.sql(statement).collect()
+                    return changed, self.delta.session_commit_version()
+
             try:
-                for attempt in range(1, MERGE_ATTEMPTS + 1):  # as the MERGE: again after a lost commit race
-                    try:
-                        self.spark.read.format("delta").load(location).createOrReplaceTempView(names[1])
-                        deleted, updated, inserted = self.spark.sql(counts).collect()[0]
-                        if not (deleted or updated or inserted):
-                            return WriteCounts(keys_read=staged.rows)
-                        with self.delta.commit_settings(metadata, txn):
-                            self.spark.sql(statement).collect()
-                            version = self.delta.session_commit_version()
-                        break
-                    except Exception as exc:
-                        if attempt == MERGE_ATTEMPTS or not _lost_commit_race(exc):
-                            raise
+                (deleted, updated, inserted), version = _until_committed(attempt)
             finally:
                 for name in names:
                     self.spark.catalog.dropTempView(name)
+            if not (deleted or updated or inserted):
+                return WriteCounts(keys_read=staged.rows)
             if version is None:  # its transaction was applied before, or the session was not told
                 version = int_or_none((self.history.own_commit(location, metadata) or {}).get("version"))
         except (SourceError, WarehouseError):
@@ -228,6 +225,17 @@ def _null_key_delete(columns: list[str]) -> str:
     """Spark SQL: a staged row that deletes the view row whose key columns are all NULL."""
     keys = [c for c in columns if c.startswith(CHANGED_KEY_PREFIX)]
     return " AND ".join([*(f"{quote_spark(k)} IS NULL" for k in keys), f"{quote_spark(PRESENT)} IS NULL"])
+
+
+def _until_committed(attempt: Callable[[], _T]) -> _T:
+    """``attempt()``, run again (up to MERGE_ATTEMPTS times) while it loses a commit race."""
+    for _ in range(1, MERGE_ATTEMPTS):
+        try:
+            return attempt()
+        except Exception as exc:
+            if not _lost_commit_race(exc):
+                raise
+    return attempt()
 
 
 def _lost_commit_race(exc: BaseException) -> bool:
