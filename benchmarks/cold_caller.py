@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=2000, help="accounts updated before each fast refresh")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--engine-only", action="store_true", help="skip the runs on a Spark of their own")
+    parser.add_argument("--deletion-vectors", action="store_true", help="the views' tables with deletion vectors")
     args = parser.parse_args()
     accounts = args.scale * 100_000
     rng = random.Random(4711)
@@ -103,7 +104,8 @@ def main() -> None:
         pgbench(pg, "-i", "-q", "-s", str(args.scale), "-I", "dtgvp")
         config = tmp_path / "mvlog.yaml"
         config.write_text(yaml.safe_dump({"source": {"dsn": dsn}, "warehouse": str(tmp_path / "wh"), "spark": SPARK,
-                                          "logs": [{"table": "pgbench_accounts"}], "views": VIEWS}, sort_keys=False))
+                                          "logs": [{"table": "pgbench_accounts"}], "views": VIEWS,
+                                          "delta": {"deletion_vectors": args.deletion_vectors}}, sort_keys=False))
         os.environ[engine.ENGINE_DIR_ENV] = str(tmp_path / "engine")
         started = time.perf_counter()
         info = engine.start(SparkConfig(**SPARK), port=free_port())
