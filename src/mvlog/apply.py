@@ -23,7 +23,7 @@ from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
-from mvlog.sql import aggdelta, keymap, rewrite, sqlgen, union
+from mvlog.sql import aggdelta, aggplan, keymap, rewrite, sqlgen, union
 from mvlog.sql.analysis import analyze
 from mvlog.sql.expansion import Expansion, expand_views, redefined_view
 from mvlog.sql.shape import ViewShape, downgrade
@@ -140,8 +140,8 @@ class Registrar:
                 for keymapped in keyed:
                     self.source.describe_query(cur, keymap.keymap_probe_sql(keymapped))
                 if shape.deltas is not None:  # sums of floating-point inputs would drift: recompute those
-                    type_oids = [d[1] for d in self.source.describe_query(cur, aggdelta.inputs_probe_sql(shape))]
-                    inexact = aggdelta.exact_inputs_reason(shape.deltas, type_oids)
+                    type_oids = [d[1] for d in self.source.describe_query(cur, aggplan.inputs_probe_sql(shape))]
+                    inexact = aggplan.exact_inputs_reason(shape.deltas, type_oids)
                     if inexact:
                         shape = dataclasses.replace(shape, deltas=None, recompute_reason=inexact)
                         keyed = union.keyed_branches(shape)

@@ -57,10 +57,6 @@ def _untouched(shape: ViewShape, since: datetime | None) -> list[exp.Expr]:
             for t in shape.tables]
 
 
-def _keymap() -> exp.TableAlias:
-    return exp.TableAlias(this=ident(MAP))
-
-
 def kept_extreme(shape: ViewShape, since: datetime | None, function: str, j: int, group: str) -> exp.Expr:
     """``min``/``max`` of input ``j`` over the untouched key-map rows of ``group``."""
     value = col(input_column(j), MAP)

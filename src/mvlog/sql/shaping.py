@@ -9,7 +9,7 @@ import dataclasses
 from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, LogInfo
-from mvlog.sql.aggdelta import plan_deltas
+from mvlog.sql.aggplan import plan_deltas
 from mvlog.sql.analysis import (
     DIALECT,
     Analysis,
