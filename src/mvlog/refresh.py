@@ -355,6 +355,17 @@ class Refresher:
         reason = "the state of its groups is built by its next complete refresh"
         return dataclasses.replace(plan, shape=dataclasses.replace(shape, deltas=None, recompute_reason=reason))
 
+    def _keymap_rebuild(self, cur: Cursor, shape: ViewShape) -> list[str]:
+        """Statements that rebuild a key map from the base tables. The existing one is refilled only
+        if its columns and probe indexes still fit (a changed primary key changes the columns): a
+        refresh role may refill a table it does not own."""
+        current = self.source.relation_columns(cur, keymap.keymap_table(shape).sql(dialect=DIALECT))
+        indexed = all(self.source.relation_columns(cur, keymap.qualified(name)) is not None
+                      for name in keymap.probe_indexes(shape))  # an index has columns too
+        if current is not None and (current != keymap.keymap_all_columns(shape) or not indexed):
+            return [keymap.drop_keymap_sql(shape.keymap or ""), *keymap.keymap_rebuild_sql(shape, exists=False)]
+        return keymap.keymap_rebuild_sql(shape, exists=current is not None)
+
     def _groups_rebuild(self, cur: Cursor, shape: ViewShape) -> list[str]:
         """Statements that rebuild an aggregate's group table from its rebuilt key map (a view whose
         groups are recomputed drops it)."""
@@ -380,17 +391,7 @@ class Refresher:
                 self.catalog.drop_keymap(cur, view.name)
             for keymapped in keyed:
                 if complete:
-                    # Refill the existing key map only if its columns still fit (a changed primary key
-                    # changes them): a refresh role may refill a table it does not own.
-                    table = keymap.keymap_table(keymapped).sql(dialect=DIALECT)
-                    current = self.source.relation_columns(cur, table)
-                    indexed = all(self.source.relation_columns(cur, keymap.qualified(name)) is not None
-                                  for name in keymap.probe_indexes(keymapped))  # an index has columns too
-                    if current is not None and (current != keymap.keymap_all_columns(keymapped) or not indexed):
-                        cur.execute(keymap.drop_keymap_sql(keymapped.keymap or ""))
-                        current = None
-                    statements = keymap.keymap_rebuild_sql(keymapped, exists=current is not None)
-                    statements += self._groups_rebuild(cur, keymapped)
+                    statements = self._keymap_rebuild(cur, keymapped) + self._groups_rebuild(cur, keymapped)
                 else:  # the group table's update reads the key map as of the last refresh: first
                     statements = aggdelta.groups_update_sql(keymapped, plan.since) if keymapped.deltas else []
                     statements += keymap.keymap_update_sql(keymapped, plan.since)
