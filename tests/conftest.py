@@ -243,11 +243,24 @@ def visible_columns(columns: list[str]) -> list[str]:
     return [c for c in columns if not c.startswith("_mvlog_")]
 
 
+def query_in_postgres(project, view: str) -> str:
+    """The view's query as PostgreSQL runs it: the project's views it reads (by plain name) as
+    CTEs of the same names before it, upstreams first — PostgreSQL's own meaning of the names."""
+    from mvlog.sql.dependencies import ViewGraph
+
+    config = project.config.view(view)
+    upstreams = ViewGraph.of(project.config.views).closure([config.name])[:-1]
+    query = config.query.strip().rstrip(";")
+    if not upstreams:
+        return query
+    ctes = ", ".join(f'"{name}" AS ({project.config.view(name).query.strip().rstrip(";")})' for name in upstreams)
+    return f"WITH {ctes} {query}"
+
+
 def assert_view_matches(project, view: str) -> None:
     """The oracle: the Delta view equals its query run in PostgreSQL (EXCEPT ALL both ways)."""
     spark = project.warehouse.spark
-    config = project.config.view(view)
-    expected = project.warehouse.read(project.jdbc, config.query.strip().rstrip(";"), snapshot=None)
+    expected = project.warehouse.read(project.jdbc, query_in_postgres(project, view), snapshot=None)
     actual = spark.read.format("delta").load(project.config.view_location(view))
     assert visible_columns(actual.columns) == expected.columns, f"{view}: columns differ"
     actual = actual.select(*[actual[c] for c in expected.columns])

@@ -69,7 +69,7 @@ def build_shop(db, make_project, views: list[dict], spark_mode: str, rewrite_max
     project = make_project(["nation", "customers", "orders"], views, spark_mode=spark_mode,
                            rewrite_max_rows=rewrite_max_rows)
     builds = project.apply().builds
-    assert [r.error for r in builds] == [None] * len(views)
+    assert [r.error for r in builds] == [None] * len(views), [(r.view, r.error) for r in builds]
     return project
 
 

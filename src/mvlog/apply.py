@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -25,7 +26,8 @@ from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
 from mvlog.sql import aggdelta, aggplan, keymap, rewrite, sqlgen, union
 from mvlog.sql.analysis import analyze
-from mvlog.sql.expansion import Expansion, expand_views, redefined_view
+from mvlog.sql.dependencies import ViewGraph
+from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
 from mvlog.sql.shape import ViewShape, downgrade
 from mvlog.sql.shaping import shape_view
 
@@ -160,11 +162,34 @@ class Registrar:
     def signature(self, cur: Cursor, query: str) -> str:
         """What a view's next refresh compares to see whether it must be complete: the query's
         output columns and the definitions of the PostgreSQL views it reads."""
-        return self.expand(cur, query).signature(self.source.describe_query(cur, query))
+        expansion = self.expand(cur, query)
+        return expansion.signature(self.source.describe_query(cur, expansion.query))
+
+    @cached_property
+    def graph(self) -> ViewGraph:
+        """Which views of the configuration read which others (a cycle is a :class:`ConfigError`)."""
+        return ViewGraph.of(self.config.views)
 
     def expand(self, cur: Cursor, query: str) -> Expansion:
-        """``query`` with the PostgreSQL views it reads expanded to their definitions."""
-        return expand_views(query, lambda schema, name: self.source.view_definition(cur, schema, name))
+        """``query`` with the views it reads expanded to their definitions: the project's views
+        (a plain name), then PostgreSQL's."""
+        self.graph  # noqa: B018  a cycle is refused before any view is expanded
+
+        def lookup(schema: str | None, name: str) -> PgView | None:
+            if schema is None:
+                try:
+                    upstream = self.config.view(name)
+                except KeyError:
+                    upstream = None
+                if upstream is not None:
+                    same = self.source.relation_on_path(cur, name)
+                    if same is not None:
+                        raise ConfigError(f"{name} is both a view of this project and the PostgreSQL relation "
+                                          f"{same}; rename the view, or schema-qualify the table")
+                    return PgView(upstream.name, upstream.query, upstream=True)
+            return self.source.view_definition(cur, schema, name)
+
+        return expand_views(query, lookup)
 
     def explain(self, view: ViewConfig) -> Explanation:
         """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW): its query
@@ -188,7 +213,9 @@ class Registrar:
                     missing.append(table.qualified)
             shape = None if missing else self.check_view(cur, index, view, logs, check_fast=False).shape
             columns = [d[0] for d in self.source.describe_query(cur, expansion.query)]
-        result = explain(view.name, view.refresh.value, analysis, shape, missing, [v.name for v in expansion.views])
+        result = explain(view.name, view.refresh.value, analysis, shape, missing, expansion.pg_views)
+        result.upstreams = expansion.upstreams
+        result.dependents = list(self.graph.dependents(view.name))
         result.table_features = self.table_features(view, columns)
         return result
 

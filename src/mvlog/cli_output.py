@@ -75,7 +75,8 @@ def print_status(data: dict) -> None:
         views.add_column(column)
     for v in data["views"]:
         color = {"fresh": "green", "stale": "yellow"}.get(v["staleness"], "red")
-        views.add_row(v["name"], v["class"], v["refresh"], f"[{color}]{v['staleness']}[/{color}]",
+        reads = f" (reads {', '.join(v['upstreams'])})" if v.get("upstreams") else ""
+        views.add_row(v["name"] + reads, v["class"], v["refresh"], f"[{color}]{v['staleness']}[/{color}]",
                       duration_text(v["lag_seconds"]), freshness_text(v),
                       str(v["pending_log_rows"]), "" if v["rows"] is None else str(v["rows"]),
                       f"{v['last_refresh'] or 'never'} ({v['last_method'] or '-'})", v["location"])
@@ -97,6 +98,9 @@ def print_explain(result: Explanation) -> None:
               f"key {', '.join(result.key) or '-'}, tables {', '.join(result.base_tables)}"
               + (f" (through PostgreSQL views {', '.join(result.pg_views)}, expanded)" if result.pg_views else ""),
               markup=False)
+    if result.upstreams or result.dependents:
+        out.print(f"reads views {', '.join(result.upstreams) or '-'} (expanded to their queries, refreshed first "
+                  f"from the same snapshot); read by views {', '.join(result.dependents) or '-'}", markup=False)
     table = Table(show_edge=False)
     for column in ("capability", "possible", "reason"):
         table.add_column(column, no_wrap=column != "reason")

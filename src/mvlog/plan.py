@@ -152,8 +152,8 @@ def needs_complete(recorded: str | None, key_changed: Sequence[str], columns_cha
         return recorded
     if key_changed:
         return f"the primary key of {key_changed[0]} changed"
-    if redefined:
-        return f"PostgreSQL view {redefined} was redefined"
+    if redefined:  # PostgreSQL's views by qualified name, the project's by plain name
+        return f"{'PostgreSQL view' if '.' in redefined else 'view'} {redefined} was redefined"
     if columns_changed:
         what = f" ({last_ddl[0]} on {last_ddl[1]})" if last_ddl else ""
         return f"the columns of its query changed{what}"

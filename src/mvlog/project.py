@@ -165,6 +165,8 @@ class Project:
             self.registrar.register(cur, report)
         unbuilt = self.catalog.unbuilt_views()
         pending = [v.name for v in self.config.views if v.name in unbuilt or not occupants[v.name].delta]
+        # A view built (again) changes what the views reading it mean: rebuild those with it.
+        pending += [name for name in self.registrar.graph.downstream(pending) if name not in pending]
         if pending:
             report.builds = self.refresh(pending, complete=True, register=False)  # registered below
         for view in self.config.views:  # change_feed: or deletion_vectors: changed on a built view
@@ -216,13 +218,17 @@ class Project:
     def refresh(self, names: list[str] | None = None, complete: bool = False, group: str | None = None,
                 raise_on_error: bool = False, concurrency: int | None = None,
                 wait: float = 0.0, register: bool = True) -> list[RefreshResult]:
-        """Refresh views: named ones, a group's, or all. Views of one group share one stamp and
-        snapshot; up to ``concurrency`` (default: the configuration's) views or groups at once.
-        A view another process is refreshing is waited for up to ``wait`` seconds, then skipped."""
-        views = self._select_views(names, group)
+        """Refresh views: named ones, a group's, or all — with the views they read (refreshed
+        first, by their own method; ``complete`` applies to the views asked for). Views of one
+        group, and views that read one another, share one stamp and snapshot; up to
+        ``concurrency`` (default: the configuration's) such units at once. A view another process
+        is refreshing is waited for up to ``wait`` seconds, then skipped."""
+        asked = self._select_views(names, group)
+        views = [self.config.view(name) for name in self.registrar.graph.closure(v.name for v in asked)]
         self.catalog.check()
         self.warehouse  # noqa: B018  start Spark first: no view's time includes the JVM start
-        results = self.refresher.run(views, complete, concurrency or self.config.concurrency, self._lane, wait)
+        results = self.refresher.run(views, {v.name for v in asked} if complete else (),
+                                     concurrency or self.config.concurrency, self._lane, wait)
         # A session catalog of Spark's own forgets its tables with the process: register them again.
         if register:
             self._register_tables([r.view for r in results if r.status == "succeeded"])
@@ -300,6 +306,11 @@ class Project:
         """Unregister views (they stop pinning their logs) and drop their key maps; optionally delete
         their Delta tables. Returns what was done, one line each."""
         self.catalog.check()
+        for name in names:
+            readers = [v for v in self.registrar.graph.dependents(name) if v not in names]
+            if readers:
+                raise UsageError(f"view {name} is read by the configuration's view(s) {', '.join(readers)}; "
+                                 f"drop those too, or change their queries first")
         if delete_data:
             self.warehouse.check_can_delete()  # before anything is unregistered
         done = []

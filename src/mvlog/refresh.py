@@ -15,7 +15,7 @@ import dataclasses
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
@@ -37,6 +37,7 @@ from mvlog.progress import Reporter
 from mvlog.spark.warehouse import Warehouse, WriteCounts
 from mvlog.sql import aggdelta, keymap, union
 from mvlog.sql.analysis import DIALECT, ViewClass
+from mvlog.sql.dependencies import ViewGraph
 from mvlog.sql.shape import ViewShape, groups_name
 
 
@@ -121,18 +122,23 @@ class Phases:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
 
 
-def refresh_units(views: list[ViewConfig]) -> list[list[ViewConfig]]:
-    """What is refreshed together: a refresh group's views (from one snapshot), else each view alone."""
+def refresh_units(views: list[ViewConfig], graph: ViewGraph | None = None) -> list[list[ViewConfig]]:
+    """What is refreshed together, from one snapshot: a refresh group's views, and views that read
+    one another (``graph``), upstreams first; else each view alone."""
     units: list[list[ViewConfig]] = []
-    groups: dict[str, list[ViewConfig]] = {}
     for view in views:
-        if view.group is None:
+        joined = [i for i, unit in enumerate(units) if any(
+            (view.group is not None and other.group == view.group)
+            or (graph is not None and graph.connected(view.name, other.name)) for other in unit)]
+        if not joined:
             units.append([view])
-        elif view.group in groups:
-            groups[view.group].append(view)
-        else:
-            groups[view.group] = [view]
-            units.append(groups[view.group])
+            continue
+        units[joined[0]] = [v for i in joined for v in units[i]] + [view]
+        for i in reversed(joined[1:]):
+            del units[i]
+    if graph is not None:
+        by_name = {v.name: v for v in views}
+        units = [[by_name[n] for n in graph.ordered(v.name for v in unit)] for unit in units]
     return units
 
 
@@ -152,7 +158,7 @@ class _Lanes:
                 lane = self._local.lane = self._stack.enter_context(self._new_lane())
         return lane
 
-    def refresh_unit(self, views: list[ViewConfig], complete: bool, wait: float) -> list[RefreshResult]:
+    def refresh_unit(self, views: list[ViewConfig], complete: Collection[str], wait: float) -> list[RefreshResult]:
         """:meth:`Refresher.refresh_unit` on the calling thread's lane."""
         return self.current().refresh_unit(views, complete, wait)
 
@@ -190,17 +196,19 @@ class Refresher:
     def warehouse(self) -> Warehouse:
         return self._warehouse()
 
-    def run(self, views: list[ViewConfig], complete: bool, concurrency: int = 1,
+    def run(self, views: list[ViewConfig], complete: Collection[str], concurrency: int = 1,
             new_lane: Callable[[], AbstractContextManager[Refresher]] | None = None,
             wait: float = 0.0) -> list[RefreshResult]:
-        """Refresh views; the views of one group as one unit, every other view alone. With
+        """Refresh views (those named in ``complete`` by a complete refresh); the views of one group,
+        and views that read one another, as one unit; every other view alone. With
         ``new_lane`` (a Refresher on connections and a Spark session of its own), up to
         ``concurrency`` units run at once; results come in the order of ``views``. A unit that
         another process is refreshing is waited for up to ``wait`` seconds, then skipped."""
-        units = refresh_units(views)
+        units = refresh_units(views, self.registrar.graph)
         workers = min(concurrency, len(units)) if new_lane is not None else 1
         done: dict[int, list[RefreshResult]] = {}
-        with self.reporter.task("refreshing" if not complete else "building", len(views)):
+        building = {v.name for v in views} <= set(complete)
+        with self.reporter.task("building" if building else "refreshing", len(views)):
             if workers <= 1 or new_lane is None:
                 for i, unit in enumerate(units):
                     done[i] = self._reported(self.refresh_unit(unit, complete, wait))
@@ -218,14 +226,15 @@ class Refresher:
             self.reporter.advance(f"{result.view} ({what})")
         return results
 
-    def refresh_unit(self, views: list[ViewConfig], complete: bool, wait: float = 0.0) -> list[RefreshResult]:
+    def refresh_unit(self, views: list[ViewConfig], complete: Collection[str],
+                     wait: float = 0.0) -> list[RefreshResult]:
         """Refresh views from one stamp S and one exported snapshot (all of them, or none: skipped
         when another process holds one of them for more than ``wait`` seconds)."""
         started = {v.name: time.monotonic() for v in views}
         names = [v.name for v in views]
         try:
             with self.catalog.lock_views(names, wait):
-                planned = [self._plan(view, complete, for_refresh=True) for view in views]
+                planned = [self._plan(view, view.name in complete, for_refresh=True) for view in views]
                 logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
                 self.catalog.close_interrupted(names)
                 checkpoint("before_stamp")

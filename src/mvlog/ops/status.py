@@ -32,6 +32,7 @@ class Status:
     def report(self) -> dict[str, Any]:
         """Views (staleness, pending changes, rows) and logs (size, oldest unconsumed change)."""
         logs = self.logs.registered()
+        graph = self.registrar.graph
         views = []
         for row in self.catalog.view_status_rows():
             pending = self.logs.pending([logs[t] for t in row.tables if t in logs], row.last_snaptime)
@@ -58,6 +59,7 @@ class Status:
                 "last_refresh": row.last_refresh_at.isoformat() if row.last_refresh_at else None,
                 "last_method": row.last_method, "staleness": staleness, "needs_complete_reason": needs,
                 "pending_log_rows": pending.rows, "rows": row.row_count, "base_tables": sorted(row.tables),
+                "upstreams": list(graph.upstreams.get(row.name, ())), "dependents": list(graph.dependents(row.name)),
                 **self.freshness.status_fields(row, pending),
             })
         return {"views": views, "logs": self.log_rows(logs)}

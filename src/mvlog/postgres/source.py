@@ -227,6 +227,15 @@ class Source:
         )
         return [name for (name,) in cur.fetchall() if fnmatch.fnmatchcase(name, pattern)]
 
+    def relation_on_path(self, cur: Cursor, name: str) -> str | None:
+        """The qualified name of the relation (table, view, …) an unqualified ``name`` resolves to
+        on the search path, or None."""
+        cur.execute(sql.SQL("SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class AS c "
+                            "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE c.oid = to_regclass({})")
+                    .format(sql.Literal(sql.Identifier(name).as_string(cur))))
+        row = cur.fetchone()
+        return None if row is None else str(row[0])
+
     def resolve_table(self, cur: Cursor, schema: str | None, name: str) -> TableInfo | None:
         """Look a table up as PostgreSQL would (search_path when unqualified)."""
         ident = sql.Identifier(schema, name) if schema else sql.Identifier(name)

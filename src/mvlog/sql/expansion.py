@@ -26,11 +26,13 @@ MAX_DEPTH = 32  # views over views; PostgreSQL itself forbids cycles
 @dataclass(frozen=True)
 class PgView:
     """A plain PostgreSQL view: its qualified name, its definition (``pg_get_viewdef`` with every
-    name qualified) and whether it is a security barrier (PostgreSQL does not merge those)."""
+    name qualified) and whether it is a security barrier (PostgreSQL does not merge those) — or,
+    ``upstream``, a view of the project read by its plain name, with its query as definition."""
 
     name: str
     definition: str
     security_barrier: bool = False
+    upstream: bool = False
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,16 @@ class Expansion:
 
     query: str
     views: tuple[PgView, ...] = ()
+
+    @property
+    def upstreams(self) -> list[str]:
+        """The project's views the query reads, directly or through others."""
+        return [v.name for v in self.views if v.upstream]
+
+    @property
+    def pg_views(self) -> list[str]:
+        """The PostgreSQL views the query reads, directly or through others."""
+        return [v.name for v in self.views if not v.upstream]
 
     @property
     def barrier(self) -> PgView | None:

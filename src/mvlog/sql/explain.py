@@ -29,6 +29,8 @@ class Explanation:
     key: list[str]
     capabilities: list[Capability] = field(default_factory=list)
     pg_views: list[str] = field(default_factory=list)  # PostgreSQL views the query reads, expanded
+    upstreams: list[str] = field(default_factory=list)  # the project's views it reads, expanded
+    dependents: list[str] = field(default_factory=list)  # the project's views that read it directly
     # The Delta table features the view's table has, each with why ("column mapping: column 'a b'").
     table_features: list[str] = field(default_factory=list)
 

@@ -249,8 +249,10 @@ def _merge_spj(select: exp.Select, position: int, source: exp.Subquery, join: ex
         # so that a missing partner yields NULLs in the merged query too.
         if inner_joins or not all(isinstance(e, exp.Column) for e in _outputs(inner).values()):
             return
-    if position > 0 and inner_joins:
-        return  # a join nested after another FROM item would change the join order
+    inner_only = all(join_side(j) in ("INNER", "CROSS") and not j.args.get("using") for j in inner_joins)
+    if position > 0 and inner_joins and not (join is not None and side in ("INNER", "CROSS")
+                                             and not join.args.get("using") and inner_only):
+        return  # a join nested after another FROM item, under an outer join: the join order matters
     alias = _source_alias(source)
     _rename_aliases(inner, taken)
     outputs = _outputs(inner)
@@ -267,6 +269,18 @@ def _merge_spj(select: exp.Select, position: int, source: exp.Subquery, join: ex
                 first_join.set("on", exp.and_(first_join.args["on"], where.this.copy()))
             else:
                 select.where(where.this.copy(), copy=False)
+    elif inner_joins:  # A JOIN (B JOIN C ON c1 WHERE w) s ON c2 = A JOIN B ON true JOIN C ON c1 AND c2 AND w
+        condition = [c for c in (join.args.get("on"), where.this if where is not None else None) if c is not None]
+        join.set("this", first)
+        join.set("on", exp.true())
+        join.set("kind", None)
+        added = [j.copy() for j in inner_joins]
+        last = added[-1]
+        last.set("on", exp.and_(*[c for c in (last.args.get("on"), *condition) if c is not None]).copy())
+        last.set("kind", None)
+        joins = list(select.args["joins"])
+        at = next(i for i, j in enumerate(joins) if j is join)
+        select.set("joins", joins[:at + 1] + added + joins[at + 1:])
     else:
         join.set("this", first)
         if where is not None:
