@@ -76,9 +76,10 @@ def test_classes(query, view_class):
         ("SELECT * FROM (SELECT a FROM t) x", "FROM items other than tables"),
         ("WITH x AS (SELECT a FROM t) SELECT a FROM x", "WITH"),
         ("SELECT * FROM generate_series(1, 3)", "FROM items other than tables"),
-        ("SELECT a, b, sum(c) FROM t GROUP BY GROUPING SETS ((a), (a, b), ())", "GROUPING SETS, CUBE and ROLLUP"),
-        ("SELECT a, b, sum(c) FROM t GROUP BY ROLLUP (a, b)", "GROUPING SETS, CUBE and ROLLUP"),
-        ("SELECT a, b, sum(c) FROM t GROUP BY CUBE (a, b)", "GROUPING SETS, CUBE and ROLLUP"),
+        ("SELECT a, b, sum(c) FROM t GROUP BY GROUPING SETS ((a), (a, b), ()) LIMIT 5",
+         "GROUPING SETS, CUBE and ROLLUP with LIMIT"),
+        ("SELECT a, b, sum(c) FROM t GROUP BY ROLLUP (1, 2)", "GROUPING SETS, CUBE and ROLLUP with"),
+        ("SELECT a, b, sum(c), rank() OVER (ORDER BY a) FROM t GROUP BY CUBE (a, b)", "GROUPING SETS, CUBE and ROLLUP"),
     ],
 )
 def test_other_shapes_say_why(query, reason):

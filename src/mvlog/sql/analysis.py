@@ -18,7 +18,7 @@ from sqlglot.errors import ParseError
 
 from mvlog.errors import ConfigError
 from mvlog.model import TableInfo
-from mvlog.sql import rewrite
+from mvlog.sql import groupingsets, rewrite
 from mvlog.sql.restrictions import NotKeyable, group_expressions, has_grouping_sets, is_volatile, join_reasons
 from mvlog.sql.sqltree import (
     DIALECT,
@@ -123,6 +123,8 @@ def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: li
         except rewrite.NotMergeable as exc:
             return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree), [str(exc)])
         not_null = _not_null_columns(tree, catalog)
+    if isinstance(tree, exp.Select):
+        tree = groupingsets.as_union(tree) or tree  # one aggregate per grouping set
     if isinstance(tree, exp.SetOperation):
         if output_types:
             _type_untyped_literals(tree, output_types, output_names)
@@ -347,8 +349,8 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     if tree.args.get("limit") or tree.args.get("offset") or tree.args.get("fetch"):
         reasons.append("LIMIT/OFFSET is not incrementally maintainable")
     if has_grouping_sets(tree.args.get("group")):
-        reasons.append("GROUPING SETS, CUBE and ROLLUP are not incrementally maintainable "
-                       "(define one aggregate view per grouping set instead)")
+        reasons.append("GROUPING SETS, CUBE and ROLLUP with LIMIT, DISTINCT, window functions or GROUP BY "
+                       "positions are not incrementally maintainable")
     if any(s is not tree for s in tree.find_all(exp.Select)):
         if not_null is None:  # not qualified: which table a column belongs to is unknown
             reasons.append("subqueries are not incrementally maintainable without the catalog's columns")

@@ -26,9 +26,10 @@ class NotMergeable(Exception):
 
 
 def needs_rewrite(tree: exp.Expr) -> bool:
-    """Whether the query has a CTE, a derived table, a subquery expression, or an aggregate over a
-    FULL JOIN (keyed as an aggregate over a UNION ALL, see :func:`full_join_as_union`)."""
-    return tree.find(exp.With, exp.Subquery) is not None or any(
+    """Whether the query has a CTE, a derived table, a subquery expression, grouping sets (their
+    expressions must be qualified to be matched), or an aggregate over a FULL JOIN (keyed as an
+    aggregate over a UNION ALL, see :func:`full_join_as_union`)."""
+    return tree.find(exp.With, exp.Subquery, exp.GroupingSets, exp.Rollup, exp.Cube) is not None or any(
         s is not tree for s in tree.find_all(exp.Select) if not _in_set_operation_of(s, tree)) or any(
         _aggregates_over_full_join(s) for s in _top_selects(tree))
 

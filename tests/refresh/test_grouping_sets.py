@@ -1,0 +1,51 @@
+"""GROUPING SETS, ROLLUP and CUBE views: kept fast as one aggregate per grouping set (by deltas and
+by state), GROUPING() in the select list, the global set included; random DML checked against
+PostgreSQL's own GROUPING SETS on both session kinds."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SPARK_MODES, examples
+from hypothesis import given, settings
+from shop import check_fast_views, random_dml_then_refresh, sequences, shared_shop
+
+pytestmark = pytest.mark.integration
+
+VIEWS = [
+    {"name": "rollup_segment_status", "refresh": "fast",
+     "query": "SELECT c.segment, o.status, count(*) AS n, sum(o.amount) AS total, avg(o.amount) AS mean, "
+              "min(o.amount) AS lo, max(o.amount) AS hi, grouping(c.segment, o.status) AS g "
+              "FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY ROLLUP (c.segment, o.status)"},
+    {"name": "cube_status_priority", "refresh": "fast",
+     "query": "SELECT status, priority, count(*) AS n, sum(amount) AS total, max(amount) AS hi, "
+              "grouping(priority) AS no_priority FROM orders GROUP BY CUBE (status, priority)"},
+    {"name": "sets_status_customer", "refresh": "fast",
+     "query": "SELECT status, customer_id, count(*) AS n, min(amount) AS lo, count(DISTINCT priority) AS priorities "
+              "FROM orders GROUP BY GROUPING SETS ((status), (customer_id), ()) HAVING count(*) > 1"},
+]
+
+
+@pytest.fixture(scope="module", params=SPARK_MODES)
+def built_shop(request, pg, tmp_path_factory):
+    with shared_shop(request, pg, tmp_path_factory.mktemp("shop"), VIEWS, request.param) as built:
+        yield built
+
+
+def test_grouping_sets_views_are_fast_with_one_branch_per_set(built_shop):
+    project = built_shop.seeded()
+    explained = project.explain("rollup_segment_status").to_json()
+    assert explained["class"] == "union"
+    fast = next(c for c in explained["capabilities"] if c["name"] == "REFRESH_FAST")
+    assert fast["possible"], fast
+    check_fast_views(project, VIEWS)
+    built_shop.db.execute("UPDATE orders SET status = NULL WHERE id = 1")  # a NULL group beside the rolled-up NULL
+    built_shop.db.execute("DELETE FROM orders WHERE id = 2")
+    from shop import fast_refresh_and_check
+    fast_refresh_and_check(project, VIEWS)
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(3), deadline=None)
+@given(sequence=sequences)
+def test_random_dml_under_grouping_sets_refreshes_fast_and_exactly(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
