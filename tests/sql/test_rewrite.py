@@ -119,7 +119,7 @@ def test_subquery_over_several_tables_joins_the_lineage_as_one_item():
         ("SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM orders p JOIN (SELECT customer_id, count(*) AS n "
          "FROM orders GROUP BY 1) s ON s.customer_id = p.customer_id WHERE p.id = o.id)", "over a subquery"),
         ("SELECT * FROM (SELECT customer_id, count(*) AS n FROM orders GROUP BY 1) s "
-         "JOIN customers c ON c.id = s.customer_id",
+         "LEFT JOIN customers c ON c.id = s.customer_id",
          "FROM items other than tables"),
         ("SELECT * FROM (SELECT o.*, row_number() OVER (PARTITION BY customer_id ORDER BY id) AS rn FROM orders o) s "
          "JOIN customers c ON c.id = s.customer_id", "FROM items other than tables"),

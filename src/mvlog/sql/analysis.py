@@ -18,7 +18,7 @@ from sqlglot.errors import ParseError
 
 from mvlog.errors import ConfigError
 from mvlog.model import TableInfo
-from mvlog.sql import groupingsets, rewrite
+from mvlog.sql import groupingsets, pullup, rewrite
 from mvlog.sql.restrictions import NotKeyable, group_expressions, has_grouping_sets, is_volatile, join_reasons
 from mvlog.sql.sqltree import (
     DIALECT,
@@ -122,6 +122,8 @@ def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: li
             tree = rewrite.rewrite(tree, catalog, output_names)
         except rewrite.NotMergeable as exc:
             return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree), [str(exc)])
+        if isinstance(tree, exp.Select):  # an aggregated derived table joined to tables: one aggregate
+            tree = pullup.pull_up(tree, catalog) or tree
         not_null = _not_null_columns(tree, catalog)
     if isinstance(tree, exp.Select):
         tree = groupingsets.as_union(tree) or tree  # one aggregate per grouping set

@@ -220,7 +220,7 @@ def _rename_aliases(inner: exp.Select, taken: set[str]) -> None:
                 column.set("table", exp.to_identifier(new, quoted=True))
 
 
-def _substitute(scope: exp.Expr, alias: str, outputs: dict[str, exp.Expr]) -> None:
+def substitute_outputs(scope: exp.Expr, alias: str, outputs: dict[str, exp.Expr]) -> None:
     """Replace ``alias.column`` everywhere in ``scope`` by the expression the derived table outputs."""
     for column in list(scope.find_all(exp.Column)):
         if _name(column.args.get("table")) == alias and isinstance(column.this, exp.Identifier):
@@ -258,7 +258,7 @@ def _merge_spj(select: exp.Select, position: int, source: exp.Subquery, join: ex
     _rename_aliases(inner, taken)
     outputs = _outputs(inner)
     where = inner.args.get("where")
-    _substitute(select, alias, outputs)
+    substitute_outputs(select, alias, outputs)
     first = inner.args["from_"].this.copy()
     if join is None:
         select.set("from_", exp.From(this=first))
@@ -296,7 +296,7 @@ def _merge_into_aggregate(select: exp.Select, source: exp.Subquery) -> None:
     outputs = _outputs(inner)
     outer = select.copy()
     outer.set("from_", None)
-    _substitute(outer, alias, outputs)
+    substitute_outputs(outer, alias, outputs)
     inner.set("expressions", outer.expressions)
     inner.set("order", None)
     if outer.args.get("where") is not None:

@@ -1,0 +1,46 @@
+"""An aggregated derived table joined to tables, pulled up into one aggregate over the join."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvlog.model import Column, TableInfo
+from mvlog.sql.analysis import ViewClass, analyze
+
+
+def table(name: str, columns: list[str], oid: int) -> TableInfo:
+    return TableInfo("public", name, oid, tuple(Column(c, "integer", True) for c in columns),
+                     (Column(columns[0], "integer"),))
+
+
+CATALOG = {(None, "orders"): table("orders", ["id", "customer_id", "amount", "status"], 1),
+           (None, "customers"): table("customers", ["id", "nation_id", "name"], 2),
+           (None, "nation"): table("nation", ["id", "name"], 3)}
+TOTALS = ("(SELECT customer_id, sum(amount) AS total, count(*) AS n FROM orders WHERE status <> 'x' "
+          "GROUP BY customer_id)")
+
+
+def test_pulled_up_grouped_by_the_tables_keys_and_its_groups_with_conditions_on_aggregates_in_having():
+    query = (f"SELECT c.name, t.total FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id "
+             "WHERE t.total > 100 AND c.nation_id = 1")
+    analysis = analyze(query, CATALOG, ["name", "total"])
+    assert analysis.view_class is ViewClass.AGGREGATE and not analysis.reasons
+    sql = analysis.tree.sql(dialect="postgres")
+    assert 'GROUP BY "c"."id", "c"."name", "orders"."customer_id"' in sql
+    assert 'HAVING (SUM("orders"."amount")) > 100' in sql
+    assert '"orders"."customer_id" = "c"."id"' in sql.split("WHERE")[1] and "\"c\".\"nation_id\" = 1" in sql
+    by_position = analyze("SELECT c.name, t.n FROM customers c JOIN (SELECT customer_id, count(*) AS n FROM orders "
+                          "GROUP BY 1) t ON t.customer_id = c.id", CATALOG, ["name", "n"])
+    assert 'GROUP BY "c"."id", "c"."name", "orders"."customer_id"' in by_position.tree.sql(dialect="postgres")
+
+
+@pytest.mark.parametrize("query", [
+    f"SELECT c.name, t.total FROM customers c LEFT JOIN {TOTALS} t ON t.customer_id = c.id",  # outer join
+    f"SELECT c.nation_id, sum(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",
+    "SELECT c.name, t.total FROM customers c JOIN (SELECT DISTINCT customer_id, sum(amount) AS total FROM orders "
+    "GROUP BY customer_id) t ON t.customer_id = c.id",
+    f"SELECT c.name FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id JOIN {TOTALS} u ON u.n = t.n",
+])
+def test_what_it_cannot_pull_up_stays_complete_only(query):
+    analysis = analyze(query, CATALOG)
+    assert analysis.view_class is ViewClass.OTHER and analysis.reasons, analysis.tree.sql()
