@@ -24,12 +24,12 @@ from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
-from mvlog.sql import aggdelta, aggplan, keymap, rewrite, sqlgen, union
+from mvlog.sql import aggplan, rewrite
 from mvlog.sql.analysis import analyze
 from mvlog.sql.dependencies import ViewGraph
 from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
 from mvlog.sql.shape import ViewShape, downgrade
-from mvlog.sql.shaping import shape_view
+from mvlog.sql.strategies import shape_view, strategy_of
 
 if TYPE_CHECKING:
     from mvlog.sql.explain import Explanation
@@ -138,21 +138,16 @@ class Registrar:
         if shape.fast_possible:  # check the SQL mvlog generates for it; a view it cannot key is complete-only
             try:
                 written = tuple(d[0] for d in self.source.describe_query(cur, shape.select_sql))
-                keyed = union.keyed_branches(shape)
-                for keymapped in keyed:
-                    self.source.describe_query(cur, keymap.keymap_probe_sql(keymapped))
+                for probe in strategy_of(shape).probe_sql():
+                    self.source.describe_query(cur, probe)
                 if shape.deltas is not None:  # sums of floating-point inputs would drift: recompute those
                     type_oids = [d[1] for d in self.source.describe_query(cur, aggplan.inputs_probe_sql(shape))]
                     inexact = aggplan.exact_inputs_reason(shape.deltas, type_oids)
                     if inexact:
                         shape = dataclasses.replace(shape, deltas=None, recompute_reason=inexact)
-                        keyed = union.keyed_branches(shape)
                 if check_refresh_sql:
-                    stand_in = [statement for k in keyed for statement in keymap.keymap_stand_in_sql(k)]
-                    stand_in += aggdelta.groups_stand_in_sql(shape) if shape.deltas is not None else []
-                    statements = (union.fast_refresh_statements(shape, CHECK_SINCE) if shape.branches
-                                  else sqlgen.fast_refresh_statements(shape, CHECK_SINCE))
-                    self.source.check_statements(cur, statements, stand_in)
+                    strategy = strategy_of(shape)
+                    self.source.check_statements(cur, strategy.statements(CHECK_SINCE), strategy.stand_in_sql())
             except ConfigError as exc:
                 shape = downgrade(shape, query, f"mvlog cannot key this view for fast refresh: {exc}")
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:

@@ -19,12 +19,9 @@ from sqlglot import exp
 
 from mvlog.errors import RefreshRefused
 from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, RefreshMethod, WindowSize
-from mvlog.sql.aggdelta import fast_delta_sql
 from mvlog.sql.analysis import DIALECT
-from mvlog.sql.explain import affected_keys_how
 from mvlog.sql.shape import ViewShape, col
-from mvlog.sql.sqlgen import fast_keyed_sql, fast_simple_sql
-from mvlog.sql.union import fast_union_sql
+from mvlog.sql.strategies import strategy_of
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
 MAX_PARTITIONS = 64
@@ -56,17 +53,11 @@ class RefreshPlan:
         """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
 
         ``null_keys``: per aggregate (the view, or each UNION ALL branch), whether some affected
-        key holds a NULL (see sqlgen.fast_keyed_sql).
+        key holds a NULL (see :meth:`mvlog.sql.strategy.Strategy.null_key_checks`).
         """
         if self.method is RefreshMethod.COMPLETE:
             return self.shape.select_sql
-        if self.shape.branches:
-            return fast_union_sql(self.shape, self.since, null_keys)
-        if self.shape.deltas is not None:
-            return fast_delta_sql(self.shape, self.since)
-        if self.shape.keyed:
-            return fast_keyed_sql(self.shape, self.since, any(null_keys))
-        return fast_simple_sql(self.shape, self.since)
+        return strategy_of(self.shape).read_sql(self.since, null_keys)
 
     def to_json(self) -> dict:
         """The plan as ``mvlog plan --json`` prints it (docs/json.md)."""
@@ -93,7 +84,7 @@ class RefreshPlan:
         ]
         if self.method is RefreshMethod.FAST:
             lines.append(f"  window: snaptime$$ in {window}")
-            lines.append(f"  affected: {affected_keys_how(self.shape)}")
+            lines.append(f"  affected: {strategy_of(self.shape).how()}")
             lines.append("  write: " + ("the table rewritten whole (a small view without a change feed)"
                                         if self.rewrite else "one Delta MERGE of the affected keys"))
         elif self.partitions and self.shape.range_key:

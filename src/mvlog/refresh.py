@@ -32,13 +32,13 @@ from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.postgres.catalog import Catalog, ViewState
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs, StampedSnapshot
-from mvlog.postgres.source import Cursor, Source
+from mvlog.postgres.source import Source
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import Warehouse, WriteCounts
-from mvlog.sql import aggdelta, keymap, union
-from mvlog.sql.analysis import DIALECT, ViewClass
+from mvlog.sql import aggdelta
+from mvlog.sql.analysis import DIALECT
 from mvlog.sql.dependencies import ViewGraph
-from mvlog.sql.shape import ViewShape, groups_name
+from mvlog.sql.strategies import strategy_of
 
 
 @dataclass
@@ -333,7 +333,7 @@ class Refresher:
                 return WriteCounts()
             self.progress(f"{plan.view}: fast refresh")
             null_keys = tuple(bool(check and stamped.query(check)[0][0])
-                              for check in union.null_keys_checks(plan.shape, plan.since))
+                              for check in strategy_of(plan.shape).null_key_checks(plan.since))
             with phases("read"):
                 df = self.warehouse.read(self.jdbc, plan.read_sql(null_keys), stamped.snapshot)
                 staged = self.warehouse.stage(df)
@@ -364,48 +364,20 @@ class Refresher:
         reason = "the state of its groups is built by its next complete refresh"
         return dataclasses.replace(plan, shape=dataclasses.replace(shape, deltas=None, recompute_reason=reason))
 
-    def _keymap_rebuild(self, cur: Cursor, shape: ViewShape) -> list[str]:
-        """Statements that rebuild a key map from the base tables. The existing one is refilled only
-        if its columns and probe indexes still fit (a changed primary key changes the columns): a
-        refresh role may refill a table it does not own."""
-        current = self.source.relation_columns(cur, keymap.keymap_table(shape).sql(dialect=DIALECT))
-        indexed = all(self.source.relation_columns(cur, keymap.qualified(name)) is not None
-                      for name in keymap.probe_indexes(shape))  # an index has columns too
-        if current is not None and (current != keymap.keymap_all_columns(shape) or not indexed):
-            return [keymap.drop_keymap_sql(shape.keymap or ""), *keymap.keymap_rebuild_sql(shape, exists=False)]
-        return keymap.keymap_rebuild_sql(shape, exists=current is not None)
-
-    def _groups_rebuild(self, cur: Cursor, shape: ViewShape) -> list[str]:
-        """Statements that rebuild an aggregate's group table from its rebuilt key map (a view whose
-        groups are recomputed drops it)."""
-        if shape.view_class is not ViewClass.AGGREGATE:
-            return []
-        name = groups_name(shape.keymap or "")
-        if shape.deltas is None:
-            return [aggdelta.drop_groups_sql(name)]
-        current = self.source.relation_columns(cur, aggdelta.groups_table(shape).sql(dialect=DIALECT))
-        if current is not None and current != aggdelta.groups_columns(shape):
-            return [aggdelta.drop_groups_sql(name), *aggdelta.groups_rebuild_sql(shape, exists=False)]
-        return aggdelta.groups_rebuild_sql(shape, exists=current is not None)
-
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int) -> None:
         """After the Delta commit: bring the key map to S and record last_V = S, in one transaction
         that reads the refresh's snapshot. A crash before this commit leaves both at the old
         last_V, so the next refresh re-reads a window that contains this one."""
         shape = plan.shape
         complete = plan.method is RefreshMethod.COMPLETE
+        strategy = strategy_of(shape)
         with self.source.snapshot_transaction(stamped.snapshot) as cur:
-            keyed = union.keyed_branches(shape)
-            if complete and not keyed:
+            if complete and not strategy.keymapped():
                 self.catalog.drop_keymap(cur, view.name)
-            for keymapped in keyed:
-                if complete:
-                    statements = self._keymap_rebuild(cur, keymapped) + self._groups_rebuild(cur, keymapped)
-                else:  # the group table's update reads the key map as of the last refresh: first
-                    statements = aggdelta.groups_update_sql(keymapped, plan.since) if keymapped.deltas else []
-                    statements += keymap.keymap_update_sql(keymapped, plan.since)
-                for statement in statements:
-                    cur.execute(statement)
+            statements = (strategy.state_rebuild(lambda name: self.source.relation_columns(cur, name)) if complete
+                          else strategy.state_update(plan.since))
+            for statement in statements:
+                cur.execute(statement)
             # A complete refresh wrote the query's columns as they are now: remember them.
             signature = self.registrar.signature(cur, view.query) if complete else None
             self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature)

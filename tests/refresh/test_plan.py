@@ -19,7 +19,7 @@ from mvlog.plan import (
     with_partitions,
 )
 from mvlog.sql.analysis import analyze
-from mvlog.sql.shaping import shape_view
+from mvlog.sql.strategies import shape_view
 
 
 def test_force_falls_back_to_complete_with_the_reason():

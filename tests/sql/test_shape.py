@@ -6,7 +6,7 @@ from facts import CUSTOMERS, LOG, shape
 
 from mvlog.sql.analysis import analyze
 from mvlog.sql.shape import projected_columns
-from mvlog.sql.shaping import shape_view
+from mvlog.sql.strategies import shape_view
 
 
 def test_simple_view_key_is_the_projected_primary_key():

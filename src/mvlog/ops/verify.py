@@ -38,8 +38,8 @@ from mvlog.postgres.logs import StampedSnapshot
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark.sparksql import quote_spark
 from mvlog.spark.warehouse import Warehouse, WriteCounts
-from mvlog.sql import union
 from mvlog.sql.shape import ViewShape
+from mvlog.sql.strategies import strategy_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -204,7 +204,8 @@ class Verifier:
         """Fingerprints of the view keys that changes logged after the view's stamp affect: the
         keys a fast refresh would read now."""
         plan = plan_refresh(shape, location, RefreshMethod.FAST, at.time, None, True)
-        null_keys = tuple(bool(check and at.query(check)[0][0]) for check in union.null_keys_checks(shape, at.time))
+        checks = strategy_of(shape).null_key_checks(at.time)
+        null_keys = tuple(bool(check and at.query(check)[0][0]) for check in checks)
         key_columns = [Column(f"{CHANGED_KEY_PREFIX}{i}", k.spark_type) for i, k in enumerate(keys)]
         hashed = fingerprint.pg_hashes(plan.read_sql(null_keys), key_columns, key_columns)
         distinct = exp.select(exp.column(KEY_HASH, quoted=True)).distinct().from_(fingerprint.subquery(hashed, "p"))

@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlglot import exp
 
 from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, LogInfo
-from mvlog.sql.analysis import DIALECT, ViewClass
+from mvlog.sql.analysis import DIALECT
 from mvlog.sql.shape import ViewShape, col, ident
 
 # CTE names of a fast read: prefixed, so that they cannot shadow a table the view's query reads.
@@ -82,7 +82,7 @@ def keymap_table(shape: ViewShape) -> exp.Table:
 def keymap_key_columns(shape: ViewShape) -> list[str]:
     """Key-map columns holding the view key (join views: the base keys themselves), or a window
     view's partition."""
-    if shape.view_class is ViewClass.JOIN:
+    if shape.row_keyed:
         return [c for table in shape.tables if not table.semi for c in table.keymap_columns]
     return [unit_column(i) for i in range(len(unit_exprs(shape)))]
 
@@ -105,7 +105,7 @@ def keymap_items(shape: ViewShape) -> list[exp.Expr]:
         exp.alias_(col(pk, table.alias), ident(c))
         for table in shape.tables for pk, c in zip(table.log.key_columns, table.keymap_columns)
     ]
-    if shape.view_class is not ViewClass.JOIN:
+    if not shape.row_keyed:
         items += [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), keymap_key_columns(shape))]
     if shape.deltas is not None:
         for j, text in enumerate(shape.deltas.inputs):

@@ -4,7 +4,8 @@ A shape joins the pure analysis of a query with its logs (primary keys). It says
 which Delta columns identify a view row (the *view key*), which hidden ``_mvlog_``
 columns must be added for that, and — for join and aggregate views — which
 expressions over the FROM items compute the view key of a base-row combination.
-:mod:`mvlog.sql.shaping` builds shapes (``shape_view``); this module is the plain data.
+:mod:`mvlog.sql.shaping` builds shapes (chosen by :func:`mvlog.sql.strategies.shape_view`); this module
+is the plain data.
 """
 
 from __future__ import annotations
@@ -112,15 +113,14 @@ class ViewShape:
     # Aggregate views: maintained by deltas, or (None) each affected group recomputed, and why.
     deltas: AggregateDeltas | None = None
     recompute_reason: str | None = None
+    # A join view: keyed by its tables' primary keys, which its key map holds as they are (other
+    # key maps map those keys to a view key, or a window view's to a partition).
+    row_keyed: bool = False
 
     @property
     def fast_possible(self) -> bool:
         return not self.fast_reasons
 
-    @property
-    def keyed(self) -> bool:
-        """Join and aggregate views: affected keys come from the key map as well as the base."""
-        return self.view_class in (ViewClass.JOIN, ViewClass.AGGREGATE, ViewClass.WINDOW) and self.fast_possible
 
 
 BRANCH_COLUMN = HIDDEN_PREFIX + "branch"  # a UNION ALL view's branch number, 1-based

@@ -1,10 +1,14 @@
 """Shaping a view: its analysis joined with its tables' logs gives its :class:`~mvlog.sql.shape.ViewShape`
 (simple, join, aggregate, window; UNION ALL, UNION and FULL JOIN views as shapes of their parts).
+
+One builder per shape; :func:`mvlog.sql.strategies.shape_view` chooses it (and shapes a set
+operation's branches through it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from sqlglot import exp
 
@@ -39,32 +43,50 @@ from mvlog.sql.shape import (
 )
 from mvlog.sql.sqltree import TableRef, conjuncts, full_join_parts, item_alias, root_first
 
+ShapeBranch = Callable[[str, Analysis, dict[str, LogInfo]], ViewShape]  # shapes a branch (strategies.shape_view)
 
-def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]) -> ViewShape:
-    """Join the analysis of a view with its logs (``logs_by_alias``: FROM alias -> log)."""
-    logs = tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.tables))
-    reasons = tuple(analysis.reasons)
-    if analysis.view_class is ViewClass.OTHER or reasons:
-        text = analysis.query.strip().rstrip(";").strip()
-        return ViewShape(name, analysis.view_class, reasons, logs, (), (), text)
-    if analysis.view_class is ViewClass.UNION and analysis.distinct:
-        return _shape_union_distinct(name, analysis, logs_by_alias, logs)
-    if analysis.over_union:
-        return _shape_over_union(name, analysis, logs_by_alias, logs)
-    if analysis.view_class is ViewClass.UNION:
-        branches = analysis.branches
-        return _shape_union(name, analysis.query, branches,
-                            [{ref.alias: logs_by_alias[ref.display] for ref in b.tables} for b in branches], logs)
-    joins = analysis.tree.args.get("joins") or []
-    if any(join_side(j) == "FULL" for j in joins):
-        return _shape_full(name, analysis, logs_by_alias, logs)
+
+def complete_only(name: str, analysis: Analysis, logs: tuple[LogInfo, ...]) -> ViewShape:
+    """A view refreshed completely only, with the analysis's reasons."""
+    text = analysis.query.strip().rstrip(";").strip()
+    return ViewShape(name, analysis.view_class, tuple(analysis.reasons), logs, (), (), text)
+
+
+def has_full_join(analysis: Analysis) -> bool:
+    """Whether the (single SELECT) query has a FULL JOIN: shaped as two parts (:func:`full_join`)."""
+    return any(join_side(j) == "FULL" for j in analysis.tree.args.get("joins") or [])
+
+
+def union_all(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs: tuple[LogInfo, ...],
+              shape_branch: ShapeBranch) -> ViewShape:
+    """UNION ALL of keyable branches."""
+    branches = analysis.branches
+    return _shape_union(name, analysis.query, branches,
+                        [{ref.alias: logs_by_alias[ref.display] for ref in b.tables} for b in branches], logs,
+                        shape_branch)
+
+
+def simple(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs: tuple[LogInfo, ...]) -> ViewShape:
+    """One table, filtered and projected: keyed by its primary key."""
     select = analysis.tree.copy()
     assert isinstance(select, exp.Select)
-    if analysis.view_class is ViewClass.SIMPLE:
-        return _shape_simple(name, analysis, select, logs_by_alias, logs)
-    if analysis.view_class is ViewClass.WINDOW:
-        return _shape_window(name, analysis, select, logs_by_alias, logs)
-    return _shape_keyed(name, analysis, select, logs_by_alias, logs)
+    return _shape_simple(name, analysis, select, logs_by_alias, logs)
+
+
+def window(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs: tuple[LogInfo, ...]) -> ViewShape:
+    """Window functions over a simple or join query (see :func:`_shape_window`)."""
+    select = analysis.tree.copy()
+    assert isinstance(select, exp.Select)
+    return _shape_window(name, analysis, select, logs_by_alias, logs)
+
+
+def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs: tuple[LogInfo, ...],
+          aggregate: bool) -> ViewShape:
+    """Joins (inner, outer, with subqueries) and aggregates over them: keyed by the tables'
+    primary keys, or (``aggregate``) by the groups."""
+    select = analysis.tree.copy()
+    assert isinstance(select, exp.Select)
+    return _shape_keyed(name, analysis, select, logs_by_alias, logs, aggregate)
 
 
 def _shape_simple(name: str, analysis: Analysis, select: exp.Select, logs_by_alias: dict[str, LogInfo],
@@ -86,13 +108,13 @@ def _shape_simple(name: str, analysis: Analysis, select: exp.Select, logs_by_ali
 
 
 def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias: list[dict[str, LogInfo]],
-                 logs: tuple[LogInfo, ...], full_join: bool = False) -> ViewShape:
+                 logs: tuple[LogInfo, ...], shape_branch: ShapeBranch, full_join: bool = False) -> ViewShape:
     """UNION ALL: every branch keyed on its own (``logs_by_alias[i]``: branch i's tables' logs);
     the view key is (branch number, the branch's key as row text)."""
     what = "FULL JOIN part" if full_join else "UNION ALL branch"
     branches, selects = [], []
     for i, (branch, by_alias) in enumerate(zip(analyses, logs_by_alias), 1):
-        shape = shape_view(name, branch, by_alias)
+        shape = shape_branch(name, branch, by_alias)
         if shape.branches:
             return downgrade(shape, query, f"{what} {i}: a FULL JOIN inside a UNION ALL branch is not "
                                            f"incrementally maintainable")
@@ -116,12 +138,13 @@ def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias:
                      full_join=full_join)
 
 
-def _shape_union_distinct(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
-                          logs: tuple[LogInfo, ...]) -> ViewShape:
+def union_distinct(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
+                   logs: tuple[LogInfo, ...], shape_branch: ShapeBranch) -> ViewShape:
     """UNION: a DISTINCT over the UNION ALL of its branches, each a ``SELECT DISTINCT`` keyed by its
     output rows and key-mapped on its own (base rows -> output row). The view key is the output
     row; an affected row is recomputed from every branch, and goes when no branch yields it."""
-    branches = _branch_shapes(name, analysis, logs_by_alias, "UNION branch", len(analysis.branches[0].tree.selects))
+    branches = _branch_shapes(name, analysis, logs_by_alias, "UNION branch", len(analysis.branches[0].tree.selects),
+                              shape_branch)
     if isinstance(branches, str):
         return downgrade(ViewShape(name, ViewClass.OTHER, (), logs, (), (), ""), analysis.query, branches)
     if branches[0].hidden_columns:
@@ -133,12 +156,12 @@ def _shape_union_distinct(name: str, analysis: Analysis, logs_by_alias: dict[str
 
 
 def _branch_shapes(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], what: str,
-                   width: int) -> list[ViewShape] | str:
+                   width: int, shape_branch: ShapeBranch) -> list[ViewShape] | str:
     """Each of ``analysis.branches`` (a SELECT DISTINCT of ``width`` outputs) shaped with its own
     key map, or why one cannot be."""
     shapes = []
     for i, branch in enumerate(analysis.branches, 1):
-        shape = shape_view(name, branch, {ref.alias: logs_by_alias[ref.display] for ref in branch.tables})
+        shape = shape_branch(name, branch, {ref.alias: logs_by_alias[ref.display] for ref in branch.tables})
         if not shape.fast_possible:
             return f"{what} {i}: {'; '.join(shape.fast_reasons)}"
         if len(shape.key_exprs) != width:
@@ -147,15 +170,15 @@ def _branch_shapes(name: str, analysis: Analysis, logs_by_alias: dict[str, LogIn
     return shapes
 
 
-def _shape_over_union(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
-                      logs: tuple[LogInfo, ...]) -> ViewShape:
+def over_union(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
+               logs: tuple[LogInfo, ...], shape_branch: ShapeBranch) -> ViewShape:
     """An aggregate over a UNION ALL: keyed by its groups like any aggregate; its branches (each a
     SELECT DISTINCT of the groups of its rows) find the affected groups, which the whole query,
     restricted to them, recomputes."""
     select = analysis.tree.copy()
     assert isinstance(select, exp.Select)  # the aggregate (analysis._analyze_over_union)
     groups = group_expressions(select)
-    branches = _branch_shapes(name, analysis, logs_by_alias, "UNION ALL branch", len(groups))
+    branches = _branch_shapes(name, analysis, logs_by_alias, "UNION ALL branch", len(groups), shape_branch)
     if isinstance(branches, str):
         return downgrade(ViewShape(name, ViewClass.OTHER, (), logs, (), (), ""), analysis.query, branches)
     key_columns, hidden = [], []
@@ -171,8 +194,8 @@ def _shape_over_union(name: str, analysis: Analysis, logs_by_alias: dict[str, Lo
                      branches=tuple(branches), over_union=True)
 
 
-def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
-                logs: tuple[LogInfo, ...]) -> ViewShape:
+def full_join(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
+              logs: tuple[LogInfo, ...], shape_branch: ShapeBranch) -> ViewShape:
     """``P FULL JOIN b ON c …`` (``P``: the first table ``a`` and the tables inner-joined to it): its
     rows that hold a row of ``a`` are those of ``P LEFT JOIN b ON c …`` (root ``a``), the others
     those of ``P RIGHT JOIN b ON c … WHERE <a's key> IS NULL`` (root ``b``: the ``b`` rows without a
@@ -184,12 +207,11 @@ def _shape_full(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]
     assert isinstance(select, exp.Select)  # a join or aggregate view (see shape_view)
     parts = [dataclasses.replace(analysis, query=tree.sql(dialect=DIALECT), tree=tree)
              for tree in full_join_parts(select, a_key)]
-    return _shape_union(name, analysis.query, parts, [logs_by_alias] * 2, logs, full_join=True)
+    return _shape_union(name, analysis.query, parts, [logs_by_alias] * 2, logs, shape_branch, full_join=True)
 
 
 def _shape_keyed(name: str, analysis: Analysis, select: exp.Select, logs_by_alias: dict[str, LogInfo],
-                 logs: tuple[LogInfo, ...]) -> ViewShape:
-    aggregate = analysis.view_class is ViewClass.AGGREGATE
+                 logs: tuple[LogInfo, ...], aggregate: bool) -> ViewShape:
     try:
         groups = group_expressions(select) if aggregate else []
     except NotKeyable as exc:
@@ -237,7 +259,7 @@ def _shape_keyed(name: str, analysis: Analysis, select: exp.Select, logs_by_alia
         tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
         core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
         range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
-        deltas=deltas, recompute_reason=recompute_reason,
+        deltas=deltas, recompute_reason=recompute_reason, row_keyed=not aggregate,
     )
 
 

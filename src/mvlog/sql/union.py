@@ -1,4 +1,5 @@
-"""SQL of UNION ALL views: every branch is refreshed as a view of its own.
+"""The strategies of set-operation views: UNION ALL (and a FULL JOIN's two parts), UNION, and an
+aggregate over a UNION ALL — each branch refreshed by its own strategy.
 
 A UNION ALL view's key is (branch number, the branch's view key as row text): one text
 column that is never NULL, so its rows and keys join on plain, hashable equality whatever
@@ -7,101 +8,126 @@ the branch's key is (a primary key, join keys with NULL-extended sides, NULL gro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlglot import exp
 
 from mvlog.model import CHANGED_KEY_PREFIX
-from mvlog.sql import changes, keymap, sqlgen
-from mvlog.sql.analysis import DIALECT, ViewClass
+from mvlog.sql import changes, sqlgen
+from mvlog.sql.analysis import DIALECT
+from mvlog.sql.rewrite import FULL_JOIN_PARTS
 from mvlog.sql.shape import ROW_KEY_COLUMN, ViewShape, col, ident
+from mvlog.sql.strategy import RECOMPUTED_NOTE, ColumnsOf, Strategy
 
 
-def _aggregate(branch: ViewShape) -> bool:
-    return branch.view_class is ViewClass.AGGREGATE and not branch.global_aggregate
+class UnionAll(Strategy):
+    """UNION ALL of keyable branches (a FULL JOIN: of its two parts): per branch, its affected keys
+    as (branch, row text) LEFT JOIN its restricted rows, each with its own CTEs."""
+
+    def __init__(self, shape: ViewShape, branches: Sequence[Strategy]):
+        super().__init__(shape)
+        self.branches = list(branches)
+
+    def how(self) -> str:
+        if self.shape.full_join:
+            with_root, without = self.branches
+            return (f"a FULL JOIN is refreshed as two outer-join views that never share a row: the rows holding a "
+                    f"row of {with_root.shape.tables[0].log.qualified_table} ({with_root.how()}), and the rows of "
+                    f"{without.shape.tables[0].log.qualified_table} without a partner ({without.how()})")
+        return "; ".join(f"UNION ALL branch {i} ({b.shape.view_class.value}): {b.how()}"
+                         for i, b in enumerate(self.branches, 1))
+
+    def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
+        """``null_keys[i]``: an affected key of branch i+1 holds a NULL (see :meth:`null_key_checks`)."""
+        parts = []
+        for i, (branch, select) in enumerate(zip(self.branches, self.shape.branch_selects), 1):
+            names = changes.key_names(len(branch.shape.key_columns))
+            row_key = exp.cast(exp.Anonymous(this="ROW", expressions=[col(n) for n in names]),
+                               exp.DataType.build("text"))
+            keys = exp.select(exp.alias_(exp.Literal.number(i), ident(f"{CHANGED_KEY_PREFIX}0")),
+                              exp.alias_(row_key, ident(f"{CHANGED_KEY_PREFIX}1"))).from_(changes.AFFECTED)
+            nullish = len(null_keys) >= i and null_keys[i - 1]
+            current = changes.union_of(branch.restricted(select, nullish), distinct=False)
+            on = exp.EQ(this=col(ROW_KEY_COLUMN, "v"), expression=col(f"{CHANGED_KEY_PREFIX}1", "k"))
+            read = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
+                    .from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident("k"))))
+                    .join(exp.Subquery(this=current, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left"))
+            read = branch.with_affected(read, since, nullish)
+            parts.append(exp.select(exp.Star()).from_(
+                exp.Subquery(this=read, alias=exp.TableAlias(this=ident(f"b{i}")))))
+        return changes.union_of(parts, distinct=False).sql(dialect=DIALECT)
+
+    def null_key_checks(self, since: datetime | None) -> list[str | None]:
+        """One per branch (its own check, or None)."""
+        return [check for branch in self.branches for check in branch.null_key_checks(since)]
+
+    def keymapped(self) -> list[ViewShape]:
+        return [shape for branch in self.branches for shape in branch.keymapped()]
+
+    def state_update(self, since: datetime | None) -> list[str]:
+        return [s for branch in self.branches for s in branch.state_update(since)]
+
+    def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
+        return [s for branch in self.branches for s in branch.state_rebuild(columns_of)]
+
+    def stand_in_sql(self) -> list[str]:
+        return [s for branch in self.branches for s in branch.stand_in_sql()]
+
+    def probe_sql(self) -> list[str]:
+        return [s for branch in self.branches for s in branch.probe_sql()]
+
+    def statements(self, since: datetime) -> list[str]:
+        read = self.read_sql(since, (True,) * len(self.branches))
+        return [read, *self.state_update(since), *[c for c in self.null_key_checks(since) if c]]
 
 
-def fast_union_sql(shape: ViewShape, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
-    """Per branch: its affected keys as (branch, row text) LEFT JOIN its restricted rows; the
-    branches' reads, each with its own CTEs, under UNION ALL. ``null_keys[i]``: an affected key
-    of branch i+1 holds a NULL (see :func:`null_keys_checks`)."""
-    if shape.distinct or shape.over_union:
-        return fast_union_distinct_sql(shape, since, any(null_keys))
-    parts = []
-    for i, (branch, select) in enumerate(zip(shape.branches, shape.branch_selects), 1):
-        names = changes.key_names(len(branch.key_columns))
-        row_key = exp.cast(exp.Anonymous(this="ROW", expressions=[col(n) for n in names]), exp.DataType.build("text"))
-        keys = exp.select(exp.alias_(exp.Literal.number(i), ident(f"{CHANGED_KEY_PREFIX}0")),
-                          exp.alias_(row_key, ident(f"{CHANGED_KEY_PREFIX}1"))).from_(changes.AFFECTED)
-        nullish = len(null_keys) >= i and null_keys[i - 1]
-        current = changes.union_of(sqlgen.restricted_rows(branch, select, nullish), distinct=False)
-        on = exp.EQ(this=col(ROW_KEY_COLUMN, "v"), expression=col(f"{CHANGED_KEY_PREFIX}1", "k"))
-        read = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
-                .from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident("k"))))
-                .join(exp.Subquery(this=current, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left"))
-        read = sqlgen.with_affected(read, branch, since, nullish)
-        parts.append(exp.select(exp.Star()).from_(exp.Subquery(this=read, alias=exp.TableAlias(this=ident(f"b{i}")))))
-    return changes.union_of(parts, distinct=False).sql(dialect=DIALECT)
+class UnionDistinct(UnionAll):
+    """A UNION (distinct), or an aggregate over a UNION ALL, UNION or SELECT DISTINCT: the affected
+    rows or groups (of any branch, before or after) LEFT JOIN their recomputed rows."""
 
+    def how(self) -> str:
+        if self.shape.over_union:
+            where = ("either part of the FULL JOIN (its LEFT JOIN, and its right side's rows without a partner)"
+                     if FULL_JOIN_PARTS in self.shape.select_sql else
+                     "any branch of the UNION ALL, UNION or SELECT DISTINCT it aggregates")
+            return (f"the groups that changed rows of {where} fall in, before (each part's key map) and "
+                    f"after the change, are recomputed by the whole query, every part restricted to them")
+        return ("UNION: the output rows that changed rows of any branch yield, before (each branch's key map) and "
+                "after the change, are recomputed from every branch; a row goes when no branch yields it any more")
 
-def _affected_rows(shape: ViewShape, since: datetime | None) -> exp.Query:
-    """A UNION's affected output rows (an aggregate over a UNION ALL: groups): every branch's,
-    each with its own CTEs, distinct."""
-    names = changes.key_names(len(shape.key_columns))
-    parts = []
-    for i, branch in enumerate(shape.branches, 1):
-        keys = sqlgen.with_affected(exp.select(*[col(n) for n in names]).from_(changes.AFFECTED), branch, since)
-        parts.append(exp.select(exp.Star()).from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident(f"b{i}")))))
-    return changes.union_of(parts)
+    def _affected_rows(self, since: datetime | None) -> exp.Query:
+        """Every branch's affected rows (groups), each with its own CTEs, distinct."""
+        names = changes.key_names(len(self.shape.key_columns))
+        parts = []
+        for i, branch in enumerate(self.branches, 1):
+            keys = branch.with_affected(exp.select(*[col(n) for n in names]).from_(changes.AFFECTED), since)
+            parts.append(exp.select(exp.Star()).from_(
+                exp.Subquery(this=keys, alias=exp.TableAlias(this=ident(f"b{i}")))))
+        return changes.union_of(parts)
 
+    def _recomputed(self, null_keys: bool) -> list[exp.Query]:
+        """The rows of the affected keys: the DISTINCT over every branch restricted to them (a row
+        stays while some branch still yields it); an aggregate over a UNION ALL: the whole query
+        restricted to the affected groups. Matched by IN, then (``null_keys``) null-safely."""
+        if self.shape.over_union:
+            return list(sqlgen.rows_of_keys(self.shape, self.shape.select_sql, null_keys))
+        restricted = [b.restricted(select, null_keys) for b, select in zip(self.branches, self.shape.branch_selects)]
+        distinct: list[exp.Query] = []
+        for part in zip(*restricted):  # the same part of every branch
+            rows = changes.union_of(list(part), distinct=False)
+            distinct.append(exp.select(exp.Star()).distinct()
+                            .from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("u")))))
+        return distinct
 
-def _recomputed(shape: ViewShape, null_keys: bool) -> list[exp.Query]:
-    """A UNION's rows restricted to the affected ones: the DISTINCT over every branch restricted to
-    them (a row stays while some branch still yields it); an aggregate over a UNION ALL: the whole
-    query restricted to the affected groups. The rows matched by IN, then (``null_keys``) those
-    matched null-safely."""
-    if shape.over_union:
-        return list(sqlgen.restricted_rows(shape, shape.select_sql, null_keys))
-    restricted = [sqlgen.restricted_rows(b, select, null_keys)
-                  for b, select in zip(shape.branches, shape.branch_selects)]
-    distinct: list[exp.Query] = []
-    for part in zip(*restricted):  # the same part of every branch
-        rows = changes.union_of(list(part), distinct=False)
-        distinct.append(exp.select(exp.Star()).distinct()
-                        .from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("u")))))
-    return distinct
+    def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
+        rows = self._recomputed(any(null_keys))
+        query = sqlgen.join_affected(rows[0], rows[1] if len(rows) > 1 else None, self.shape.key_columns)
+        return query.with_(changes.AFFECTED, as_=self._affected_rows(since)).sql(dialect=DIALECT)
 
+    def null_key_checks(self, since: datetime | None) -> list[str | None]:
+        check = sqlgen.any_null_exists(changes.AFFECTED, len(self.shape.key_columns))
+        return [check.with_(changes.AFFECTED, as_=self._affected_rows(since)).sql(dialect=DIALECT)]
 
-def fast_union_distinct_sql(shape: ViewShape, since: datetime | None, null_keys: bool = False) -> str:
-    """A UNION, or an aggregate over a UNION ALL: the affected rows or groups (of any branch, before
-    or after) LEFT JOIN their recomputed rows. ``null_keys``: an affected key holds a NULL (it
-    is then matched null-safely)."""
-    rows = _recomputed(shape, null_keys)
-    query = sqlgen.join_affected(rows[0], rows[1] if len(rows) > 1 else None, shape.key_columns)
-    return query.with_(changes.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)
-
-
-def null_keys_checks(shape: ViewShape, since: datetime | None) -> list[str | None]:
-    """Per aggregate or window view (the view itself, or each UNION ALL branch; a UNION: its
-    affected rows), the query telling whether an affected key (a window view's: partition) holds
-    a NULL (None: its keys cannot)."""
-    if shape.distinct or shape.over_union:
-        check = sqlgen.any_null_exists(changes.AFFECTED, len(shape.key_columns))
-        return [check.with_(changes.AFFECTED, as_=_affected_rows(shape, since)).sql(dialect=DIALECT)]
-    return [sqlgen.null_keys_check_sql(b, since)
-            if (_aggregate(b) or b.partition_exprs) and b.keyed and b.deltas is None else None
-            for b in shape.branches or (shape,)]
-
-
-def keyed_branches(shape: ViewShape) -> list[ViewShape]:
-    """The shapes whose key map a refresh keeps: the view's own, or its branches'."""
-    shapes = shape.branches or (shape,)
-    return [s for s in shapes if s.keyed and s.keymap is not None and not s.global_aggregate]
-
-
-def fast_refresh_statements(shape: ViewShape, since: datetime) -> list[str]:
-    """Every statement a fast refresh of a UNION ALL view sends (see sqlgen.fast_refresh_statements)."""
-    statements = [fast_union_sql(shape, since, (True,) * len(shape.branches))]
-    for branch in keyed_branches(shape):
-        statements += keymap.keymap_update_sql(branch, since)
-    return statements + [check for check in null_keys_checks(shape, since) if check]
+    def any_dml_note(self) -> str:
+        return RECOMPUTED_NOTE if self.shape.over_union else ""

@@ -1,0 +1,77 @@
+"""Which shape a view has and which strategy keeps it: the one place, after the classifier
+(:mod:`mvlog.sql.analysis`), that looks at a view's class.
+
+| shape | strategy |
+|---|---|
+| complete only ("other") | :class:`~mvlog.sql.strategy.Strategy` |
+| one table | :class:`~mvlog.sql.strategy.Simple` |
+| inner joins | :class:`~mvlog.sql.strategy.Join` |
+| outer joins, subqueries | :class:`~mvlog.sql.strategy.OuterJoin` |
+| GROUP BY kept by state | :class:`~mvlog.sql.strategy.AggregateByDeltas` |
+| GROUP BY recomputed per group | :class:`~mvlog.sql.strategy.AggregateRecomputed` |
+| GROUP BY over outer joins | :class:`~mvlog.sql.strategy.OuterAggregate` |
+| aggregate without GROUP BY | :class:`~mvlog.sql.strategy.GlobalAggregate` |
+| window functions | :class:`~mvlog.sql.strategy.Window` |
+| UNION ALL, FULL JOIN, GROUPING SETS | :class:`~mvlog.sql.union.UnionAll` (a strategy per branch) |
+| UNION, aggregate over UNION ALL | :class:`~mvlog.sql.union.UnionDistinct` |
+"""
+
+from __future__ import annotations
+
+from mvlog.model import LogInfo
+from mvlog.sql import shaping
+from mvlog.sql.analysis import Analysis, ViewClass
+from mvlog.sql.shape import ViewShape
+from mvlog.sql.strategy import (
+    AggregateByDeltas,
+    AggregateRecomputed,
+    GlobalAggregate,
+    Join,
+    OuterAggregate,
+    OuterJoin,
+    Simple,
+    Strategy,
+    Window,
+)
+from mvlog.sql.union import UnionAll, UnionDistinct
+
+
+def strategy_of(shape: ViewShape) -> Strategy:
+    """The strategy that keeps a view of ``shape``."""
+    if not shape.fast_possible:
+        return Strategy(shape)
+    if shape.branches:
+        branches = [strategy_of(branch) for branch in shape.branches]
+        return (UnionDistinct if shape.distinct or shape.over_union else UnionAll)(shape, branches)
+    if shape.view_class is ViewClass.SIMPLE:
+        return Simple(shape)
+    if shape.partition_exprs:
+        return Window(shape)
+    if shape.global_aggregate:
+        return GlobalAggregate(shape)
+    if shape.view_class is ViewClass.AGGREGATE:
+        if shape.outer:
+            return OuterAggregate(shape)
+        return AggregateByDeltas(shape) if shape.deltas is not None else AggregateRecomputed(shape)
+    return OuterJoin(shape) if shape.outer else Join(shape)
+
+
+def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]) -> ViewShape:
+    """Join the analysis of a view with its logs (``logs_by_alias``: FROM alias -> log), by the
+    builder of its shape (:mod:`mvlog.sql.shaping`)."""
+    logs = tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.tables))
+    if analysis.view_class is ViewClass.OTHER or analysis.reasons:
+        return shaping.complete_only(name, analysis, logs)
+    if analysis.view_class is ViewClass.UNION and analysis.distinct:
+        return shaping.union_distinct(name, analysis, logs_by_alias, logs, shape_view)
+    if analysis.over_union:
+        return shaping.over_union(name, analysis, logs_by_alias, logs, shape_view)
+    if analysis.view_class is ViewClass.UNION:
+        return shaping.union_all(name, analysis, logs_by_alias, logs, shape_view)
+    if shaping.has_full_join(analysis):
+        return shaping.full_join(name, analysis, logs_by_alias, logs, shape_view)
+    if analysis.view_class is ViewClass.SIMPLE:
+        return shaping.simple(name, analysis, logs_by_alias, logs)
+    if analysis.view_class is ViewClass.WINDOW:
+        return shaping.window(name, analysis, logs_by_alias, logs)
+    return shaping.keyed(name, analysis, logs_by_alias, logs, aggregate=analysis.view_class is ViewClass.AGGREGATE)
