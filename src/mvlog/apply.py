@@ -114,9 +114,11 @@ class Registrar:
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         # CTEs and subqueries: analysed as what they merge into; a UNION's branches with their
-        # untyped literals typed as the UNION types them
-        types = self.source.output_types(cur, query) if isinstance(analysis.tree, exp.SetOperation) else None
-        if rewrite.needs_rewrite(analysis.tree) or types:
+        # untyped literals typed as the UNION types them (and a sum of sums pulled up keeps its type)
+        merged = rewrite.needs_rewrite(analysis.tree)
+        types = (self.source.output_types(cur, query) if merged or isinstance(analysis.tree, exp.SetOperation)
+                 else None)
+        if merged or types:
             analysis = analyze(query, catalog, columns, types)
         # A rewritten query names its tables as resolved (schema.name), the others as written.
         known: dict[tuple[str | None, str], TableInfo] = {

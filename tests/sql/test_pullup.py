@@ -34,9 +34,27 @@ def test_pulled_up_grouped_by_the_tables_keys_and_its_groups_with_conditions_on_
     assert 'GROUP BY "c"."id", "c"."name", "orders"."customer_id"' in by_position.tree.sql(dialect="postgres")
 
 
+def test_an_aggregate_folding_the_derived_tables_aggregates_is_one_aggregate_over_the_join():
+    query = ("SELECT c.nation_id, sum(t.total) AS revenue, sum(t.n) AS orders, max(t.top) AS top "
+             "FROM customers c JOIN (SELECT customer_id, sum(amount) AS total, count(*) AS n, max(amount) AS top "
+             "FROM orders GROUP BY customer_id) t ON t.customer_id = c.id GROUP BY c.nation_id HAVING sum(t.n) > 1")
+    folded = analyze(query, CATALOG, ["nation_id", "revenue", "orders", "top"],
+                     ["integer", "numeric", "numeric", "integer"])
+    assert folded.view_class is ViewClass.AGGREGATE and not folded.reasons
+    sql = folded.tree.sql(dialect="postgres")
+    # a sum of sums (of counts) keeps the outer sum's type
+    assert 'CAST(SUM("orders"."amount") AS DECIMAL) AS "revenue"' in sql and "CAST(COUNT(*) AS DECIMAL)" in sql
+    assert 'MAX("orders"."amount") AS "top"' in sql and "HAVING COUNT(*) > 1" in sql
+    # a max of a sum is not a fold
+    assert analyze(query.replace("max(t.top)", "max(t.total)"), CATALOG).view_class is ViewClass.OTHER
+
+
 @pytest.mark.parametrize("query", [
     f"SELECT c.name, t.total FROM customers c LEFT JOIN {TOTALS} t ON t.customer_id = c.id",  # outer join
-    f"SELECT c.nation_id, sum(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",
+    f"SELECT c.nation_id, count(*) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",  # pairs
+    f"SELECT c.nation_id, avg(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",
+    f"SELECT c.nation_id, sum(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id "
+    "WHERE t.n > 1 GROUP BY 1",  # a condition on an aggregate of the derived table
     "SELECT c.name, t.total FROM customers c JOIN (SELECT DISTINCT customer_id, sum(amount) AS total FROM orders "
     "GROUP BY customer_id) t ON t.customer_id = c.id",
     f"SELECT c.name FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id JOIN {TOTALS} u ON u.n = t.n",

@@ -123,7 +123,7 @@ def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: li
         except rewrite.NotMergeable as exc:
             return Analysis(query, tree, ViewClass.OTHER, _base_table_refs(tree), [str(exc)])
         if isinstance(tree, exp.Select):  # an aggregated derived table joined to tables: one aggregate
-            tree = pullup.pull_up(tree, catalog) or tree
+            tree = pullup.pull_up(tree, catalog, output_types) or tree
         not_null = _not_null_columns(tree, catalog)
     if isinstance(tree, exp.Select):
         tree = groupingsets.as_union(tree) or tree  # one aggregate per grouping set

@@ -13,6 +13,9 @@ Exact when every join is inner, the outer query only filters and projects, the d
 a plain aggregate over tables (no DISTINCT, LIMIT, grouping sets or windows), and the outer query
 joins on or filters by its group columns (a condition on its aggregates becomes HAVING: it is
 one value per group either way).
+
+An aggregate over such a join is pulled up too when each of its aggregates folds one of the
+derived table's (a sum of sums or counts, a min of mins, a max of maxes; see :func:`_flattened`).
 """
 
 from __future__ import annotations
@@ -57,18 +60,16 @@ def _items(select: exp.Select) -> list[exp.Expr]:
     return first + [j.this for j in select.args.get("joins") or []]
 
 
-def _candidate(select: exp.Select) -> exp.Subquery | None:
-    """The one aggregated derived table of an outer query that only filters, projects and
-    inner-joins it to tables; None if ``select`` is not that."""
-    if any(select.args.get(k) for k in ("group", "having", "distinct", "limit", "offset", "fetch", "with_")):
-        return None
-    if any(p.find(exp.AggFunc, exp.Window) for p in select.selects):
+def _derived(select: exp.Select) -> exp.Subquery | None:
+    """The one aggregated derived table of a query over it and tables, all inner-joined; None if
+    ``select`` is not that."""
+    if any(select.args.get(k) for k in ("distinct", "limit", "offset", "fetch", "with_")) or select.find(exp.Window):
         return None
     if not all(join_side(j) in ("INNER", "CROSS") and not j.args.get("using") for j in select.args.get("joins") or []):
         return None
     items = _items(select)
     derived = [i for i in items if isinstance(i, exp.Subquery)]
-    if len(derived) != 1 or len(items) < 2 or not all(isinstance(i, (exp.Table, exp.Subquery)) for i in items):
+    if len(derived) != 1 or not all(isinstance(i, (exp.Table, exp.Subquery)) for i in items):
         return None
     source = derived[0]
     if not (isinstance(source.this, exp.Select) and source.alias and _plain_aggregate(source.this)):
@@ -78,28 +79,73 @@ def _candidate(select: exp.Select) -> exp.Subquery | None:
     return source
 
 
-def pull_up(select: exp.Select, catalog: Catalog) -> exp.Select | None:
-    """``select`` as one aggregate over the join (see the module docstring), or None if it is
-    not an inner join of tables with one aggregated derived table."""
-    source = _candidate(select)
-    if source is None:
-        return None
-    inner: exp.Select = source.this.copy()
-    alias = _alias(source)
-    tables = {_alias(i): i for i in _items(select) if isinstance(i, exp.Table)}
-    taken = set(tables)
-    for item in _items(inner):
-        if _alias(item) in taken:
-            return None  # merged queries name their tables apart; keep it simple
-        taken.add(_alias(item))
+def _groups(inner: exp.Select) -> list[exp.Expr] | None:
+    """The inner aggregate's GROUP BY expressions (``GROUP BY 1``: its first output's)."""
     group = []
-    for item in inner.args["group"].expressions:  # GROUP BY 1: the inner's first output
+    for item in inner.args["group"].expressions:
         if isinstance(item, exp.Literal) and item.is_int:
             if not 1 <= int(item.this) <= len(inner.selects):
                 return None
             item = inner.selects[int(item.this) - 1]
             item = item.this if isinstance(item, exp.Alias) else item
         group.append(item)
+    return group
+
+
+def _conditions(select: exp.Select, inner: exp.Select) -> list[exp.Expr]:
+    """Every condition of the outer and the inner query (WHERE and ON: all joins are inner)."""
+    return [c.copy() for c in [
+        *_conjuncts(select.args["where"].this if select.args.get("where") else None),
+        *[c for j in select.args.get("joins") or [] for c in _conjuncts(j.args.get("on"))],
+        *_conjuncts(inner.args["where"].this if inner.args.get("where") else None),
+        *[c for j in inner.args.get("joins") or [] for c in _conjuncts(j.args.get("on"))]]]
+
+
+def _over_join(projections: list[exp.Expr], sources: list[exp.Expr], where: list[exp.Expr],
+               group: list[exp.Expr], having: list[exp.Expr]) -> exp.Select:
+    result = exp.select(*[p.copy() for p in projections])
+    result.set("from_", exp.From(this=sources[0]))
+    result.set("joins", [exp.Join(this=s, kind="CROSS") for s in sources[1:]])
+    if where:
+        result.set("where", exp.Where(this=exp.and_(*where)))
+    if group:
+        result.set("group", exp.Group(expressions=[e.copy() for e in group]))
+    if having:
+        result.set("having", exp.Having(this=exp.and_(*having)))
+    return result
+
+
+def pull_up(select: exp.Select, catalog: Catalog, output_types: list[str] | None = None) -> exp.Select | None:
+    """``select`` as one aggregate over the join (see the module docstring), or None if it is
+    not an inner join of tables with one aggregated derived table that this can pull up.
+    ``output_types``: the types PostgreSQL gives ``select``'s outputs (a sum of sums keeps its type)."""
+    source = _derived(select)
+    if source is None:
+        return None
+    inner: exp.Select = source.this.copy()
+    taken = {_alias(i) for i in _items(select) if isinstance(i, exp.Table)}
+    for item in _items(inner):
+        if _alias(item) in taken:
+            return None  # merged queries name their tables apart; keep it simple
+        taken.add(_alias(item))
+    group = _groups(inner)
+    if group is None:
+        return None
+    sources = [i.copy() for i in _items(select) if i is not source] + [i.copy() for i in _items(inner)]
+    outer_aggregates = any(p.find(exp.AggFunc) for p in select.selects) or select.args.get("having")
+    if select.args.get("group") is None and not outer_aggregates:
+        return _joined(select, source, inner, group, sources, catalog) if len(sources) > len(_items(inner)) else None
+    if select.args.get("group") is not None and not has_grouping_sets(select.args["group"]):
+        return _flattened(select, source, inner, group, sources, output_types)
+    return None
+
+
+def _joined(select: exp.Select, source: exp.Subquery, inner: exp.Select, group: list[exp.Expr],
+            sources: list[exp.Expr], catalog: Catalog) -> exp.Select | None:
+    """An outer query that filters and projects: grouped by the tables' keys and the derived
+    table's groups, its conditions on the derived table's aggregates as HAVING."""
+    alias = _alias(source)
+    tables = {_alias(i) for i in _items(select) if isinstance(i, exp.Table)}
     outputs = {p.alias_or_name: (p.this if isinstance(p, exp.Alias) else p) for p in inner.selects}
     outer = select.copy()
     try:
@@ -108,12 +154,8 @@ def pull_up(select: exp.Select, catalog: Catalog) -> exp.Select | None:
         return None
     where: list[exp.Expr] = []
     having = _conjuncts(inner.args["having"].this) if inner.args.get("having") else []
-    for condition in [*_conjuncts(outer.args["where"].this if outer.args.get("where") else None),
-                      *[c for j in outer.args.get("joins") or [] for c in _conjuncts(j.args.get("on"))],
-                      *_conjuncts(inner.args["where"].this if inner.args.get("where") else None),
-                      *[c for j in inner.args.get("joins") or [] for c in _conjuncts(j.args.get("on"))]]:
-        (having if condition.find(exp.AggFunc) else where).append(condition.copy())
-    sources = [i.copy() for i in _items(select) if i is not source] + [i.copy() for i in _items(inner)]
+    for condition in _conditions(outer, inner):
+        (having if condition.find(exp.AggFunc) else where).append(condition)
     keys: list[exp.Expr] = []
     for item in _items(select):
         if isinstance(item, exp.Table):
@@ -125,15 +167,59 @@ def pull_up(select: exp.Select, catalog: Catalog) -> exp.Select | None:
     read = [c for p in outer.selects for c in p.find_all(exp.Column)
             if c.table and identifier_name(c.args["table"]) in tables and not c.find_ancestor(exp.AggFunc)]
     grouping = {_text(e): e for e in [*keys, *read, *group]}
-    result = exp.select(*[p.copy() for p in outer.selects])
-    result.set("from_", exp.From(this=sources[0]))
-    result.set("joins", [exp.Join(this=s, kind="CROSS") for s in sources[1:]])
-    if where:
-        result.set("where", exp.Where(this=exp.and_(*where)))
-    result.set("group", exp.Group(expressions=[e.copy() for e in grouping.values()]))
-    if having:
-        result.set("having", exp.Having(this=exp.and_(*having)))
-    return result
+    return _over_join(outer.selects, sources, where, list(grouping.values()), having)
+
+
+def _flattened(select: exp.Select, source: exp.Subquery, inner: exp.Select, group: list[exp.Expr],
+               sources: list[exp.Expr], output_types: list[str] | None) -> exp.Select | None:
+    """An aggregate over the join whose aggregates each fold one of the derived table's:
+    ``sum(t.total)`` over ``sum(x)`` (or ``count(…)``) is ``sum(x)`` (``count(…)``) over the
+    join, ``min``/``max`` of a ``min``/``max`` the same — each pair of a table row and a group
+    contributes exactly its group's rows, as the join condition reads only group columns. Any
+    other aggregate (``count(*)`` counts pairs, not rows) or a condition on the derived table's
+    aggregates keeps the query as it is."""
+    if inner.args.get("having"):
+        return None
+    alias = _alias(source)
+    texts = {_text(g) for g in group}
+    outputs = {p.alias_or_name: (p.this if isinstance(p, exp.Alias) else p) for p in inner.selects}
+    folded = {n for n, e in outputs.items() if _text(e) not in texts}
+    if any(not isinstance(outputs[n], (exp.Sum, exp.Count, exp.Min, exp.Max)) or outputs[n].find(exp.Distinct)
+           for n in folded):
+        return None
+    outer = select.copy()
+    types = output_types if output_types and len(output_types) == len(outer.selects) else None
+
+    def derived_column(node: exp.Expr) -> str | None:
+        if (isinstance(node, exp.Column) and node.args.get("table") is not None
+                and identifier_name(node.args["table"]) == alias and identifier_name(node.this) in folded):
+            return identifier_name(node.this)
+        return None
+
+    for node in [a for a in outer.find_all(exp.AggFunc) if a.find_ancestor(exp.Select) is outer]:
+        name = derived_column(node.this)
+        if name is None or node.find(exp.Distinct):
+            return None  # an aggregate of other values would count each group once per row
+        kept = outputs[name]
+        if not (isinstance(node, exp.Sum) and isinstance(kept, (exp.Sum, exp.Count))
+                or isinstance(node, (exp.Min, exp.Max)) and type(node) is type(kept)):
+            return None
+        replacement: exp.Expr = kept.copy()
+        if isinstance(node, exp.Sum) and not node.find_ancestor(exp.Having):
+            owner = node.parent  # a sum of sums (of counts) has the outer sum's type: the output's
+            if not (isinstance(owner, exp.Alias) and owner.parent is outer and types):
+                return None
+            replacement = exp.cast(replacement, exp.DataType.build(types[outer.selects.index(owner)], dialect=DIALECT))
+        node.replace(replacement)
+    if any(derived_column(c) for c in outer.find_all(exp.Column)):
+        return None  # the derived table's aggregate outside an aggregate (GROUP BY it)
+    try:
+        substitute_outputs(outer, alias, outputs)
+    except NotMergeable:
+        return None
+    having = _conjuncts(outer.args["having"].this) if outer.args.get("having") else []
+    return _over_join(outer.selects, sources, _conditions(outer, inner), list(outer.args["group"].expressions),
+                      having)
 
 
 def _table_info(table: exp.Table, catalog: Catalog) -> TableInfo | None:
