@@ -142,11 +142,9 @@ class Registrar:
                 written = tuple(d[0] for d in self.source.describe_query(cur, shape.select_sql))
                 for probe in strategy_of(shape).probe_sql():
                     self.source.describe_query(cur, probe)
-                if shape.deltas is not None:  # sums of floating-point inputs would drift: recompute those
-                    type_oids = [d[1] for d in self.source.describe_query(cur, aggplan.inputs_probe_sql(shape))]
-                    inexact = aggplan.exact_inputs_reason(shape.deltas, type_oids)
-                    if inexact:
-                        shape = dataclasses.replace(shape, deltas=None, recompute_reason=inexact)
+                if shape.branches:
+                    shape = dataclasses.replace(shape, branches=tuple(self._exact(cur, b) for b in shape.branches))
+                shape = self._exact(cur, shape)
                 if check_refresh_sql:
                     strategy = strategy_of(shape)
                     self.source.check_statements(cur, strategy.statements(CHECK_SINCE), strategy.stand_in_sql())
@@ -155,6 +153,15 @@ class Registrar:
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
             raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
         return ViewCheck(shape, expansion.signature(described), tuple(key_changed), written)
+
+    def _exact(self, cur: Cursor, shape: ViewShape) -> ViewShape:
+        """``shape``, its groups recomputed if it keeps sums of floating-point inputs by deltas
+        (they would drift from the query's own rounding)."""
+        if shape.deltas is None:
+            return shape
+        type_oids = [d[1] for d in self.source.describe_query(cur, aggplan.inputs_probe_sql(shape))]
+        inexact = aggplan.exact_inputs_reason(shape.deltas, type_oids)
+        return dataclasses.replace(shape, deltas=None, recompute_reason=inexact) if inexact else shape
 
     def signature(self, cur: Cursor, query: str) -> str:
         """What a view's next refresh compares to see whether it must be complete: the query's

@@ -32,12 +32,13 @@ from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.postgres.catalog import Catalog, ViewState
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs, StampedSnapshot
-from mvlog.postgres.source import Source
+from mvlog.postgres.source import Cursor, Source
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import Warehouse, WriteCounts
 from mvlog.sql import aggdelta
 from mvlog.sql.analysis import DIALECT
 from mvlog.sql.dependencies import ViewGraph
+from mvlog.sql.shape import ViewShape
 from mvlog.sql.strategies import strategy_of
 
 
@@ -352,17 +353,25 @@ class Refresher:
                                           self.config.deletion_vectors(view))
 
     def _without_missing_groups(self, plan: RefreshPlan) -> RefreshPlan:
-        """A fast plan of an aggregate kept by deltas whose group table is missing (built before
-        aggregate deltas): its groups are recomputed until a complete refresh builds the state."""
-        shape = plan.shape
-        if plan.method is not RefreshMethod.FAST or shape.deltas is None:
+        """A fast plan of an aggregate kept by deltas (or of a UNION ALL branch) whose group table
+        is missing or stale (built before aggregate deltas): its groups are recomputed until a
+        complete refresh builds the state."""
+        if plan.method is not RefreshMethod.FAST:
             return plan
         with self.source.inspection() as cur:
-            current = self.source.relation_columns(cur, aggdelta.groups_table(shape).sql(dialect=DIALECT))
+            shape = self._with_groups(cur, plan.shape)
+            if plan.shape.branches:
+                shape = dataclasses.replace(shape, branches=tuple(self._with_groups(cur, b) for b in shape.branches))
+        return plan if shape == plan.shape else dataclasses.replace(plan, shape=shape)
+
+    def _with_groups(self, cur: Cursor, shape: ViewShape) -> ViewShape:
+        if shape.deltas is None:
+            return shape
+        current = self.source.relation_columns(cur, aggdelta.groups_table(shape).sql(dialect=DIALECT))
         if current == aggdelta.groups_columns(shape):
-            return plan
-        reason = "the state of its groups is built by its next complete refresh"
-        return dataclasses.replace(plan, shape=dataclasses.replace(shape, deltas=None, recompute_reason=reason))
+            return shape
+        return dataclasses.replace(shape, deltas=None,
+                                   recompute_reason="the state of its groups is built by its next complete refresh")
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int) -> None:
         """After the Delta commit: bring the key map to S and record last_V = S, in one transaction

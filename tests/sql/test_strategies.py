@@ -60,3 +60,17 @@ def test_a_complete_refresh_rebuilds_the_state_it_finds_missing_or_changed():
     recomputed = strategy_of(shape_of(CASES[4][0]))
     assert any(s.upper().startswith("DROP TABLE IF EXISTS") and "groups$" in s
                for s in recomputed.state_rebuild(lambda name: None))  # a group table left behind goes
+
+
+def test_aggregate_branches_of_a_union_all_keep_their_own_state_by_deltas():
+    union = strategy_of(shape_of("SELECT status, count(*) AS n, sum(amount) AS total FROM orders GROUP BY status "
+                                 "UNION ALL SELECT status, count(*) AS n, sum(amount) AS total FROM orders "
+                                 "WHERE amount > 5 GROUP BY status"))
+    assert [type(b).__name__ for b in union.branches] == ["AggregateByDeltas", "AggregateByDeltas"]  # type: ignore[attr-defined]
+    groups = [b.shape.deltas.groups for b in union.branches]  # type: ignore[attr-defined]
+    assert groups[0].endswith("_b1") and groups[1].endswith("_b2")
+    read = union.read_sql(T0, (False, False))
+    tree = sqlglot.parse_one(read, read="postgres")
+    assert all(f'"mvlog"."{g}"' in read for g in groups)
+    assert len(list(tree.find_all(sqlglot.exp.Union))) >= 1
+    assert any("groups$" in s for s in union.state_rebuild(lambda name: None))

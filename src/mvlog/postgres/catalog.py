@@ -108,14 +108,14 @@ class Catalog:
             )
 
     def drop_keymap(self, cur: Cursor, view: str) -> None:
-        """Drop a view's key maps, its own and its UNION ALL branches' (their columns may no
-        longer fit; or the view is gone)."""
+        """Drop a view's key maps and group tables, its own and its UNION ALL branches' (their
+        columns may no longer fit; or the view is gone)."""
         name = keymap_name(view)
         cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND tablename LIKE %s",
                     (name.replace("_", r"\_") + r"\_b%",))
         for (table,) in [(name,), *cur.fetchall()]:
             cur.execute(drop_keymap_sql(table))
-        cur.execute(drop_groups_sql(groups_name(name)))
+            cur.execute(drop_groups_sql(groups_name(table)))  # an aggregate's (a branch's) group table
 
     def unregister(self, cur: Cursor, name: str) -> str | None:
         """Forget a view (it stops pinning its logs) and drop its key map; returns its location,

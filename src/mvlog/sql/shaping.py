@@ -37,6 +37,7 @@ from mvlog.sql.shape import (
     add_hidden,
     col,
     downgrade,
+    groups_name,
     ident,
     keymap_name,
     projected_columns,
@@ -120,10 +121,10 @@ def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias:
                                            f"incrementally maintainable")
         if not shape.fast_possible:
             return downgrade(shape, query, f"{what} {i}: {'; '.join(shape.fast_reasons)}")
-        # A branch's groups are recomputed (its reads are the UNION view's, not a delta read).
-        shape = dataclasses.replace(shape, keymap=keymap_name(name, i) if shape.keymap else None, deltas=None,
-                                    recompute_reason="an aggregate in a UNION ALL branch is recomputed per group"
-                                    if shape.recompute_reason or shape.deltas else None)
+        # A branch keeps its own key map (and group table: an aggregate kept by state).
+        keymap = keymap_name(name, i) if shape.keymap else None
+        deltas = dataclasses.replace(shape.deltas, groups=groups_name(keymap)) if shape.deltas and keymap else None
+        shape = dataclasses.replace(shape, keymap=keymap, deltas=deltas)
         select = branch.tree.copy()
         assert isinstance(select, exp.Select)  # every branch (of a UNION ALL, or a FULL JOIN's part) is a SELECT
         key = exp.Anonymous(this="ROW", expressions=[exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs])

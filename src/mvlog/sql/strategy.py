@@ -20,12 +20,27 @@ from typing import TypeVar
 
 from sqlglot import exp
 
+from mvlog.model import CHANGED_KEY_PREFIX, PRESENT
 from mvlog.sql import aggdelta, keymap, sqlgen
-from mvlog.sql.changes import AFFECTED, ROOTS, changed_keys_sql, roots_ref, roots_sql, union_of
-from mvlog.sql.shape import ViewShape, groups_name
+from mvlog.sql.changes import (
+    AFFECTED,
+    ROOTS,
+    changed_keys_sql,
+    key_names,
+    parse_select,
+    roots_ref,
+    roots_sql,
+    union_of,
+)
+from mvlog.sql.shape import BRANCH_COLUMN, ROW_KEY_COLUMN, ViewShape, col, groups_name, ident
 from mvlog.sql.sqltree import DIALECT
 
 Q = TypeVar("Q", bound=exp.Query)
+
+
+def _row_text(names: list[str], table: str | None = None) -> exp.Expr:
+    """``CAST(ROW(<names>) AS text)``: a key as one never-NULL text, as a UNION ALL view keys a branch's rows."""
+    return exp.cast(exp.Anonymous(this="ROW", expressions=[col(n, table) for n in names]), exp.DataType.build("text"))
 # The columns of a relation (``mvlog."…"``) as the database has them now, or None if it is missing.
 ColumnsOf = Callable[[str], "list[str] | tuple[str, ...] | None"]
 
@@ -65,6 +80,20 @@ class Strategy:
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
         """Per part whose keys may hold a NULL, the query telling whether one does (None: cannot)."""
         return [None]
+
+    def union_part(self, branch: int, select_sql: str, since: datetime | None, null_keys: bool) -> exp.Query:
+        """This view as branch ``branch`` of a UNION ALL view (``select_sql``: its SELECT with the
+        union's hidden branch and row-key columns): its affected keys as (branch, row text) LEFT
+        JOIN its restricted rows, with its own CTEs."""
+        names = key_names(len(self.shape.key_columns))
+        keys = exp.select(exp.alias_(exp.Literal.number(branch), ident(f"{CHANGED_KEY_PREFIX}0")),
+                          exp.alias_(_row_text(names), ident(f"{CHANGED_KEY_PREFIX}1"))).from_(AFFECTED)
+        current = union_of(self.restricted(select_sql, null_keys), distinct=False)
+        on = exp.EQ(this=col(ROW_KEY_COLUMN, "v"), expression=col(f"{CHANGED_KEY_PREFIX}1", "k"))
+        read = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
+                .from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident("k"))))
+                .join(exp.Subquery(this=current, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left"))
+        return self.with_affected(read, since, null_keys)
 
     # -- the state it keeps --------------------------------------------------------------------------
 
@@ -252,6 +281,26 @@ class AggregateByDeltas(Join):
 
     def stand_in_sql(self) -> list[str]:
         return [*super().stand_in_sql(), *aggdelta.groups_stand_in_sql(self.shape)]
+
+    def union_part(self, branch: int, select_sql: str, since: datetime | None, null_keys: bool) -> exp.Query:
+        # The delta read (group keys, outputs, PRESENT) as the union's columns: the visible
+        # outputs, then the branch number and the group key as row text where the group is present.
+        deltas = self.shape.deltas
+        assert deltas is not None
+        names = key_names(len(self.shape.key_columns))
+        outputs = [p.alias_or_name for p in parse_select(deltas.outputs_sql).selects]
+        visible = [n for n in outputs if n not in self.shape.hidden_columns and n != PRESENT]
+        present = col(PRESENT, "d")
+        return (exp.select(
+            exp.alias_(exp.Literal.number(branch), ident(f"{CHANGED_KEY_PREFIX}0")),
+            exp.alias_(_row_text(names, "d"), ident(f"{CHANGED_KEY_PREFIX}1")),
+            *[col(n, "d") for n in visible],
+            exp.alias_(exp.Case(ifs=[exp.If(this=present.copy(), true=exp.Literal.number(branch))]),
+                       ident(BRANCH_COLUMN)),
+            exp.alias_(exp.Case(ifs=[exp.If(this=present.copy(), true=_row_text(names, "d"))]), ident(ROW_KEY_COLUMN)),
+            present)
+            .from_(exp.Subquery(this=exp.maybe_parse(self.read_sql(since), dialect=DIALECT),
+                                alias=exp.TableAlias(this=ident("d")))))
 
     def statements(self, since: datetime) -> list[str]:
         return [self.read_sql(since), *self.state_update(since)]

@@ -13,11 +13,10 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mvlog.model import CHANGED_KEY_PREFIX
 from mvlog.sql import changes, sqlgen
 from mvlog.sql.analysis import DIALECT
 from mvlog.sql.rewrite import FULL_JOIN_PARTS
-from mvlog.sql.shape import ROW_KEY_COLUMN, ViewShape, col, ident
+from mvlog.sql.shape import ViewShape, col, ident
 from mvlog.sql.strategy import RECOMPUTED_NOTE, ColumnsOf, Strategy
 
 
@@ -42,18 +41,7 @@ class UnionAll(Strategy):
         """``null_keys[i]``: an affected key of branch i+1 holds a NULL (see :meth:`null_key_checks`)."""
         parts = []
         for i, (branch, select) in enumerate(zip(self.branches, self.shape.branch_selects), 1):
-            names = changes.key_names(len(branch.shape.key_columns))
-            row_key = exp.cast(exp.Anonymous(this="ROW", expressions=[col(n) for n in names]),
-                               exp.DataType.build("text"))
-            keys = exp.select(exp.alias_(exp.Literal.number(i), ident(f"{CHANGED_KEY_PREFIX}0")),
-                              exp.alias_(row_key, ident(f"{CHANGED_KEY_PREFIX}1"))).from_(changes.AFFECTED)
-            nullish = len(null_keys) >= i and null_keys[i - 1]
-            current = changes.union_of(branch.restricted(select, nullish), distinct=False)
-            on = exp.EQ(this=col(ROW_KEY_COLUMN, "v"), expression=col(f"{CHANGED_KEY_PREFIX}1", "k"))
-            read = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
-                    .from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident("k"))))
-                    .join(exp.Subquery(this=current, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left"))
-            read = branch.with_affected(read, since, nullish)
+            read = branch.union_part(i, select, since, len(null_keys) >= i and null_keys[i - 1])
             parts.append(exp.select(exp.Star()).from_(
                 exp.Subquery(this=read, alias=exp.TableAlias(this=ident(f"b{i}")))))
         return changes.union_of(parts, distinct=False).sql(dialect=DIALECT)
