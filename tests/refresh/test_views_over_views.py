@@ -35,6 +35,10 @@ VIEWS = [
     {"name": "customer_report", "refresh": "fast",  # … joined to a table, filtered on its aggregate
      "query": "SELECT c.name, c.segment, t.orders, t.total, t.top FROM customers c "
               "JOIN customer_totals t ON t.customer_id = c.id WHERE t.total > 10 OR t.orders > 1"},
+    {"name": "segment_revenue", "refresh": "fast",  # an aggregate over the aggregate view, joined: folded
+     "query": "SELECT c.segment, sum(t.total) AS revenue, sum(t.orders) AS orders, max(t.top) AS top "
+              "FROM customers c JOIN customer_totals t ON t.customer_id = c.id GROUP BY c.segment "
+              "HAVING sum(t.orders) > 1"},
     {"name": "repeat_buyers", "refresh": "fast",  # an aggregated derived table joined to two tables
      "query": "SELECT c.id, c.name, n.name AS nation, t.spent, t.n FROM customers c "
               "JOIN nation n ON n.id = c.nation_id JOIN (SELECT customer_id, sum(amount) AS spent, count(*) AS n "
