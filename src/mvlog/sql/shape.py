@@ -95,7 +95,7 @@ class ViewShape:
     global_aggregate: bool = False
     range_key: RangeKey | None = None
     # Outer joins: tables[0] is the *root*, present in every row; core_sql is the lineage (see
-    # _lineage), and a change is traced to the roots whose rows it touches, then to view keys.
+    # lineage.lineage), and a change is traced to the roots whose rows it touches, then to view keys.
     outer: bool = False
     # UNION ALL: each branch's shape (its key map named after the branch) and its SELECT with the
     # view's two hidden key columns (BRANCH_COLUMN, ROW_KEY_COLUMN) instead of its own.

@@ -18,16 +18,15 @@ from mvlog.sql.analysis import (
     DIALECT,
     Analysis,
     NotKeyable,
-    SemiJoin,
     ViewClass,
     group_expressions,
     identifier_name,
     join_side,
     partition_by,
-    root_join,
     window_parts,
 )
 from mvlog.sql.changes import union_of
+from mvlog.sql.lineage import lineage, select_core
 from mvlog.sql.shape import (
     BRANCH_COLUMN,
     ROW_KEY_COLUMN,
@@ -38,11 +37,10 @@ from mvlog.sql.shape import (
     col,
     downgrade,
     groups_name,
-    ident,
     keymap_name,
     projected_columns,
 )
-from mvlog.sql.sqltree import TableRef, conjuncts, full_join_parts, item_alias, root_first
+from mvlog.sql.sqltree import TableRef, full_join_parts, root_first
 
 ShapeBranch = Callable[[str, Analysis, dict[str, LogInfo]], ViewShape]  # shapes a branch (strategies.shape_view)
 
@@ -71,27 +69,6 @@ def simple(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], log
     """One table, filtered and projected: keyed by its primary key."""
     select = analysis.tree.copy()
     assert isinstance(select, exp.Select)
-    return _shape_simple(name, analysis, select, logs_by_alias, logs)
-
-
-def window(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs: tuple[LogInfo, ...]) -> ViewShape:
-    """Window functions over a simple or join query (see :func:`_shape_window`)."""
-    select = analysis.tree.copy()
-    assert isinstance(select, exp.Select)
-    return _shape_window(name, analysis, select, logs_by_alias, logs)
-
-
-def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs: tuple[LogInfo, ...],
-          aggregate: bool) -> ViewShape:
-    """Joins (inner, outer, with subqueries) and aggregates over them: keyed by the tables'
-    primary keys, or (``aggregate``) by the groups."""
-    select = analysis.tree.copy()
-    assert isinstance(select, exp.Select)
-    return _shape_keyed(name, analysis, select, logs_by_alias, logs, aggregate)
-
-
-def _shape_simple(name: str, analysis: Analysis, select: exp.Select, logs_by_alias: dict[str, LogInfo],
-                  logs: tuple[LogInfo, ...]) -> ViewShape:
     ref = analysis.tables[0]
     log = logs_by_alias[ref.alias]
     outputs = projected_columns(select, ref.alias, list(log.key_columns))
@@ -211,8 +188,12 @@ def full_join(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
     return _shape_union(name, analysis.query, parts, [logs_by_alias] * 2, logs, shape_branch, full_join=True)
 
 
-def _shape_keyed(name: str, analysis: Analysis, select: exp.Select, logs_by_alias: dict[str, LogInfo],
-                 logs: tuple[LogInfo, ...], aggregate: bool) -> ViewShape:
+def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs: tuple[LogInfo, ...],
+          aggregate: bool) -> ViewShape:
+    """Joins (inner, outer, with subqueries) and aggregates over them: keyed by the tables'
+    primary keys, or (``aggregate``) by the groups."""
+    select = analysis.tree.copy()
+    assert isinstance(select, exp.Select)
     try:
         groups = group_expressions(select) if aggregate else []
     except NotKeyable as exc:
@@ -246,9 +227,9 @@ def _shape_keyed(name: str, analysis: Analysis, select: exp.Select, logs_by_alia
         key_columns, hidden, key_exprs = _row_keys(select, tables[:from_items])
 
     if outer:
-        core = _lineage(select, sides, analysis.semi_joins)
+        core = lineage(select, sides, analysis.semi_joins)
     else:
-        core = _core(select)
+        core = select_core(select)
     deltas = None
     recompute_reason = None
     if aggregate:
@@ -275,17 +256,6 @@ def _table_keys(refs: list[TableRef], logs_by_alias: dict[str, LogInfo], from_it
     return tables
 
 
-def _core(select: exp.Select) -> exp.Select:
-    """``SELECT 1`` over ``select``'s FROM items and WHERE: the rows it is computed from."""
-    core = exp.select(exp.Literal.number(1))
-    core.set("from_", select.args["from_"].copy())
-    if select.args.get("joins"):
-        core.set("joins", [j.copy() for j in select.args["joins"]])
-    if select.args.get("where"):
-        core.set("where", select.args["where"].copy())
-    return core
-
-
 def _row_keys(select: exp.Select, tables: list[TableKey], through: exp.Select | None = None
               ) -> tuple[list[str], list[str], list[exp.Expr]]:
     """A view keyed by its tables' primary keys: (key columns, hidden columns, key expressions).
@@ -310,17 +280,18 @@ def _row_keys(select: exp.Select, tables: list[TableKey], through: exp.Select | 
     return key_columns, hidden, key_exprs
 
 
-def _shape_window(name: str, analysis: Analysis, select: exp.Select, logs_by_alias: dict[str, LogInfo],
-                  logs: tuple[LogInfo, ...]) -> ViewShape:
+def window(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs: tuple[LogInfo, ...]) -> ViewShape:
     """Window functions over a simple or join query: keyed by its tables' primary keys; the key
     map maps base rows (an outer join's: lineage rows) to their partition, and an affected
     partition is recomputed whole."""
+    select = analysis.tree.copy()
+    assert isinstance(select, exp.Select)
     outer, inner = window_parts(select)
     sides = [join_side(j) for j in inner.args.get("joins") or []]
     outer_join = any(side in ("LEFT", "RIGHT") for side in sides)
     tables = _table_keys(root_first(analysis.tables, inner.args.get("joins") or []), logs_by_alias)
     key_columns, hidden, key_exprs = _row_keys(inner, tables, through=outer)
-    core = _lineage(inner, sides, []) if outer_join else _core(inner)
+    core = lineage(inner, sides, []) if outer_join else select_core(inner)
     return ViewShape(
         name, ViewClass.WINDOW, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
         tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
@@ -328,64 +299,6 @@ def _shape_window(name: str, analysis: Analysis, select: exp.Select, logs_by_ali
         range_key=RangeKey(key_columns[0], tables[0].log, tables[0].log.key_columns[0]),
         partition_exprs=tuple(e.sql(dialect=DIALECT) for e in partition_by(inner)),
     )
-
-
-def _lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) -> exp.Select:
-    """``SELECT 1 FROM`` an outer-join view's FROM items as a chain from its root, every join
-    from the first outer one on made LEFT, and only the WHERE conditions on the tables before it;
-    then each table a subquery reads, LEFT JOINed on the condition that ties its rows to the view's.
-
-    Every view row of a root row is a function of that root row's lineage rows, and a base row
-    changes them only if it is in one of them, before or after the change: so the roots of the
-    lineage rows that hold a changed row are all the roots whose view rows may change. (Inner
-    joins after an outer one, or WHERE conditions on its NULL-extended side, would drop rows in
-    which a change shows: a partner that appears removes its NULL-extended row.)
-
-    A RIGHT JOIN's table is the root: ``A JOIN B … RIGHT JOIN C ON c`` becomes ``C LEFT JOIN (A JOIN
-    B …) ON c``. The inner joins' rows are combinations of base rows, present or not, so a change
-    shows in the lineage rows that hold the changed row (an outer join there would not do: a
-    partner that appears replaces a NULL-extended row that holds no key of it)."""
-    items = [select.args["from_"].this.copy()]
-    joins = [j.copy() for j in select.args.get("joins") or []]
-    right = root_join(joins)
-    if right is not None:  # P RIGHT JOIN b ON c …  ->  b LEFT JOIN P ON c …, P nested if it joins
-        prefix_item = items[0]
-        if right > 0:
-            prefix_item.set("joins", joins[:right])
-            prefix_item = exp.Subquery(this=prefix_item)
-        root = joins[right]
-        items[0] = root.this
-        root.set("this", prefix_item)
-        joins = [root] + joins[right + 1:]
-    first_outer = 0 if right is not None else next(
-        (i for i, side in enumerate(sides) if side == "LEFT"), len(sides))
-    for join in joins[first_outer:]:
-        join.set("side", "LEFT")
-        join.set("kind", None)
-    prefix = {item_alias(items[0])} | {item_alias(j.this) for j in joins[:first_outer]}
-    item: exp.Table | exp.Subquery
-    for semi in semi_joins:  # one table, or several cross-joined in parentheses (their ON is in the condition)
-        item, *others = [exp.Table(this=ident(ref.name), db=ident(ref.schema) if ref.schema else None,
-                                   alias=exp.TableAlias(this=ident(ref.alias))) for ref in semi.tables]
-        if others:
-            item.set("joins", [exp.Join(this=other, kind="CROSS") for other in others])
-            item = exp.Subquery(this=item)
-        joins.append(exp.Join(this=item, on=semi.condition.copy(), side="LEFT"))
-    core = exp.select(exp.Literal.number(1)).from_(items[0])
-    core.set("joins", joins)
-    where = select.args.get("where")
-    if where is not None:
-        kept = [c.copy() for c in conjuncts(where.this) if _on_tables(c, prefix)]
-        if kept:
-            core.where(exp.and_(*kept), copy=False)
-    return core
-
-
-def _on_tables(condition: exp.Expr, aliases: set[str]) -> bool:
-    """Whether every column of ``condition`` is qualified by one of ``aliases`` (and it has no subquery)."""
-    columns = list(condition.find_all(exp.Column))
-    return bool(columns) and not condition.find(exp.Select) and all(
-        c.args.get("table") and identifier_name(c.args["table"]) in aliases for c in columns)
 
 
 def _range_key(key_columns: list[str], tables: list[TableKey], groups: list[exp.Expr]) -> RangeKey | None:
