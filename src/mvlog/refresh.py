@@ -356,8 +356,8 @@ class Refresher:
         """A fast plan of an aggregate kept by deltas (or of a UNION ALL branch) whose group table
         is missing or stale (built before aggregate deltas): its groups are recomputed until a
         complete refresh builds the state."""
-        if plan.method is not RefreshMethod.FAST:
-            return plan
+        if plan.method is not RefreshMethod.FAST or all(s.deltas is None for s in (plan.shape, *plan.shape.branches)):
+            return plan  # nothing kept by deltas: no catalog read on the refresh's path
         with self.source.inspection() as cur:
             shape = self._with_groups(cur, plan.shape)
             if plan.shape.branches:
