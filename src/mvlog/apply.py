@@ -116,7 +116,9 @@ class Registrar:
         # CTEs and subqueries: analysed as what they merge into; a UNION's branches with their
         # untyped literals typed as the UNION types them (and a sum of sums pulled up keeps its type)
         merged = rewrite.needs_rewrite(analysis.tree)
-        types = (self.source.output_types(cur, query) if merged or isinstance(analysis.tree, exp.SetOperation)
+        nested_groups = merged and any(s is not analysis.tree and s.args.get("group") is not None
+                                       for s in analysis.tree.find_all(exp.Select))
+        types = (self.source.output_types(cur, query) if nested_groups or isinstance(analysis.tree, exp.SetOperation)
                  else None)
         if merged or types:
             analysis = analyze(query, catalog, columns, types)
