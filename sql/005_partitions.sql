@@ -35,10 +35,12 @@ DECLARE
     member    record;
     event     text;
     changed   integer := 0;
+    logical   boolean;  -- captured by logical decoding: no triggers on any member
 BEGIN
     SELECT l.log_name, format('mvlog.%I', l.log_name),
-           (SELECT string_agg(quote_ident(k), ', ' ORDER BY o) FROM unnest(l.key_columns) WITH ORDINALITY AS u(k, o))
-      INTO log_name, log_table, keys
+           (SELECT string_agg(quote_ident(k), ', ' ORDER BY o) FROM unnest(l.key_columns) WITH ORDINALITY AS u(k, o)),
+           l.capture = 'logical'
+      INTO log_name, log_table, keys, logical
       FROM mvlog.logs AS l WHERE l.table_oid = root;
     IF log_table IS NULL THEN
         RETURN 0;
@@ -56,7 +58,7 @@ BEGIN
                 EXECUTE format('INSERT INTO %s (%s, "dmltype$$", "old_new$$") SELECT %s, ''D'', ''O'' FROM %s',
                                log_table, keys, keys, member.partition_oid::regclass);
             END IF;
-            FOREACH event IN ARRAY ARRAY['insert', 'update', 'delete', 'truncate'] LOOP
+            FOREACH event IN ARRAY ARRAY['insert', 'update', 'delete', 'truncate'] LOOP  -- (none if logical)
                 EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', 'mvlog$' || event, member.partition_oid::regclass);
             END LOOP;
         END IF;
@@ -72,11 +74,15 @@ BEGIN
           AND (NOT EXISTS (SELECT FROM mvlog.log_partitions AS p WHERE p.partition_oid = t.relid)
                OR (SELECT count(*) FROM pg_trigger AS g
                    WHERE g.tgrelid = t.relid AND g.tgname IN ('mvlog$insert', 'mvlog$update', 'mvlog$delete',
-                                                              'mvlog$truncate')) < 4)
+                                                              'mvlog$truncate')) <> CASE WHEN logical THEN 0 ELSE 4 END)
     LOOP
+        -- A logically captured table's partitions are published through their root: no triggers.
         EXECUTE format(
             'DROP TRIGGER IF EXISTS "mvlog$insert" ON %1$s; DROP TRIGGER IF EXISTS "mvlog$update" ON %1$s; '
-            'DROP TRIGGER IF EXISTS "mvlog$delete" ON %1$s; DROP TRIGGER IF EXISTS "mvlog$truncate" ON %1$s; '
+            'DROP TRIGGER IF EXISTS "mvlog$delete" ON %1$s; DROP TRIGGER IF EXISTS "mvlog$truncate" ON %1$s',
+            member.relid::regclass);
+        IF NOT logical THEN
+        EXECUTE format(
             'CREATE TRIGGER "mvlog$insert" AFTER INSERT ON %1$s REFERENCING NEW TABLE AS mvlog_new '
             'FOR EACH STATEMENT EXECUTE FUNCTION %2$s(); '
             'CREATE TRIGGER "mvlog$update" AFTER UPDATE ON %1$s REFERENCING OLD TABLE AS mvlog_old '
@@ -87,6 +93,7 @@ BEGIN
             member.relid::regclass,
             format('mvlog.%I', log_name || '$insert'), format('mvlog.%I', log_name || '$update'),
             format('mvlog.%I', log_name || '$delete'), format('mvlog.%I', log_name || '$truncate'));
+        END IF;
         IF how = 'exact' AND member.relkind = 'r' THEN
             EXECUTE format('INSERT INTO %s (%s, "dmltype$$", "old_new$$") SELECT %s, ''I'', ''N'' FROM %s',
                            log_table, keys, keys, member.relid::regclass);

@@ -72,6 +72,7 @@ class Registrar:
         self.source = source
         self.catalog = catalog
         self.logs = logs
+        self._captures: dict[int, str] = {}  # table oid -> capture kind, as declared_tables found them
 
     def resolve_named_table(self, cur: Cursor, name: str) -> TableInfo | None:
         """The table a ``logs:`` entry (or a command argument) names, or None if there is none."""
@@ -271,6 +272,7 @@ class Registrar:
                     if table is None:
                         raise ConfigError(f"table {entry.table} does not exist")
                     found.setdefault(table.oid, (where, table))
+                    self._captures.setdefault(table.oid, entry.capture or self.config.source.capture)
                     continue
                 if entry.schema_name == MVLOG_SCHEMA:
                     raise ConfigError(f"schema {MVLOG_SCHEMA} holds mvlog's own tables; its tables cannot be logged")
@@ -289,7 +291,16 @@ class Registrar:
                         skipped.append(f"{table.qualified}: it has no primary key")
                     continue
                 found[table.oid] = (where, table)
+                self._captures.setdefault(table.oid, entry.capture or self.config.source.capture)
         return list(found.values())
+
+    def capture_of(self, table: TableInfo) -> str:
+        """How ``logs:`` says the table's log is filled (after :meth:`declared_tables`)."""
+        return self._captures.get(table.oid, self.config.source.capture)
+
+    def wants_logical(self) -> bool:
+        """Whether ``logs:`` asks for a log captured by logical decoding (it may match no table yet)."""
+        return any((entry.capture or self.config.source.capture) == "logical" for entry in self.config.logs)
 
     def declared_logs(self, cur: Cursor) -> dict[int, LogInfo]:
         """Logs as they are, or as ``apply`` would create them for the tables under ``logs:``."""
@@ -307,9 +318,14 @@ class Registrar:
         """Install the catalog, create the logs and register the views, in the caller's transaction."""
         self.catalog.install(cur)
         logs: dict[int, LogInfo] = {}
-        for where, table in self.declared_tables(cur, report.logs_skipped):
+        declared = self.declared_tables(cur, report.logs_skipped)
+        if any(self.capture_of(table) == "logical" for _, table in declared):
+            refusal = self.logs.decoding.refusal(cur)
+            if refusal:
+                raise ConfigError(refusal)
+        for where, table in declared:
             try:
-                log, outcome = self.logs.ensure(cur, table)
+                log, outcome = self.logs.ensure(cur, table, self.capture_of(table))
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
             if outcome == "rekeyed":

@@ -11,7 +11,7 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -45,8 +45,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+CaptureKind = Literal["trigger", "logical"]
+
+
 class SourceConfig(_Strict):
     dsn: str = Field(min_length=1)
+    # How the logs are filled unless a log says otherwise: "trigger" (in the writer's transaction)
+    # or "logical" (decoding the database's WAL through a replication slot; README "Capture").
+    capture: CaptureKind = "trigger"
+    # How long a refresh waits for the logical capture to reach its snapshot before it fails.
+    capture_wait: float = Field(default=60.0, gt=0)
 
 
 class SparkConfig(_Strict):
@@ -78,6 +86,7 @@ class LogConfig(_Strict):
     table: str | None = Field(default=None, min_length=1)
     schema_name: str | None = Field(default=None, alias="schema", min_length=1)
     tables: str | None = Field(default=None, min_length=1)
+    capture: CaptureKind | None = None  # None: the source's
 
     @model_validator(mode="after")
     def _one_form(self) -> LogConfig:

@@ -10,7 +10,7 @@ The adapters (:mod:`mvlog.postgres.source`, :mod:`mvlog.postgres.catalog`,
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from mvlog.errors import SourceError
@@ -67,6 +67,9 @@ class LogInfo:
     key_columns: tuple[str, ...]
     key_types: tuple[str, ...]
     table_oid: int
+    # Who fills it: "trigger", "logical" (the capture step), or "handover" (triggers again, while the
+    # capture still writes rows of transactions from before the switch); see mvlog.postgres.capture.
+    capture: str = field(default="trigger", compare=False)
 
     @property
     def qualified_table(self) -> str:

@@ -23,6 +23,7 @@ from mvlog.model import LogInfo, Occupant
 from mvlog.ops.freshness import Freshness
 from mvlog.ops.status import Status
 from mvlog.plan import RefreshPlan
+from mvlog.postgres.capture.decoding import Pass
 from mvlog.postgres.catalog import Catalog, HistoryRow
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs
@@ -161,8 +162,13 @@ class Project:
         self.registrar.validate()
         occupants = self._check_locations()
         report = ApplyReport()
+        if self.registrar.wants_logical():  # the slot first: it decodes what commits after it is made
+            with self.source.transaction() as cur:
+                self.catalog.install(cur)
+            self.logs.decoding.ensure()
         with self.source.transaction() as cur:
             self.registrar.register(cur, report)
+        self._settle_capture()
         unbuilt = self.catalog.unbuilt_views()
         pending = [v.name for v in self.config.views if v.name in unbuilt or not occupants[v.name].delta]
         # A view built (again) changes what the views reading it mean: rebuild those with it.
@@ -183,6 +189,34 @@ class Project:
                                                                    if occupants[v.name].delta}
         report.tables_registered = self._register_tables(sorted(built))
         return report
+
+    def _settle_capture(self) -> None:
+        """After logs changed capture: a pass of the logical capture (it finishes hand-overs to
+        triggers), and the slot and publication dropped when no log is captured logically."""
+        if self.logs.decoding.exists():
+            self.logs.decoding.catch_up()
+            self.logs.end_capture()
+
+    def capture(self, once: bool = False, interval: float = 1.0,
+                stop: Callable[[], bool] = lambda: False) -> Iterator[Pass]:
+        """Run the logical capture: a pass (``once``), or passes every ``interval`` seconds until
+        ``stop()``; yields each pass that wrote rows (or, ``once``, the one pass)."""
+        self.catalog.check()
+        if not self.logs.decoding.exists():
+            raise UsageError("no log is captured by logical decoding (capture: logical); nothing to capture")
+        while True:
+            done = self.logs.decoding.catch_up()
+            if once:
+                if done is None:
+                    raise UsageError("another process is running the logical capture of this database")
+                yield done
+                return
+            if done is not None and done.rows:
+                yield done
+            if stop():
+                return
+            if done is None or not done.rows:
+                time.sleep(interval)
 
     def _register_tables(self, names: list[str]) -> list[str]:
         """Register built views in the Spark catalog (``catalog:``); the names newly registered."""
@@ -352,6 +386,7 @@ class Project:
             for name in dependents:
                 self.catalog.unregister(cur, name)
             self.logs.drop(cur, log)
+        self._settle_capture()
         return [f"view {name} dropped (its Delta table is kept)" for name in dependents] + [
             f"log on {log.qualified_table} dropped"]
 

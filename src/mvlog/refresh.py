@@ -239,7 +239,7 @@ class Refresher:
                 logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
                 self.catalog.close_interrupted(names)
                 checkpoint("before_stamp")
-                with self.logs.stamp(logs) as stamped:
+                with self.logs.stamp(logs, self.config.source.capture_wait) as stamped:
                     checkpoint("after_stamp")
                     prepared = time.monotonic()
                     results = [self._refresh_one(p, stamped, started[p.view.name],
@@ -336,7 +336,7 @@ class Refresher:
             null_keys = tuple(bool(check and stamped.query(check)[0][0])
                               for check in strategy_of(plan.shape).null_key_checks(plan.since))
             with phases("read"):
-                df = self.warehouse.read(self.jdbc, plan.read_sql(null_keys), stamped.snapshot)
+                df = self.warehouse.read(self.jdbc, stamped.resolve(plan.read_sql(null_keys)), stamped.snapshot)
                 staged = self.warehouse.stage(df)
             with phases("write"):
                 checkpoint("after_read")
@@ -386,7 +386,7 @@ class Refresher:
             statements = (strategy.state_rebuild(lambda name: self.source.relation_columns(cur, name)) if complete
                           else strategy.state_update(plan.since))
             for statement in statements:
-                cur.execute(statement)
+                cur.execute(stamped.resolve(statement) if not complete else statement)
             # A complete refresh wrote the query's columns as they are now: remember them.
             signature = self.registrar.signature(cur, view.query) if complete else None
             self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature)

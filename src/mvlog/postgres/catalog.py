@@ -60,6 +60,7 @@ class Catalog:
         cur.execute(read_sql("002_ddl_capture.sql"))
         cur.execute(read_sql("004_history_versions.sql"))
         cur.execute(read_sql("005_partitions.sql"))
+        cur.execute(read_sql("006_logical_capture.sql"))
         cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         if fetch_row(cur)[0]:
             cur.execute(read_sql("003_event_triggers.sql"))

@@ -1,16 +1,18 @@
-"""The materialized view logs: their DDL and registry rows, stamping, windows and purging.
+"""The materialized view logs: their tables and registry rows, stamping, windows and purging.
 
-A log is a table ``mvlog.mlog$_<table>_<oid>`` filled by triggers on its base table
-(``sql/log.sql``) and a row in ``mvlog.logs``. Which views consume a log, and so how
-far it may be purged, is the catalog's business (:mod:`mvlog.postgres.catalog`).
+A log is a table ``mvlog.mlog$_<table>_<oid>`` (``sql/log_table.sql``) and a row in
+``mvlog.logs``. What fills it is its capture (:mod:`mvlog.postgres.capture`): triggers, or the
+logical decoding of the database's replication slot. Everything here reads it the same way
+whoever filled it. Which views consume a log, and so how far it may be purged, is the catalog's
+business (:mod:`mvlog.postgres.catalog`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import psycopg2
@@ -19,26 +21,18 @@ from psycopg2 import sql
 
 from mvlog.errors import ConfigError
 from mvlog.model import MVLOG_SCHEMA, SENTINEL, LogInfo, TableInfo, WindowSize, checked_snapshot_id, log_name_for
-from mvlog.postgres.source import ESTIMATED_ROWS, Cursor, Source, fetch_row, log_identifier, read_sql, table_identifier
+from mvlog.postgres.capture import Capture
+from mvlog.postgres.capture.decoding import Decoding
+from mvlog.postgres.capture.logical import LogicalCapture
+from mvlog.postgres.capture.pgoutput import lsn_value
+from mvlog.postgres.capture.triggers import TriggerCapture
+from mvlog.postgres.late import LateRows
+from mvlog.postgres.source import ESTIMATED_ROWS, Cursor, Source, fetch_row, log_identifier, read_sql
 from mvlog.sql.changes import changed_key_count_sql
 
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of the advisory locks that serialize stamping a log
-# The SET clause of every log trigger function (sql/log.sql).
-TRIGGER_FUNCTION_CONFIG = ("search_path=pg_catalog, pg_temp",)
-EVENTS = ("insert", "update", "delete", "truncate")
-
-
-def trigger_bodies() -> dict[str, str]:
-    """The sections of ``log_trigger_bodies.sql`` by name."""
-    sections: dict[str, list[str]] = {}
-    current = None
-    for line in read_sql("log_trigger_bodies.sql").splitlines():
-        match = re.match(r"^-- @(\w+)\s*$", line)
-        if match:
-            current = sections.setdefault(match.group(1), [])
-        elif current is not None and not line.startswith("--"):
-            current.append(line)
-    return {name: "\n".join(lines).strip() + "\n" for name, lines in sections.items()}
+CAPTURES: dict[str, Capture] = {"trigger": TriggerCapture(), "logical": LogicalCapture()}
+CAPTURE_WAIT = 60.0  # seconds a refresh waits for the logical capture to reach its snapshot
 
 
 class Logs:
@@ -46,53 +40,76 @@ class Logs:
 
     def __init__(self, source: Source):
         self.source = source
+        self.decoding = Decoding(source)
 
     def registered(self) -> dict[str, LogInfo]:
         """Registered logs by qualified table name."""
         rows = self.source.query(
-            "SELECT table_schema, table_name, log_name, key_columns, key_types, table_oid FROM mvlog.logs"
+            "SELECT table_schema, table_name, log_name, key_columns, key_types, table_oid, capture FROM mvlog.logs"
         )
-        return {f"{r[0]}.{r[1]}": LogInfo(r[0], r[1], r[2], tuple(r[3]), tuple(r[4]), int(r[5])) for r in rows}
+        return {f"{r[0]}.{r[1]}": LogInfo(r[0], r[1], r[2], tuple(r[3]), tuple(r[4]), int(r[5]), r[6])
+                for r in rows}
 
     # -- DDL ----------------------------------------------------------------------------------
 
-    def ensure(self, cur: Cursor, table: TableInfo) -> tuple[LogInfo, str]:
-        """CREATE MATERIALIZED VIEW LOG ON table WITH PRIMARY KEY (idempotent).
+    def ensure(self, cur: Cursor, table: TableInfo, capture: str = "trigger") -> tuple[LogInfo, str]:
+        """CREATE MATERIALIZED VIEW LOG ON table WITH PRIMARY KEY (idempotent), filled by
+        ``capture`` (``trigger`` or ``logical``).
 
-        Returns the log and what happened: ``"unchanged"`` when the log, its four triggers
-        and their functions already exist exactly as this version of mvlog renders them;
-        ``"created"`` when its DDL ran (new, or made by an older mvlog); ``"rekeyed"`` when
-        the table's primary key changed, so the old log's rows were dropped (its views need
-        a complete refresh).
+        Returns the log and what happened: ``"unchanged"`` when the log and its capture already
+        exist exactly as this version of mvlog renders them; ``"created"`` when its DDL ran (new,
+        made by an older mvlog, or its capture switched); ``"rekeyed"`` when the table's primary
+        key changed, so the old log's rows were dropped (its views need a complete refresh).
+
+        A switch of capture is exact: both happen in this transaction, which locks the table
+        against writes (trigger DDL), so every write is logged by the one before or the one after.
+        Switching back to triggers leaves the log in ``handover`` until the capture has written
+        the transactions that committed before the switch (:meth:`Decoding._settle`).
         """
         if not table.key:
             raise ConfigError(f"table {table.qualified} has no primary key, so it cannot have a materialized view log")
         refusal = self.source.log_refusal(cur, table)
         if refusal:
             raise ConfigError(refusal)
+        if capture == "logical":
+            refusal = self.decoding.replica_identity_refusal(cur, table.oid, table.qualified)
+            if refusal:
+                raise ConfigError(refusal)
         cur.execute(
-            "SELECT log_name, key_columns, key_types FROM mvlog.logs WHERE table_schema = %s AND table_name = %s",
+            "SELECT log_name, key_columns, key_types, capture FROM mvlog.logs "
+            "WHERE table_schema = %s AND table_name = %s",
             (table.schema, table.name),
         )
         row = cur.fetchone()
         log = LogInfo.for_table(table, row[0] if row else log_name_for(table))
+        was = row[3] if row else None
+        now = "handover" if capture == "trigger" and was in ("logical", "handover") else capture
+        log = dataclasses.replace(log, capture=now)
         outcome = "created"
+        method = CAPTURES[capture]
         if row and (tuple(row[1]), tuple(row[2])) != (log.key_columns, log.key_types):
             # The primary key changed: the old log's rows name keys of another shape.
             cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(log_identifier(log)))
             outcome = "rekeyed"
-        elif row and self._ddl_current(cur, table, log):
+        elif row and was == now and self._table_current(cur, log) and method.current(cur, table, log):
             return log, "unchanged" if not self._cover_partitions(cur, table, "drifted") else "created"
-        cur.execute(self._ddl(cur, table, log))
+        cur.execute(self._table_ddl(table, log))
         cur.execute(
             """
-            INSERT INTO mvlog.logs (table_schema, table_name, table_oid, log_name, key_columns, key_types)
-            VALUES (%s, %s, %s, %s, %s, %s)
+            INSERT INTO mvlog.logs (table_schema, table_name, table_oid, log_name, key_columns, key_types, capture)
+            VALUES (%s, %s, %s, %s, %s, %s, %s)
             ON CONFLICT (table_schema, table_name) DO UPDATE
-            SET table_oid = excluded.table_oid, key_columns = excluded.key_columns, key_types = excluded.key_types
+            SET table_oid = excluded.table_oid, key_columns = excluded.key_columns, key_types = excluded.key_types,
+                capture = excluded.capture
             """,
-            (table.schema, table.name, table.oid, log.log_name, list(log.key_columns), list(log.key_types)),
+            (table.schema, table.name, table.oid, log.log_name, list(log.key_columns), list(log.key_types), now),
         )
+        method.install(cur, table, log)
+        if now == "handover" and was == "logical":
+            # Transactions that wrote the table before this one took its lock committed before this
+            # position: once the capture has written past it, the log is the triggers' alone.
+            cur.execute("UPDATE mvlog.logs SET switched_lsn = pg_current_wal_insert_lsn() WHERE log_name = %s",
+                        (log.log_name,))
         # A new or rekeyed log's views refresh completely anyway; an existing log whose partitions
         # changed unwatched cannot tell what moved.
         self._cover_partitions(cur, table, "drifted" if row and outcome == "created" else "initial")
@@ -100,90 +117,41 @@ class Logs:
 
     @staticmethod
     def _cover_partitions(cur: Cursor, table: TableInfo, how: str) -> int:
-        """Put the log's triggers on every partition of ``table`` (and off former ones); how many
-        changed (``sql/005_partitions.sql``)."""
+        """Put the log's triggers on every partition of ``table`` (and off former ones; none for a
+        logical log), and list them in its registry; how many changed (``sql/005_partitions.sql``)."""
         cur.execute("SELECT mvlog.cover_partitions(%s, %s)", (table.oid, how))
         return fetch_row(cur)[0]
 
-    def _ddl_current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:
-        """The log table (without an index), its four triggers and their functions are as rendered now."""
+    @staticmethod
+    def _table_current(cur: Cursor, log: LogInfo) -> bool:
+        """The log table exists as rendered now: without an index, with the columns of logical rows."""
         cur.execute(
             """
-            SELECT (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = %(table)s AND t.tgname LIKE 'mvlog$%%') = 4
-                   AND to_regclass(%(log)s) IS NOT NULL
+            SELECT to_regclass(%(log)s) IS NOT NULL
                    AND NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = to_regclass(%(log)s))
+                   AND EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = to_regclass(%(log)s)
+                               AND a.attname = 'lsn$$' AND NOT a.attisdropped)
             """,
-            {"table": table.oid, "log": log_identifier(log).as_string(cur)},
+            {"log": log_identifier(log).as_string(cur)},
         )
-        if not fetch_row(cur)[0]:
-            return False
-        expected = {f"{log.log_name}${name}": body for name, body in self._trigger_bodies(cur, table, log).items()}
-        cur.execute(
-            "SELECT proname, prosrc, proconfig FROM pg_proc "
-            "WHERE pronamespace = 'mvlog'::regnamespace AND proname = ANY(%s)",
-            (list(expected),),
-        )
-        found = {name: (source, config) for name, source, config in cur.fetchall()}
-        return all(found.get(name) == (body, list(TRIGGER_FUNCTION_CONFIG)) for name, body in expected.items())
+        return bool(fetch_row(cur)[0])
 
-    def _trigger_bodies(self, cur: Cursor, table: TableInfo, log: LogInfo) -> dict[str, str]:
-        """The rendered PL/pgSQL bodies of the log's trigger functions, by event."""
-
-        def prefixed(alias: str) -> sql.Composed:
-            return sql.SQL(", ").join(sql.Identifier(alias, c.name) for c in table.key)
-
-        parts = {
-            "log": log_identifier(log),
-            "key_cols": sql.SQL(", ").join(sql.Identifier(c.name) for c in table.key),
-            "new_keys": prefixed("n"),
-            "old_keys": prefixed("o"),
-            "old_first_key": sql.Identifier("o", table.key[0].name),
-            "new_first_key": sql.Identifier("n", table.key[0].name),
-            "either_keys": sql.SQL(", ").join(
-                sql.SQL("coalesce({}, {})").format(sql.Identifier("n", c.name), sql.Identifier("o", c.name))
-                for c in table.key
-            ),
-            "keys_equal": sql.SQL(" AND ").join(
-                sql.SQL("{} = {}").format(sql.Identifier("n", c.name), sql.Identifier("o", c.name)) for c in table.key
-            ),
-        }
-        return {
-            name: sql.SQL(text).format(**{k: v for k, v in parts.items() if "{" + k + "}" in text}).as_string(cur)
-            for name, text in trigger_bodies().items()
-        }
-
-    def _ddl(self, cur: Cursor, table: TableInfo, log: LogInfo) -> sql.Composed:
-        bodies = self._trigger_bodies(cur, table, log)
-        return sql.SQL(read_sql("log.sql")).format(
-            table=table_identifier(table),
+    @staticmethod
+    def _table_ddl(table: TableInfo, log: LogInfo) -> sql.Composed:
+        return sql.SQL(read_sql("log_table.sql")).format(
             log=log_identifier(log),
             log_index=sql.Identifier(MVLOG_SCHEMA, f"{log.log_name}$snaptime"),
             key_defs=sql.SQL(", ").join(
                 sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.type)) for c in table.key
             ),
-            **{f"fn_{name}": sql.Identifier(MVLOG_SCHEMA, f"{log.log_name}${name}") for name in bodies},
-            **{f"body_{name}": sql.Literal(body) for name, body in bodies.items()},
         )
 
     def drop(self, cur: Cursor, log: LogInfo) -> None:
-        """DROP MATERIALIZED VIEW LOG: triggers, trigger functions, log table and registry row."""
-        table = sql.Identifier(log.table_schema, log.table_name)
-        cur.execute("SELECT to_regclass(%s)::oid = %s", (table.as_string(cur), log.table_oid))
-        if fetch_row(cur)[0]:
-            for event in EVENTS:
-                cur.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(f"mvlog${event}"), table))
-        cur.execute("DELETE FROM mvlog.log_partitions AS p WHERE p.table_oid = %s RETURNING p.partition_oid",
-                    (log.table_oid,))
-        partitions = [oid for (oid,) in cur.fetchall()]
-        cur.execute("SELECT n.nspname, c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
-                    "WHERE c.oid = ANY(%s::oid[])", (partitions,))
-        for schema, name in cur.fetchall():
-            for event in EVENTS:
-                cur.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(
-                    sql.Identifier(f"mvlog${event}"), sql.Identifier(schema, name)))
-        for event in EVENTS:
-            cur.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(
-                sql.Identifier(MVLOG_SCHEMA, f"{log.log_name}${event}")))
+        """DROP MATERIALIZED VIEW LOG: its capture (triggers, or its place in the publication), log
+        table and registry row."""
+        for capture in CAPTURES.values():
+            capture.remove(cur, log)
+        cur.execute("DELETE FROM mvlog.log_partitions AS p WHERE p.table_oid = %s", (log.table_oid,))
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(log_identifier(log)))
         cur.execute("DELETE FROM mvlog.logs WHERE log_name = %s", (log.log_name,))
 
@@ -201,7 +169,7 @@ class Logs:
     # -- stamping, windows, purging --------------------------------------------------------
 
     @contextlib.contextmanager
-    def stamp(self, logs: Sequence[LogInfo]) -> Iterator[StampedSnapshot]:
+    def stamp(self, logs: Sequence[LogInfo], capture_wait: float = CAPTURE_WAIT) -> Iterator[StampedSnapshot]:
         """Stamp every sentinel row of these logs with one new S, and hold the snapshot the stamp saw.
 
         The refresh reads everything at that snapshot, so it sees the base tables exactly as
@@ -213,6 +181,10 @@ class Logs:
         Session advisory locks per log, taken in a fixed order *before* the snapshot and S are
         taken and released after the stamp commits, serialize stamping, so stamps become
         visible in increasing order of S and no stamp commits between a snapshot and its stamp.
+
+        A log captured by logical decoding gets its rows after their transactions commit, so
+        also after the snapshot: :meth:`_stamp_decoded` waits for the capture to pass the
+        snapshot and stamps exactly the rows of the transactions it sees.
         """
         source = self.source
         ordered = sorted(logs, key=lambda log: log.table_oid)
@@ -226,6 +198,8 @@ class Logs:
                 with stamper.cursor() as cur:
                     for log in ordered:
                         cur.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_NAMESPACE, log.table_oid & 0x7FFFFFFF))
+                if any(log.capture != "trigger" for log in ordered):
+                    self.decoding.catch_up()  # now, so that few rows arrive after the snapshot
                 stamper.autocommit = False
                 stamper.set_session(isolation_level="REPEATABLE READ")
                 with stamper.cursor() as cur, holder.cursor() as held:
@@ -234,17 +208,22 @@ class Logs:
                     held.execute("SELECT pg_export_snapshot()")  # outlives the stamp's transaction
                     snapshot = checked_snapshot_id(fetch_row(held)[0])
                     cur.execute(
-                        "SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond') "
+                        "SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond'), "
+                        "       bool_or(capture <> 'trigger') "
                         "FROM mvlog.logs WHERE log_name = ANY(%s)", (names,),
                     )
-                    stamp = fetch_row(cur)[0]
+                    stamp, decoded = fetch_row(cur)
+                    late = LateRows(stamp)
+                    if decoded:
+                        late = self._stamp_decoded(cur, ordered, stamp, capture_wait)
                     for log in ordered:
                         cur.execute(
-                            sql.SQL('UPDATE {} SET "snaptime$$" = %s WHERE "snaptime$$" = %s')
+                            sql.SQL('UPDATE {} SET "snaptime$$" = %s WHERE "snaptime$$" = %s AND "xid$$" IS NULL')
                             .format(log_identifier(log)),
                             (stamp, SENTINEL),
                         )
-                    cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)", (stamp, names))
+                    if not decoded:
+                        cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)", (stamp, names))
                 stamper.commit()
             finally:
                 stamper.close()  # releases the advisory locks
@@ -254,11 +233,61 @@ class Logs:
             with source.transaction() as cur:
                 for log in ordered:
                     cur.execute("SELECT mvlog.analyze(%s::regclass)", (log_identifier(log).as_string(cur),))
-            yield StampedSnapshot(stamp, snapshot, holder, source)
+            yield StampedSnapshot(stamp, snapshot, holder, source, late)
         except psycopg2.Error as exc:
             raise source.error(exc) from None
         finally:
             holder.close()
+
+    def _stamp_decoded(self, at_snapshot: Cursor, logs: Sequence[LogInfo], stamp: datetime,
+                       wait: float) -> LateRows:
+        """Stamp the rows logical decoding wrote of the transactions the snapshot S sees, and return
+        those written after S (the refresh adds them to its windows: S cannot see them).
+
+        Exact because: a transaction visible in S committed before S was taken, so its commit
+        record lies before L, the WAL insert position read after S. Once the capture has written
+        everything that committed before L, every row of such a transaction is in the log (none
+        missing); a row is stamped only if its transaction is visible in S (none early — the
+        others keep the sentinel for the next refresh).
+        """
+        at_snapshot.execute("SELECT pg_current_snapshot()::text, "
+                            "(SELECT written_lsn::text FROM mvlog.capture_state LIMIT 1), "
+                            "pg_current_wal_insert_lsn()::text")
+        snapshot, written, insert = fetch_row(at_snapshot)
+        if written is not None:
+            self.decoding.reach(lsn_value(insert), wait)
+        late = LateRows(stamp)
+        with self.source.transaction() as cur:  # a snapshot that sees what the capture wrote
+            for log in logs:
+                keys = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(k)) for k in log.key_columns)
+                cur.execute(
+                    sql.SQL('UPDATE {} SET "snaptime$$" = %(stamp)s WHERE "snaptime$$" = %(sentinel)s '
+                            'AND "xid$$" IS NOT NULL AND pg_visible_in_snapshot("xid$$", %(snapshot)s::pg_snapshot) '
+                            'RETURNING {}, "dmltype$$", "old_new$$", "xact_time$$", '
+                            '"lsn$$" >= %(written)s::pg_lsn').format(log_identifier(log), keys),
+                    {"stamp": stamp, "sentinel": SENTINEL, "snapshot": snapshot, "written": written or "0/0"})
+                late.add(log, [r[:-1] for r in cur.fetchall() if r[-1] is not False])
+            cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)",
+                        (stamp, [log.log_name for log in logs]))
+        return late
+
+    def end_capture(self) -> None:
+        """Drop the logical capture when no log is captured logically any more, with every log's
+        stamping lock held (no refresh stamps while its rows become trigger rows)."""
+        logs = sorted(self.registered().values(), key=lambda log: log.table_oid)
+        if any(log.capture != "trigger" for log in logs) or not self.decoding.exists():
+            return
+        conn = self.source.connect()
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                for log in logs:
+                    cur.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_NAMESPACE, log.table_oid & 0x7FFFFFFF))
+            self.decoding.drop()
+        except psycopg2.Error as exc:
+            raise self.source.error(exc) from None
+        finally:
+            conn.close()
 
     def pending(self, logs: Sequence[LogInfo], after: datetime | None) -> Pending:
         """What a consumer at ``after`` has not applied of ``logs`` (rows stamped later, or not
@@ -313,7 +342,9 @@ SELECT name, what FROM (
       AND (NOT EXISTS (SELECT FROM mvlog.log_partitions AS p WHERE p.partition_oid = t.relid)
            OR (SELECT count(*) FROM pg_trigger AS g
                WHERE g.tgrelid = t.relid
-                 AND g.tgname IN ('mvlog$insert', 'mvlog$update', 'mvlog$delete', 'mvlog$truncate')) < 4)
+                 AND g.tgname IN ('mvlog$insert', 'mvlog$update', 'mvlog$delete', 'mvlog$truncate'))
+              <> CASE WHEN (SELECT l.capture FROM mvlog.logs AS l WHERE l.table_oid = %(root)s) = 'logical'
+                      THEN 0 ELSE 4 END)
     UNION ALL
     SELECT p.partition_name, 'is covered by its log but left the table'
     FROM mvlog.log_partitions AS p
@@ -344,11 +375,21 @@ class StampedSnapshot:
     snapshot: str
     conn: psycopg2.extensions.connection
     source: Source
+    late: LateRows = field(default_factory=lambda: LateRows(datetime.min))
+
+    def resolve(self, statement: str) -> str:
+        """A statement to run at the snapshot, reading each log with the rows the snapshot cannot
+        see but this refresh stamped (:mod:`mvlog.postgres.late`)."""
+        return self.late.resolve(statement) if self.late else statement
 
     def query(self, statement: sql.Composable | str, params: Sequence | dict | None = None) -> list[tuple]:
         """Run a read-only statement at the snapshot."""
         try:
             with self.conn.cursor() as cur:
+                if self.late:
+                    text = statement.as_string(cur) if isinstance(statement, sql.Composable) else statement
+                    statement = self.resolve(cur.mogrify(text, params).decode() if params is not None else text)
+                    params = None
                 cur.execute(statement, params)
                 return cur.fetchall() if cur.description else []
         except psycopg2.Error as exc:

@@ -63,7 +63,7 @@ class TempPostgres:
     def __init__(self, password: str = "mvlog-secret", port: int | None = None, settings: dict[str, str] | None = None):
         self.password = password
         self.port = port or free_port()
-        self.settings = {"fsync": "off", "max_connections": "100", **(settings or {})}
+        self.settings = {"fsync": "off", "max_connections": "100", "wal_level": "logical", **(settings or {})}
         self.bin_dir: Path | None = None
         self.root: Path | None = None
 

@@ -1,25 +1,7 @@
--- The materialized view log of one table: CREATE MATERIALIZED VIEW LOG ON table WITH PRIMARY KEY.
---
--- Rendered by mvlog with psycopg2.sql (every placeholder in braces is a quoted identifier or a composed
--- list of them), executed by `mvlog apply` in its transaction. Statement-level AFTER
--- triggers with transition tables write the changed keys in the writer's transaction:
--- one INSERT ... SELECT per statement, no per-row dynamic SQL, no column values.
---
--- snaptime$$ starts at the sentinel 4000-01-01; a refresh stamps it (see DESIGN.md, section 3).
--- dmltype$$: I insert, U update, D delete, T truncate (keys NULL). old_new$$: O old key, N new key.
-
-CREATE TABLE IF NOT EXISTS {log} (
-    {key_defs},
-    "snaptime$$" timestamptz NOT NULL DEFAULT '4000-01-01 00:00:00+00',
-    "dmltype$$"  "char"      NOT NULL,
-    "old_new$$"  "char"      NOT NULL,
-    "xact_time$$" timestamptz NOT NULL DEFAULT transaction_timestamp()  -- for status: age of pending changes
-);
--- No index (as Oracle's MLOG$ tables): the log holds the changes since the oldest dependent
--- view's last refresh, and stamping, the window read and purge each read most of it anyway.
--- An index on snaptime$$ cost writers ~10 % of pgbench TPC-B TPS (BENCHMARKS.md), and without
--- it the stamping UPDATE can be HOT. Earlier versions of mvlog created one: dropped here.
-DROP INDEX IF EXISTS {log_index};
+-- The triggers of a log captured by triggers (capture: trigger, the default). Rendered like
+-- log_table.sql, run after it. Statement-level AFTER triggers with transition tables write the
+-- changed keys in the writer's transaction: one INSERT ... SELECT per statement, no per-row
+-- dynamic SQL, no column values.
 
 CREATE OR REPLACE FUNCTION {fn_insert}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS {body_insert};

@@ -1,0 +1,38 @@
+"""How writes reach a materialized view log: one interface, two implementations.
+
+A log (``mvlog.mlog$…``, :mod:`mvlog.postgres.logs`) is read the same way whoever fills it:
+stamped, windowed and purged by :class:`~mvlog.postgres.logs.Logs`. A :class:`Capture` only fills
+it — :class:`~mvlog.postgres.capture.triggers.TriggerCapture` with statement triggers in the
+writer's transaction, :class:`~mvlog.postgres.capture.logical.LogicalCapture` by decoding the
+database's replication slot (:class:`~mvlog.postgres.capture.decoding.Decoding`). The contract
+between capture and refresh is the stamped snapshot (docs/design-notes.md, "Capture by logical
+decoding").
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from mvlog.model import LogInfo, TableInfo
+from mvlog.postgres.source import Cursor
+
+CAPTURE_KINDS = ("trigger", "logical")
+
+
+class Capture(ABC):
+    """What fills the logs of one capture kind."""
+
+    kind: str
+
+    @abstractmethod
+    def install(self, cur: Cursor, table: TableInfo, log: LogInfo) -> None:
+        """Make every write to ``table`` reach ``log`` from the caller's transaction's commit on
+        (the log table exists), and stop the other kind's capture of it."""
+
+    @abstractmethod
+    def current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:
+        """Whether ``table``'s capture is installed exactly as this version of mvlog renders it."""
+
+    @abstractmethod
+    def remove(self, cur: Cursor, log: LogInfo) -> None:
+        """Stop capturing the writes of ``log``'s table (the log is being dropped)."""

@@ -1,0 +1,434 @@
+"""The capture step of ``capture: logical``: decode the database's replication slot into the logs.
+
+One slot (``mvlog_<database oid>``, plugin ``pgoutput``) and one publication (``mvlog``) per
+database. A *pass* peeks the slot's changes up to a WAL position, writes their keys into the logs
+(``COPY``, committed in batches) and then records how far it wrote (``mvlog.capture_state``) in
+the transaction of its last rows; only after that commit does it advance the slot. A pass killed
+anywhere leaves the slot where it was, and the next pass writes those keys again: at least once,
+never less (a key logged twice is harmless to a refresh, a key never logged is not).
+
+Passes are serialized by an advisory lock (and PostgreSQL lets one backend use a slot at a time):
+``mvlog capture``, a scheduler and a refresh that finds the capture behind may all ask for one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg2
+import psycopg2.extensions
+from psycopg2 import sql
+
+from mvlog.errors import SourceError
+from mvlog.model import MVLOG_SCHEMA, SENTINEL
+from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication, unpublish
+from mvlog.postgres.capture.pgoutput import Change, Decoder, full_xid, lsn_text, lsn_value
+from mvlog.postgres.source import Cursor, Source, fetch_row
+
+CAPTURE_LOCK = 0x6D766C63  # "mvlc": the advisory lock one capture pass holds
+FETCH_ROWS = 20_000  # messages fetched from the slot at a time
+BATCH_ROWS = 100_000  # log rows written per committed batch
+LOST_REASON = ("the replication slot of mvlog's logical capture lost WAL it had not decoded "
+               "(max_slot_wal_keep_size): changes were not captured")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one capture pass did: log rows written, how far (``written``), and its seconds."""
+
+    rows: int
+    written: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SlotStatus:
+    """The slot as ``mvlog status`` and the metrics show it."""
+
+    slot: str
+    active: bool
+    wal_status: str | None  # reserved, extended, unreserved, lost (PostgreSQL's words)
+    retained_bytes: int  # WAL the slot keeps from being removed
+    lag_bytes: int  # WAL written since the capture's position
+    lag_seconds: float | None  # since the capture last wrote its position
+    written_lsn: str
+    keys_written: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"slot": self.slot, "active": self.active, "wal_status": self.wal_status,
+                "retained_bytes": self.retained_bytes, "lag_bytes": self.lag_bytes,
+                "lag_seconds": self.lag_seconds, "written_lsn": self.written_lsn, "keys_written": self.keys_written}
+
+
+def _copy_text(value: str | None) -> str:
+    if value is None:
+        return "\\N"
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+class Decoding:
+    """The logical capture of one database."""
+
+    def __init__(self, source: Source):
+        self.source = source
+
+    # -- the slot ---------------------------------------------------------------------------
+
+    @staticmethod
+    def slot_name(cur: Cursor) -> str:
+        cur.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+        return f"mvlog_{fetch_row(cur)[0]}"
+
+    def exists(self) -> bool:
+        """Whether the database has mvlog's capture (its state row; the slot may be lost)."""
+        rows = self.source.query("SELECT to_regclass('mvlog.capture_state') IS NOT NULL "
+                                 "AND EXISTS (SELECT FROM mvlog.capture_state)")
+        return bool(rows[0][0])
+
+    @staticmethod
+    def refusal(cur: Cursor) -> str | None:
+        """Why this database cannot have a logical capture, or None: ``wal_level``, a free
+        replication slot, the right to use one."""
+        cur.execute("SELECT current_setting('wal_level'), "
+                    "current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots), "
+                    "EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = 'mvlog_' || "
+                    "        (SELECT oid FROM pg_database WHERE datname = current_database())), "
+                    "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user) "
+                    "OR pg_has_role(current_user, 'rds_replication', 'MEMBER') IS TRUE "
+                    "   AND EXISTS (SELECT FROM pg_roles WHERE rolname = 'rds_replication')")
+        wal_level, free, has_slot, may = fetch_row(cur)
+        if wal_level != "logical":
+            return (f"capture: logical needs wal_level = logical (it is {wal_level}); set it in postgresql.conf "
+                    f"(on a managed service, its logical replication parameter) and restart PostgreSQL")
+        if not may:
+            return ("capture: logical needs a role with the REPLICATION attribute (ALTER ROLE … REPLICATION; "
+                    "on RDS/Aurora, GRANT rds_replication)")
+        if not has_slot and free < 1:
+            return "capture: logical needs a free replication slot (every one of max_replication_slots is in use)"
+        return None
+
+    @staticmethod
+    def replica_identity_refusal(cur: Cursor, oid: int, qualified: str) -> str | None:
+        """Why a table cannot be captured logically, or None: its replica identity must be its
+        primary key (the publication publishes only the key, so FULL or NOTHING would stop its
+        writers' UPDATEs and DELETEs)."""
+        cur.execute("SELECT c.relreplident, (SELECT i.indisprimary FROM pg_index AS i "
+                    "WHERE i.indrelid = c.oid AND i.indisreplident) FROM pg_class AS c WHERE c.oid = %s", (oid,))
+        identity, primary = fetch_row(cur)
+        if identity == "d" or (identity == "i" and primary):
+            return None
+        what = {"f": "FULL", "n": "NOTHING", "i": "an index other than the primary key"}.get(identity, identity)
+        return (f"table {qualified} has REPLICA IDENTITY {what}; capture: logical needs its primary key "
+                f"(ALTER TABLE {qualified} REPLICA IDENTITY DEFAULT)")
+
+    def ensure(self) -> bool:
+        """Create the publication, the slot and the capture's state if missing (outside any
+        transaction: PostgreSQL creates a logical slot only in one that has written nothing).
+        Returns whether the slot was created."""
+        conn = self.source.connect()
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                ensure_publication(cur)
+                slot = self.slot_name(cur)
+                cur.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+                row = cur.fetchone()
+                if row is not None and row[0] != "lost":
+                    cur.execute("INSERT INTO mvlog.capture_state (slot_name, publication, written_lsn) "
+                                "SELECT %s, %s, confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = %s "
+                                "ON CONFLICT (slot_name) DO NOTHING", (slot, PUBLICATION, slot))
+                    return False
+                self._create_slot(cur, slot, lost=row is not None)
+                return True
+        except psycopg2.Error as exc:
+            raise self.source.error(exc) from None
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _create_slot(cur: Cursor, slot: str, lost: bool) -> None:
+        """A new slot, and the state to go with it. Replacing a slot PostgreSQL invalidated, the
+        views of logically captured logs need a complete refresh: changes were not decoded."""
+        if lost:
+            cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        cur.execute("SELECT lsn FROM pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+        start = fetch_row(cur)[0]
+        cur.execute("INSERT INTO mvlog.capture_state (slot_name, publication, written_lsn) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (slot_name) DO UPDATE SET written_lsn = excluded.written_lsn, "
+                    "written_at = clock_timestamp()", (slot, PUBLICATION, start))
+        if lost:
+            cur.execute("UPDATE mvlog.views SET needs_complete = %s WHERE name IN (SELECT v.view_name "
+                        "FROM mvlog.view_logs AS v JOIN mvlog.logs AS l USING (table_schema, table_name) "
+                        "WHERE l.capture <> 'trigger')", (LOST_REASON,))
+
+    def drop(self) -> None:
+        """Drop the slot, the publication and the capture's state (no log is captured logically any
+        more): a last pass, then the rows it wrote that no refresh stamped yet become trigger rows.
+        The caller holds every log's stamping lock."""
+        with self._exclusive(wait=True):
+            try:
+                self._pass(None)
+            except psycopg2.Error as exc:
+                raise self.source.error(exc, "logical capture") from None
+            self._as_trigger_rows()
+            conn = self.source.connect()
+            try:
+                conn.autocommit = True
+                with conn.cursor() as cur:
+                    slot = self.slot_name(cur)
+                    cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                                "WHERE slot_name = %s", (slot,))
+                    cur.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(PUBLICATION)))
+                    cur.execute("DELETE FROM mvlog.capture_state WHERE slot_name = %s", (slot,))
+            except psycopg2.Error as exc:
+                raise self.source.error(exc) from None
+            finally:
+                conn.close()
+
+    # -- passes -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _exclusive(self, wait: bool = False) -> Iterator[bool]:
+        """Hold the capture lock (or, without ``wait``, yield False if another process holds it)."""
+        conn = self.source.connect()
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                if wait:
+                    cur.execute("SELECT pg_advisory_lock(%s, 0)", (CAPTURE_LOCK,))
+                    got = True
+                else:
+                    cur.execute("SELECT pg_try_advisory_lock(%s, 0)", (CAPTURE_LOCK,))
+                    got = bool(fetch_row(cur)[0])
+            yield got
+        except psycopg2.Error as exc:
+            raise self.source.error(exc) from None
+        finally:
+            conn.close()  # releases the lock
+
+    def written(self) -> int:
+        """How far the capture has written: every transaction that committed before is in the logs."""
+        rows = self.source.query("SELECT written_lsn::text FROM mvlog.capture_state")
+        if not rows:
+            raise SourceError("this database has no logical capture; run 'mvlog apply'")
+        return lsn_value(rows[0][0])
+
+    def catch_up(self, upto: int | None = None) -> Pass | None:
+        """One pass: write what committed before ``upto`` (default: everything flushed now); None
+        if another process is capturing."""
+        with self._exclusive() as got:
+            if not got:
+                return None
+            try:
+                return self._pass(upto)
+            except psycopg2.Error as exc:
+                raise self.source.error(exc, "logical capture") from None
+
+    def reach(self, lsn: int, timeout: float) -> None:
+        """Wait (capturing, or for the capture of another process) until everything that committed
+        before ``lsn`` is in the logs; SourceError after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            written = self.written()
+            if written >= lsn:
+                return
+            if time.monotonic() > deadline:
+                raise SourceError(f"the logical capture did not reach WAL position {lsn_text(lsn)} within "
+                                  f"{timeout:g} s (it is at {lsn_text(written)}); nothing was stamped — see "
+                                  f"'mvlog status' for the slot's lag")
+            if self.catch_up(lsn) is None:
+                time.sleep(0.02)
+
+    def _pass(self, upto: int | None) -> Pass:
+        started = time.monotonic()
+        reader, writer = self.source.connect(), self.source.connect()
+        try:
+            with reader.cursor() as cur:
+                slot = self.slot_name(cur)
+                cur.execute("SELECT written_lsn::text FROM mvlog.capture_state WHERE slot_name = %s", (slot,))
+                row = cur.fetchone()
+                if row is None:
+                    raise SourceError("this database has no logical capture; run 'mvlog apply'")
+                written = lsn_value(row[0])
+                cur.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+                status = cur.fetchone()
+                if status is None or status[0] == "lost":
+                    reader.rollback()
+                    self._replace_lost(slot)
+                    return Pass(0, self.written(), time.monotonic() - started)
+                if upto is not None:
+                    self._flush_to(writer, upto)
+                cur.execute("SELECT pg_current_wal_flush_lsn()::text, "
+                            "pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+                flush, next_xid = fetch_row(cur)
+                target = min(upto, lsn_value(flush)) if upto is not None else lsn_value(flush)
+                if target <= written:
+                    reader.rollback()
+                    return Pass(0, written, time.monotonic() - started)
+                rows = self._decode(reader, writer, slot, written, target, next_xid)
+            reader.rollback()
+            with writer.cursor() as out:
+                out.execute("UPDATE mvlog.capture_state SET written_lsn = %s, written_at = clock_timestamp(), "
+                            "keys_written = keys_written + %s WHERE slot_name = %s", (lsn_text(target), rows, slot))
+            writer.commit()
+            writer.autocommit = True
+            with writer.cursor() as out:  # only now may the slot forget these changes
+                out.execute("SELECT pg_replication_slot_advance(%s, %s)", (slot, lsn_text(target)))
+            self._settle()
+            return Pass(rows, target, time.monotonic() - started)
+        finally:
+            reader.close()
+            writer.close()
+
+    @staticmethod
+    def _flush_to(conn: psycopg2.extensions.connection, lsn: int) -> None:
+        """Have PostgreSQL flush its WAL up to ``lsn`` (a committed transaction with an xid flushes
+        everything before its commit record): decoding reads only flushed WAL."""
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_current_wal_flush_lsn()::text")
+            if lsn_value(fetch_row(cur)[0]) >= lsn:
+                conn.rollback()
+                return
+            cur.execute("SET LOCAL synchronous_commit = on")
+            cur.execute("SELECT pg_current_xact_id()")
+        conn.commit()
+
+    def _decode(self, reader: psycopg2.extensions.connection, writer: psycopg2.extensions.connection,
+                slot: str, written: int, target: int, next_xid: int) -> int:
+        """Peek the slot up to ``target`` and write the log rows of every transaction that
+        committed at or after ``written``; commits every BATCH_ROWS rows. Returns rows written."""
+        logs = self._logs(writer)
+        decoder, batch, total, pending = Decoder(), _Batch(), 0, 0
+        with reader.cursor(name="mvlog_capture") as changes:
+            changes.itersize = FETCH_ROWS
+            changes.execute("SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
+                            "'proto_version', '1', 'publication_names', %s)", (slot, lsn_text(target), PUBLICATION))
+            for (message,) in changes:
+                for change in decoder.decode(message):
+                    if change.commit_lsn < written:  # written by an earlier pass that stopped before advancing
+                        continue
+                    log = logs.get(change.relation)
+                    if log is None:
+                        logs = self._logs(writer)  # a log created since this pass started
+                        log = logs.get(change.relation)
+                        if log is None:  # a table whose log is being dropped
+                            continue
+                    batch.add(log, change, next_xid)
+                    pending += 1
+                if pending >= BATCH_ROWS:
+                    total += batch.write(writer)
+                    writer.commit()
+                    batch, pending = _Batch(), 0
+        return total + batch.write(writer)
+
+    @staticmethod
+    def _logs(conn: psycopg2.extensions.connection) -> dict[int, tuple[str, tuple[str, ...]]]:
+        """Registered logs by table oid: (log table, key columns)."""
+        with conn.cursor() as cur:
+            cur.execute("SELECT table_oid, log_name, key_columns FROM mvlog.logs")
+            found = {int(oid): (name, tuple(keys)) for oid, name, keys in cur.fetchall()}
+        conn.commit()
+        return found
+
+    # -- hand-overs, lost slots, status -------------------------------------------------------
+
+    def _settle(self) -> None:
+        """Finish the hand-overs the capture has passed: a log switched back to triggers
+        (``handover``) whose switch the capture has written past, and whose decoded rows have all
+        been stamped, is the triggers' alone and leaves the publication."""
+        with self.source.transaction() as cur:
+            cur.execute("SELECT l.table_schema, l.table_name, l.log_name FROM mvlog.logs AS l WHERE "
+                        "l.capture = 'handover' AND l.switched_lsn <= (SELECT written_lsn FROM mvlog.capture_state)")
+            for schema, name, log_name in cur.fetchall():
+                cur.execute(sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE "snaptime$$" = %s AND "xid$$" IS NOT NULL)')
+                            .format(sql.Identifier(MVLOG_SCHEMA, log_name)), (SENTINEL,))
+                if fetch_row(cur)[0]:
+                    continue  # the next refresh stamps them
+                cur.execute("UPDATE mvlog.logs SET capture = 'trigger', switched_lsn = NULL WHERE log_name = %s",
+                            (log_name,))
+                unpublish(cur, schema, name)
+
+    def _as_trigger_rows(self, timeout: float = 10.0) -> None:
+        """Make every unstamped decoded row a trigger row (xid$$ NULL: stamped by the first snapshot
+        that sees the row), once its transaction is visible to every snapshot from now on. For
+        dropping the capture, with every log's stamping lock held."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = False
+            with self.source.transaction() as cur:
+                cur.execute("SELECT log_name FROM mvlog.logs")
+                for (log_name,) in cur.fetchall():
+                    table = sql.Identifier(MVLOG_SCHEMA, log_name)
+                    cur.execute(sql.SQL('UPDATE {} SET "xid$$" = NULL WHERE "snaptime$$" = %s AND "xid$$" IS NOT NULL '
+                                        'AND pg_visible_in_snapshot("xid$$", pg_current_snapshot())').format(table),
+                                (SENTINEL,))
+                    cur.execute(sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE "snaptime$$" = %s '
+                                        'AND "xid$$" IS NOT NULL)').format(table), (SENTINEL,))
+                    left = left or bool(fetch_row(cur)[0])
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise SourceError("rows of the logical capture belong to transactions that are not visible yet; "
+                                  "run the command again")
+            time.sleep(0.05)
+
+    def _replace_lost(self, slot: str) -> None:
+        """A slot PostgreSQL invalidated (or that was dropped under mvlog) is made again; the views
+        of logically captured logs are marked for a complete refresh."""
+        conn = self.source.connect()
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute("SELECT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = %s)", (slot,))
+                self._create_slot(cur, slot, lost=bool(fetch_row(cur)[0]))
+        finally:
+            conn.close()
+
+    def status(self) -> list[SlotStatus]:
+        """The slot: retained WAL, the capture's lag, PostgreSQL's verdict on it."""
+        rows = self.source.query(
+            "SELECT s.slot_name, coalesce(r.active, false), r.wal_status, "
+            "       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), r.restart_lsn), 0)::bigint, "
+            "       greatest(pg_wal_lsn_diff(pg_current_wal_lsn(), s.written_lsn), 0)::bigint, "
+            "       CASE WHEN pg_current_wal_lsn() > s.written_lsn "
+            "            THEN extract(epoch FROM clock_timestamp() - s.written_at) END, "
+            "       s.written_lsn::text, s.keys_written "
+            "FROM mvlog.capture_state AS s LEFT JOIN pg_replication_slots AS r ON r.slot_name = s.slot_name")
+        return [SlotStatus(slot, bool(active), status if status is not None else "lost", int(retained), int(lag),
+                           float(seconds) if seconds is not None else None, written, int(keys))
+                for slot, active, status, retained, lag, seconds, written, keys in rows]
+
+
+class _Batch:
+    """Log rows waiting to be copied, per log, as COPY text lines."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, tuple[tuple[str, ...], list[str]]] = {}
+
+    def add(self, log: tuple[str, tuple[str, ...]], change: Change, next_xid: int) -> None:
+        name, keys = log
+        if change.key is None:
+            values: list[str | None] = [None] * len(keys)
+        else:
+            by_name = dict(zip(change.columns, change.key, strict=False))
+            values = [by_name.get(k) for k in keys]
+        self.lines.setdefault(name, (keys, []))[1].append(
+            "\t".join([*(_copy_text(v) for v in values), change.dmltype, change.old_new,
+                       change.commit_time.isoformat(), str(full_xid(change.xid, next_xid)),
+                       lsn_text(change.commit_lsn)]) + "\n")
+
+    def write(self, conn: psycopg2.extensions.connection) -> int:
+        rows = 0
+        with conn.cursor() as cur:
+            for name, (keys, lines) in self.lines.items():
+                columns = sql.SQL(", ").join(sql.Identifier(c) for c in
+                                             (*keys, "dmltype$$", "old_new$$", "xact_time$$", "xid$$", "lsn$$"))
+                cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(
+                    sql.Identifier(MVLOG_SCHEMA, name), columns).as_string(cur), io.StringIO("".join(lines)))
+                rows += len(lines)
+        return rows

@@ -1,0 +1,89 @@
+"""Rows a refresh's snapshot cannot see but its windows must hold: the log rows that logical
+decoding wrote *after* the snapshot S was taken, of transactions S sees.
+
+A trigger writes a log row in its writer's transaction, so S sees a transaction's rows exactly
+when it sees the transaction. The capture writes them after the commit; a refresh waits for it
+and stamps them (:meth:`mvlog.postgres.logs.Logs.stamp`), but S cannot see rows committed after
+it. Every statement run at S that reads such a log reads it as the log plus these rows, as
+literals: :meth:`LateRows.resolve` puts that union in place of the log table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlglot import exp
+
+from mvlog.model import MVLOG_SCHEMA, LogInfo
+from mvlog.sql.sqltree import DIALECT
+
+
+def _array_text(values: Sequence[str | None]) -> str:
+    """A PostgreSQL array literal of text values."""
+    def element(value: str | None) -> str:
+        if value is None:
+            return "NULL"
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return "{" + ",".join(element(v) for v in values) + "}"
+
+
+class LateRows:
+    """The late rows of a refresh, per log: (key text values..., dmltype, old_new, xact_time)."""
+
+    def __init__(self, stamp: datetime):
+        self.stamp = stamp
+        self.rows: dict[str, tuple[LogInfo, list[tuple]]] = {}
+
+    def add(self, log: LogInfo, rows: list[tuple]) -> None:
+        if rows:
+            self.rows.setdefault(log.log_name, (log, []))[1].extend(rows)
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    def count(self, log: LogInfo) -> int:
+        return len(self.rows.get(log.log_name, (log, []))[1])
+
+    def resolve(self, statement: str) -> str:
+        """``statement`` with each log that has late rows read as the log plus them."""
+        names = [name for name in self.rows if name in statement]
+        if not names:
+            return statement
+        tree: exp.Expr = exp.maybe_parse(statement, dialect=DIALECT)
+        for table in list(tree.find_all(exp.Table)):
+            if table.db == MVLOG_SCHEMA and table.name in names:
+                log, rows = self.rows[table.name]
+                alias = table.alias or table.name
+                table.replace(exp.Subquery(this=self._union(log, rows),
+                                           alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
+        return tree.sql(dialect=DIALECT)
+
+    def _union(self, log: LogInfo, rows: list[tuple]) -> exp.Query:
+        """``SELECT <keys>, <meta> FROM log UNION ALL SELECT … FROM unnest(<one text array per column>)``."""
+        width = len(log.key_columns)
+
+        def quoted(name: str) -> exp.Column:
+            return exp.column(name, quoted=True)
+
+        logged = exp.select(
+            *[quoted(c) for c in log.key_columns], quoted("snaptime$$"),
+            *[exp.alias_(exp.cast(quoted(c), "text"), c, quoted=True) for c in ("dmltype$$", "old_new$$")],
+            quoted("xact_time$$"),
+        ).from_(exp.table_(log.log_name, db=MVLOG_SCHEMA, quoted=True))
+        texts = [[*row[:width + 2], row[width + 2].isoformat() if row[width + 2] is not None else None]
+                 for row in rows]
+        names = [f"c{i}" for i in range(width + 3)]
+        arrays = [exp.cast(exp.Literal.string(_array_text([t[i] for t in texts])), "text[]") for i in range(width + 3)]
+        late = exp.select(
+            *[exp.alias_(exp.cast(exp.column(names[i]), exp.DataType.build(log.key_types[i], dialect=DIALECT,
+                                                                            udt=True)),
+                         log.key_columns[i], quoted=True) for i in range(width)],
+            exp.alias_(exp.cast(exp.Literal.string(self.stamp.isoformat()), "timestamptz"), "snaptime$$", quoted=True),
+            exp.alias_(exp.column(names[width]), "dmltype$$", quoted=True),
+            exp.alias_(exp.column(names[width + 1]), "old_new$$", quoted=True),
+            exp.alias_(exp.cast(exp.column(names[width + 2]), "timestamptz"), "xact_time$$", quoted=True),
+        ).from_(exp.Table(this=exp.Anonymous(this="unnest", expressions=arrays),
+                          alias=exp.TableAlias(this=exp.to_identifier("l"),
+                                               columns=[exp.to_identifier(n) for n in names])))
+        return exp.union(logged, late, distinct=False)
