@@ -205,9 +205,13 @@ def project_maker(db: Database, directory, request) -> Iterator[Callable[..., Pr
     def make(logs: list[str | dict], views: list[dict], extra: str = "", spark_mode: str = "local",
              warehouse: str | None = None, rewrite_max_rows: int = 0) -> Project:
         """``rewrite_max_rows`` 0: fast refreshes MERGE, as views above the threshold do (the
-        tests' views are all small); tests of the rewrite path set it (test_refresh_rewrite)."""
+        tests' views are all small); tests of the rewrite path set it (test_refresh_rewrite).
+        ``spark_mode="logical"``: a local Spark, and every log captured by logical decoding."""
         import yaml
 
+        capture = None
+        if spark_mode == "logical":
+            spark_mode, capture = "local", "logical"
         spark = dict(TEST_SPARK)
         if spark_mode == "connect":
             spark["remote"] = request.getfixturevalue("connect_engine").remote
@@ -215,7 +219,8 @@ def project_maker(db: Database, directory, request) -> Iterator[Callable[..., Pr
             "source": {"dsn": db.dsn},
             "warehouse": warehouse or str(directory / "warehouse"),
             "spark": spark,
-            "logs": [t if isinstance(t, dict) else {"table": t} for t in logs],
+            "logs": [{**(t if isinstance(t, dict) else {"table": t}), **({"capture": capture} if capture else {})}
+                     for t in logs],
             "views": views,
             "delta": {"rewrite_max_rows": rewrite_max_rows},
         }

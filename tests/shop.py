@@ -58,7 +58,14 @@ ops = st.one_of(
               st.tuples(st.integers(1, 2), st.sampled_from(["Chile", "Oman", "Peru"]), nation_ids)),
     st.tuples(st.just("DELETE FROM nation WHERE id = %s"), st.tuples(nation_ids)),
 )
-sequences = st.lists(st.one_of(ops, st.lists(ops, min_size=2, max_size=4), st.just("refresh")), min_size=3,
+# A transaction left open across the next refresh (committed after it): rows of its own, which the
+# other statements never touch, so that it holds no lock they wait for.
+held = st.tuples(st.just("hold"), st.one_of(
+    st.tuples(st.just("INSERT INTO orders VALUES (%s, %s, %s, %s, %s)"),
+              st.tuples(st.integers(100, 120), st.none() | customer_ids, statuses, amounts, st.none())),
+    st.tuples(st.just("INSERT INTO customers VALUES (%s, %s, %s, %s)"),
+              st.tuples(st.integers(100, 120), st.just("Held"), st.none() | nation_ids, st.just("corp")))))
+sequences = st.lists(st.one_of(ops, st.lists(ops, min_size=2, max_size=4), st.just("refresh"), held), min_size=3,
                      max_size=12).filter(varied)
 
 
@@ -138,14 +145,22 @@ def random_dml_then_refresh(project, db, sequence, views: list[dict]) -> None:
     says so and at the end; after each refresh every view equals its query in PostgreSQL."""
     db.execute(RESET + SEED)
     refresh_ok(project)
-    conn = db.connect()
+    conn, holder = db.connect(), db.connect()
     try:
-        with conn.cursor() as cur:
-            for step in [*sequence, "refresh"]:
+        with conn.cursor() as cur, holder.cursor() as hold:
+            for step in [*sequence, "refresh", "refresh"]:
                 if step == "refresh":
                     conn.commit()
                     assert {r.method for r in refresh_ok(project).values()} == {"fast"}
                     check_views(project, views)
+                    holder.commit()  # a transaction held open across the refresh commits after it
+                    continue
+                if step[0] == "hold":
+                    hold.execute("SAVEPOINT op")
+                    try:
+                        hold.execute(*step[1])
+                    except psycopg2.errors.UniqueViolation:
+                        hold.execute("ROLLBACK TO SAVEPOINT op")
                     continue
                 for statement, params in (step if isinstance(step, list) else [step]):  # a list: one transaction
                     cur.execute("SAVEPOINT op")
@@ -157,3 +172,4 @@ def random_dml_then_refresh(project, db, sequence, views: list[dict]) -> None:
                 conn.commit()
     finally:
         conn.close()
+        holder.close()

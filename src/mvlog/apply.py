@@ -53,6 +53,7 @@ class Registration:
     logs_created: list[str] = field(default_factory=list)
     logs_unchanged: list[str] = field(default_factory=list)
     logs_skipped: list[str] = field(default_factory=list)  # tables a pattern matched but cannot log, and why
+    warnings: list[str] = field(default_factory=list)  # what the database should change, said once per apply
     views_registered: list[str] = field(default_factory=list)
     views_unregistered: list[str] = field(default_factory=list)
 
@@ -323,6 +324,9 @@ class Registrar:
             refusal = self.logs.decoding.refusal(cur)
             if refusal:
                 raise ConfigError(refusal)
+            bound = self.logs.decoding.wal_bound_warning(cur)
+            if bound:
+                report.warnings.append(bound)
         for where, table in declared:
             try:
                 log, outcome = self.logs.ensure(cur, table, self.capture_of(table))

@@ -126,6 +126,32 @@ def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: s
 
 
 @cli.command()
+@click.option("--once", is_flag=True, help="One pass: write what has committed, then exit.")
+@click.option("--interval", type=click.FloatRange(0.05), default=1.0, show_default=True, metavar="SECONDS",
+              help="Pause between passes that found nothing to write.")
+@click.option("--batch-rows", type=click.IntRange(1), default=100_000, show_default=True, metavar="N",
+              help="Commit the log rows a pass writes every N rows.")
+@click.pass_context
+def capture(ctx: click.Context, once: bool, interval: float, batch_rows: int) -> None:
+    """Run the logical capture (capture: logical): decode the database's replication slot into the
+    logs until Ctrl-C. A refresh captures what it needs itself; this keeps the slot's backlog, and
+    each refresh's wait, small. One process captures at a time; others wait their turn."""
+    import signal
+
+    stopping = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    try:
+        for done in _project(ctx).capture(once=once, interval=interval,
+                                          stop=lambda: bool(stopping), batch_rows=batch_rows):
+            out.print(f"captured {done.rows} log rows up to {done.position} in {done.seconds:.2f} s",
+                      markup=False)
+    except KeyboardInterrupt:
+        out.print("capture stopped", markup=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:

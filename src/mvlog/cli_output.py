@@ -54,6 +54,8 @@ def print_apply_report(report: ApplyReport, secrets: list[str]) -> None:
         out.print(f"log on {table} is up to date")
     for note in report.logs_skipped:
         out.print(f"not logged: {note}")
+    for warning in report.warnings:
+        out.print(f"[yellow]warning:[/yellow] {warning}")
     for name in report.views_registered:
         out.print(f"view {name} registered")
     for name in report.views_unregistered:
@@ -82,14 +84,25 @@ def print_status(data: dict) -> None:
                       f"{v['last_refresh'] or 'never'} ({v['last_method'] or '-'})", v["location"])
     out.print(views)
     logs = Table(title="logs", show_edge=False, title_justify="left")
-    for column in ("table", "log", "rows", "bytes", "oldest unconsumed change", "pinned by", "covers"):
+    for column in ("table", "log", "capture", "rows", "bytes", "oldest unconsumed change", "pinned by", "covers"):
         logs.add_column(column)
     for log in data["logs"]:
         covers = f"{len(log['partitions'])} partitions" if log["partitions"] else "the table"
-        logs.add_row(log["table"], log["log"], str(log["rows"]), str(log["bytes"]),
+        logs.add_row(log["table"], log["log"], log["capture"], str(log["rows"]), str(log["bytes"]),
                      log["oldest_unconsumed_change"] or "-", ", ".join(log["pinned_by"]) or "-",
                      covers + (f"; NOT {log['not_covered']}" if log["not_covered"] else ""))
     out.print(logs)
+    if data.get("captures"):
+        slots = Table(title="logical capture", show_edge=False, title_justify="left")
+        for column in ("slot", "state", "retained WAL", "lag", "written up to", "keys written"):
+            slots.add_column(column)
+        for slot in data["captures"]:
+            state = slot["wal_status"] + (", capturing" if slot["active"] else "")
+            color = "red" if slot["wal_status"] in ("lost", "unreserved") else "green"
+            lag = (f"{slot['lag_bytes']} bytes" + (f", {slot['lag_seconds']:.1f} s" if slot["lag_seconds"] else ""))
+            slots.add_row(slot["slot"], f"[{color}]{state}[/{color}]", f"{slot['retained_bytes']} bytes", lag,
+                          slot["written_lsn"], str(slot["keys_written"]))
+        out.print(slots)
 
 
 def print_explain(result: Explanation) -> None:

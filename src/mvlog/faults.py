@@ -1,11 +1,13 @@
 """Fault points for crash and overlap testing: ``MVLOG_FAULT=<point>`` SIGKILLs the process when
 it gets there; ``MVLOG_PAUSE=<point>:<seconds>`` sleeps there (holding whatever it holds).
 
-Points, in refresh order: ``before_stamp`` (view locked, nothing stamped), ``after_stamp``
+Points, in refresh order: ``before_stamp`` (view locked, nothing stamped), ``after_snapshot``
+(the stamp's snapshot taken, nothing stamped: a transaction committing here is not in it), ``after_stamp``
 (log rows stamped, nothing read), ``after_read`` (rows read from PostgreSQL, Delta untouched),
 ``during_merge`` (half a second into the Delta MERGE), ``after_delta_commit`` (Delta
 committed, last_V and key map not yet recorded), ``after_record`` (last_V recorded, logs
-not purged).
+not purged). And in a logical capture pass: ``capture_batch`` (a batch of log rows committed,
+the pass's position not yet recorded, the slot not advanced).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import signal
 import threading
 import time
 
-POINTS = ("before_stamp", "after_stamp", "after_read", "during_merge", "after_delta_commit", "after_record")
+POINTS = ("before_stamp", "after_snapshot", "after_stamp", "after_read", "during_merge", "after_delta_commit",
+          "after_record", "capture_batch")
 
 
 def checkpoint(point: str) -> None:

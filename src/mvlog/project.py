@@ -23,7 +23,7 @@ from mvlog.model import LogInfo, Occupant
 from mvlog.ops.freshness import Freshness
 from mvlog.ops.status import Status
 from mvlog.plan import RefreshPlan
-from mvlog.postgres.capture.decoding import Pass
+from mvlog.postgres.capture.decoding import BATCH_ROWS, Decoding, Pass
 from mvlog.postgres.catalog import Catalog, HistoryRow
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs
@@ -197,26 +197,32 @@ class Project:
             self.logs.decoding.catch_up()
             self.logs.end_capture()
 
-    def capture(self, once: bool = False, interval: float = 1.0,
-                stop: Callable[[], bool] = lambda: False) -> Iterator[Pass]:
+    def capture(self, once: bool = False, interval: float = 1.0, stop: Callable[[], bool] = lambda: False,
+                batch_rows: int = BATCH_ROWS) -> Iterator[Pass]:
         """Run the logical capture: a pass (``once``), or passes every ``interval`` seconds until
-        ``stop()``; yields each pass that wrote rows (or, ``once``, the one pass)."""
-        self.catalog.check()
-        if not self.logs.decoding.exists():
-            raise UsageError("no log is captured by logical decoding (capture: logical); nothing to capture")
-        while True:
-            done = self.logs.decoding.catch_up()
-            if once:
-                if done is None:
-                    raise UsageError("another process is running the logical capture of this database")
-                yield done
-                return
-            if done is not None and done.rows:
-                yield done
-            if stop():
-                return
-            if done is None or not done.rows:
-                time.sleep(interval)
+        ``stop()``; yields each pass that wrote rows (or, ``once``, the one pass). A pass commits
+        its log rows every ``batch_rows``."""
+        source = Source(self.config.source.dsn, self.secrets)  # its own connections: it may run in a thread
+        decoding = Decoding(source, batch_rows)
+        try:
+            Catalog(source).check()
+            if not decoding.exists():
+                raise UsageError("no log is captured by logical decoding (capture: logical); nothing to capture")
+            while True:
+                done = decoding.catch_up()
+                if once:
+                    if done is None:
+                        raise UsageError("another process is running the logical capture of this database")
+                    yield done
+                    return
+                if done is not None and done.rows:
+                    yield done
+                if stop():
+                    return
+                if done is None or not done.rows:
+                    time.sleep(interval)
+        finally:
+            source.close()
 
     def _register_tables(self, names: list[str]) -> list[str]:
         """Register built views in the Spark catalog (``catalog:``); the names newly registered."""

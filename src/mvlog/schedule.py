@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from mvlog.ops.metrics import SchedulerMetrics
 
 
+CAPTURE_INTERVAL = 1.0  # seconds between logical capture passes that found nothing
+CAPTURE_RETRY = 10.0  # seconds before a failed capture is tried again
 FRESHNESS_POLL_MIN = 1.0  # seconds between freshness checks: a tenth of the target, within these bounds
 FRESHNESS_POLL_MAX = 30.0
 
@@ -145,6 +147,8 @@ class Scheduler:
             self.log(f"scheduled {unit.describe()}; next look {unit.next_at:%H:%M:%S}")
         _ = self.project.warehouse  # start Spark once, before the first refresh is due
         self.log("ready: Spark started")
+        if self.project.logs.decoding.exists():
+            threading.Thread(target=self._capture, name="mvlog-capture", daemon=True).start()
         self._update_gauges()
         looked = {unit.name: now for unit in self.units}
         while not self.stop.is_set():
@@ -160,6 +164,18 @@ class Scheduler:
                 looked[unit.name] = now
                 unit.advance(max(datetime.now(UTC), now))
         self.log("stopped")
+
+    def _capture(self) -> None:
+        """The logical capture, beside the refreshes: passes until the scheduler stops. Across HA
+        schedulers one captures at a time (the others' passes find it busy and wait)."""
+        self.log("capturing: logical decoding into the logs")
+        while not self.stop.is_set():
+            try:
+                for _ in self.project.capture(interval=CAPTURE_INTERVAL, stop=self.stop.is_set):
+                    pass
+            except MvlogError as exc:
+                self.log(f"capture: {exc}; retrying in {CAPTURE_RETRY:g} s")
+                self.stop.wait(CAPTURE_RETRY)
 
     def _update_gauges(self) -> None:
         if self.metrics is None:

@@ -108,6 +108,15 @@ def test_random_dml_then_fast_refresh_over_connect(built_shop, sequence):
     random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("built_shop", ["logical"], indirect=True)
+@settings(max_examples=examples(1))  # every log captured by logical decoding (#41)
+@given(sequence=sequences)
+def test_random_dml_then_fast_refresh_with_logical_capture(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
+    verify_ok(built_shop.project)
+
+
 def test_a_fast_refresh_reads_changed_rows_not_whole_groups(db, make_project):
     """Two groups of 20,000 rows each: a changed row costs its own delta, not its group's rows."""
     db.execute("CREATE TABLE sale (id int PRIMARY KEY, g int NOT NULL, v numeric(10,2))")

@@ -60,7 +60,7 @@ def test_sigkill_at_every_point_then_refresh_converges(db, tmp_path, connect_eng
     project = Project(load_config(config))
     project.apply()
     try:
-        for round_, point in enumerate(POINTS):
+        for round_, point in enumerate(p for p in POINTS if p != "capture_batch"):
             change(db, round_)
             env = {**os.environ, "MVLOG_FAULT": point, "TZ": "UTC"}
             if point != "during_merge":
@@ -75,7 +75,7 @@ def test_sigkill_at_every_point_then_refresh_converges(db, tmp_path, connect_eng
             interrupted = db.execute(
                 "SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0]
             # A view's history row exists from just after the stamp: later kills leave it "running".
-            assert (interrupted >= 1) == (point not in ("before_stamp", "after_stamp")), point
+            assert (interrupted >= 1) == (point not in ("before_stamp", "after_snapshot", "after_stamp")), point
             results = project.refresh()
             assert [r.error for r in results] == [None] * len(VIEWS), (point, results)
             assert {r.method for r in results} == {"fast"}, point

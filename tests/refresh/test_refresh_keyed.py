@@ -178,6 +178,14 @@ def test_random_dml_on_all_tables_then_fast_refresh_over_connect(built_shop, seq
     random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("built_shop", ["logical"], indirect=True)
+@settings(max_examples=examples(1))  # every log captured by logical decoding (#41)
+@given(sequence=sequences)
+def test_random_dml_then_fast_refresh_with_logical_capture(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
+
+
 def test_aggregate_refresh_reads_only_affected_groups(db, make_project):
     db.execute(SCHEMA)
     db.execute("INSERT INTO customers SELECT g, 'c' || g, 1 + g % 3, 'retail' FROM generate_series(1, 1000) g")

@@ -137,6 +137,14 @@ def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):
     random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("built_shop", ["logical"], indirect=True)
+@settings(max_examples=examples(1))  # every log captured by logical decoding (#41)
+@given(sequence=sequences)
+def test_random_dml_then_fast_refresh_with_logical_capture(built_shop, sequence):
+    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
+
+
 def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
     """200k orders of 100k customers, a handful changed: the fast read finds them through primary keys and the
     orders.customer_id index, never by scanning orders or customers."""

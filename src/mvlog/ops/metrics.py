@@ -58,6 +58,17 @@ class SchedulerMetrics:
                              "Age of the oldest change in the log some view has not consumed", ["table"], registry=r)
         self._gauges_at = 0.0
 
+        self.slot_retained = Gauge("mvlog_capture_retained_bytes",
+                                   "WAL the logical capture's replication slot keeps from being removed", ["slot"],
+                                   registry=r)
+        self.slot_lag = Gauge("mvlog_capture_lag_bytes", "WAL written since the logical capture's position",
+                              ["slot"], registry=r)
+        self.slot_lag_seconds = Gauge("mvlog_capture_lag_seconds",
+                                      "Seconds since the logical capture last wrote its position while behind",
+                                      ["slot"], registry=r)
+        self.slot_lost = Gauge("mvlog_capture_slot_lost", "1 if PostgreSQL invalidated the capture's slot",
+                               ["slot"], registry=r)
+
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Serve ``/metrics`` on ``host:port`` from a daemon thread."""
         try:
@@ -96,3 +107,8 @@ class SchedulerMetrics:
             self.log_rows.labels(log["table"]).set(log["rows"])
             self.log_bytes.labels(log["table"]).set(log["bytes"])
             self.log_age.labels(log["table"]).set(log["oldest_unconsumed_age_seconds"] or 0.0)
+        for slot in status.captures():
+            self.slot_retained.labels(slot["slot"]).set(slot["retained_bytes"])
+            self.slot_lag.labels(slot["slot"]).set(slot["lag_bytes"])
+            self.slot_lag_seconds.labels(slot["slot"]).set(slot["lag_seconds"] or 0.0)
+            self.slot_lost.labels(slot["slot"]).set(1.0 if slot["wal_status"] == "lost" else 0.0)

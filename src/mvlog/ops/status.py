@@ -62,7 +62,13 @@ class Status:
                 "upstreams": list(graph.upstreams.get(row.name, ())), "dependents": list(graph.dependents(row.name)),
                 **self.freshness.status_fields(row, pending),
             })
-        return {"views": views, "logs": self.log_rows(logs)}
+        return {"views": views, "logs": self.log_rows(logs), "captures": self.captures()}
+
+    def captures(self) -> list[dict[str, Any]]:
+        """The logical capture's slot (none without ``capture: logical``): retained WAL, lag, health."""
+        if not self.logs.decoding.exists():
+            return []
+        return [slot.as_dict() for slot in self.logs.decoding.status()]
 
     def log_rows(self, logs: dict[str, LogInfo] | None = None) -> list[dict[str, Any]]:
         """Per log: rows, bytes, the oldest change some view has not consumed, views that pin it."""
@@ -74,7 +80,8 @@ class Status:
             oldest = found.oldest_unconsumed
             partitions, uncovered = self.logs.coverage(log)
             log_list.append({
-                "table": table, "log": f"mvlog.{log.log_name}", "rows": found.rows, "bytes": found.bytes,
+                "table": table, "log": f"mvlog.{log.log_name}", "capture": log.capture,
+                "rows": found.rows, "bytes": found.bytes,
                 "oldest_unconsumed_change": oldest.isoformat() if oldest else None,
                 "oldest_unconsumed_age_seconds": round((now - oldest).total_seconds(), 3) if oldest else None,
                 "pinned_by": list(found.pinned_by),

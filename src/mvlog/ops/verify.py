@@ -134,7 +134,8 @@ class Verifier:
                     continue
                 result.delta_version, result.snaptime = version, stamp
                 # The snapshot read as a refresh reads its own: windows after the view's stamp.
-                at = StampedSnapshot(stamp, snapshot, cur.connection, self.source)
+                at = StampedSnapshot(stamp, snapshot, cur.connection, self.source,
+                                     self.registrar.logs.unseen(cur, shape.logs))
                 self._compare(view, shape, location, at, cur, needs_complete, sample, result, repair)
                 return
         raise WarehouseError(f"the Delta table of view {view.name} holds a refresh the catalog has not recorded "

@@ -20,6 +20,7 @@ import psycopg2.extensions
 from psycopg2 import sql
 
 from mvlog.errors import ConfigError
+from mvlog.faults import checkpoint
 from mvlog.model import MVLOG_SCHEMA, SENTINEL, LogInfo, TableInfo, WindowSize, checked_snapshot_id, log_name_for
 from mvlog.postgres.capture import Capture
 from mvlog.postgres.capture.decoding import Decoding
@@ -33,6 +34,7 @@ from mvlog.sql.changes import changed_key_count_sql
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of the advisory locks that serialize stamping a log
 CAPTURES: dict[str, Capture] = {"trigger": TriggerCapture(), "logical": LogicalCapture()}
 CAPTURE_WAIT = 60.0  # seconds a refresh waits for the logical capture to reach its snapshot
+SENTINEL_TIME = datetime.fromisoformat(SENTINEL)  # snaptime$$ of a row no refresh stamped yet
 
 
 class Logs:
@@ -207,6 +209,7 @@ class Logs:
                     held.execute("SET TRANSACTION SNAPSHOT %s", (checked_snapshot_id(fetch_row(cur)[0]),))
                     held.execute("SELECT pg_export_snapshot()")  # outlives the stamp's transaction
                     snapshot = checked_snapshot_id(fetch_row(held)[0])
+                    checkpoint("after_snapshot")
                     cur.execute(
                         "SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond'), "
                         "       bool_or(capture <> 'trigger') "
@@ -250,25 +253,42 @@ class Logs:
         missing); a row is stamped only if its transaction is visible in S (none early — the
         others keep the sentinel for the next refresh).
         """
+        return self._decoded_rows(at_snapshot, logs, wait, stamp)
+
+    def unseen(self, at_snapshot: Cursor, logs: Sequence[LogInfo], wait: float = CAPTURE_WAIT) -> LateRows:
+        """The unstamped rows of ``logs`` that the snapshot of ``at_snapshot`` cannot see, of
+        transactions it sees (for reading windows at a snapshot that is not a refresh's: verify).
+        Nothing for logs that only triggers fill."""
+        if not any(log.capture != "trigger" for log in logs):
+            return LateRows(SENTINEL_TIME)
+        return self._decoded_rows(at_snapshot, logs, wait, None)
+
+    def _decoded_rows(self, at_snapshot: Cursor, logs: Sequence[LogInfo], wait: float,
+                      stamp: datetime | None) -> LateRows:
+        """Wait for the capture to pass the snapshot; then the decoded sentinel rows of the
+        transactions it sees (stamped with ``stamp`` if given), those written after it as LateRows."""
         at_snapshot.execute("SELECT pg_current_snapshot()::text, "
                             "(SELECT written_lsn::text FROM mvlog.capture_state LIMIT 1), "
                             "pg_current_wal_insert_lsn()::text")
         snapshot, written, insert = fetch_row(at_snapshot)
         if written is not None:
             self.decoding.reach(lsn_value(insert), wait)
-        late = LateRows(stamp)
+        late = LateRows(stamp or SENTINEL_TIME)
+        params = {"stamp": stamp, "sentinel": SENTINEL, "snapshot": snapshot, "written": written or "0/0"}
         with self.source.transaction() as cur:  # a snapshot that sees what the capture wrote
             for log in logs:
                 keys = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(k)) for k in log.key_columns)
-                cur.execute(
-                    sql.SQL('UPDATE {} SET "snaptime$$" = %(stamp)s WHERE "snaptime$$" = %(sentinel)s '
-                            'AND "xid$$" IS NOT NULL AND pg_visible_in_snapshot("xid$$", %(snapshot)s::pg_snapshot) '
-                            'RETURNING {}, "dmltype$$", "old_new$$", "xact_time$$", '
-                            '"lsn$$" >= %(written)s::pg_lsn').format(log_identifier(log), keys),
-                    {"stamp": stamp, "sentinel": SENTINEL, "snapshot": snapshot, "written": written or "0/0"})
+                decoded = sql.SQL('"snaptime$$" = %(sentinel)s AND "xid$$" IS NOT NULL '
+                                  'AND pg_visible_in_snapshot("xid$$", %(snapshot)s::pg_snapshot)')
+                returned = sql.SQL('{}, "dmltype$$", "old_new$$", "xact_time$$", "lsn$$" >= %(written)s::pg_lsn'
+                                   ).format(keys)
+                statement = (sql.SQL('UPDATE {} SET "snaptime$$" = %(stamp)s WHERE {} RETURNING {}') if stamp
+                             else sql.SQL("SELECT {2} FROM {0} WHERE {1}"))
+                cur.execute(statement.format(log_identifier(log), decoded, returned), params)
                 late.add(log, [r[:-1] for r in cur.fetchall() if r[-1] is not False])
-            cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)",
-                        (stamp, [log.log_name for log in logs]))
+            if stamp is not None:
+                cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)",
+                            (stamp, [log.log_name for log in logs]))
         return late
 
     def end_capture(self) -> None:
@@ -375,7 +395,7 @@ class StampedSnapshot:
     snapshot: str
     conn: psycopg2.extensions.connection
     source: Source
-    late: LateRows = field(default_factory=lambda: LateRows(datetime.min))
+    late: LateRows = field(default_factory=lambda: LateRows(SENTINEL_TIME))
 
     def resolve(self, statement: str) -> str:
         """A statement to run at the snapshot, reading each log with the rows the snapshot cannot

@@ -25,6 +25,7 @@ import psycopg2.extensions
 from psycopg2 import sql
 
 from mvlog.errors import SourceError
+from mvlog.faults import checkpoint
 from mvlog.model import MVLOG_SCHEMA, SENTINEL
 from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication, unpublish
 from mvlog.postgres.capture.pgoutput import Change, Decoder, full_xid, lsn_text, lsn_value
@@ -44,6 +45,11 @@ class Pass:
     rows: int
     written: int
     seconds: float
+
+    @property
+    def position(self) -> str:
+        """``written`` as PostgreSQL writes a WAL position."""
+        return lsn_text(self.written)
 
 
 @dataclass(frozen=True)
@@ -74,8 +80,9 @@ def _copy_text(value: str | None) -> str:
 class Decoding:
     """The logical capture of one database."""
 
-    def __init__(self, source: Source):
+    def __init__(self, source: Source, batch_rows: int = BATCH_ROWS):
         self.source = source
+        self.batch_rows = batch_rows
 
     # -- the slot ---------------------------------------------------------------------------
 
@@ -111,6 +118,17 @@ class Decoding:
         if not has_slot and free < 1:
             return "capture: logical needs a free replication slot (every one of max_replication_slots is in use)"
         return None
+
+    @staticmethod
+    def wal_bound_warning(cur: Cursor) -> str | None:
+        """What to change when nothing bounds the WAL a slot may retain (a capture that stops would
+        let it fill the disk); None when ``max_slot_wal_keep_size`` is set."""
+        cur.execute("SELECT current_setting('max_slot_wal_keep_size')")
+        if fetch_row(cur)[0] not in ("-1", "-1MB"):
+            return None
+        return ("max_slot_wal_keep_size is unlimited: if the logical capture stops, its replication slot keeps "
+                "every WAL file from then on; bound it (ALTER SYSTEM SET max_slot_wal_keep_size = '20GB'; "
+                "SELECT pg_reload_conf()) — a slot that passes it is invalidated and its views refresh completely")
 
     @staticmethod
     def replica_identity_refusal(cur: Cursor, oid: int, qualified: str) -> str | None:
@@ -320,9 +338,10 @@ class Decoding:
                             continue
                     batch.add(log, change, next_xid)
                     pending += 1
-                if pending >= BATCH_ROWS:
+                if pending >= self.batch_rows:
                     total += batch.write(writer)
                     writer.commit()
+                    checkpoint("capture_batch")
                     batch, pending = _Batch(), 0
         return total + batch.write(writer)
 

@@ -1,0 +1,239 @@
+"""capture: logical (#41): the refresh's exactness protocol under concurrent writers, a capture
+killed mid-batch, switching a log between capture kinds, the slot's operations."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg2
+import pytest
+import yaml
+from conftest import assert_views_match, refresh_ok
+
+from mvlog.config import load_config
+from mvlog.errors import ConfigError
+from mvlog.project import Project
+
+pytestmark = pytest.mark.integration
+
+ACCOUNTS = 200
+TOTAL = ACCOUNTS * 100
+SCHEMA = f"""
+CREATE TABLE accounts (id int PRIMARY KEY, branch int NOT NULL, balance int NOT NULL);
+CREATE TABLE branches (id int PRIMARY KEY, name text NOT NULL);
+INSERT INTO branches SELECT g, 'b' || g FROM generate_series(0, 4) g;
+INSERT INTO accounts SELECT g, g % 5, 100 FROM generate_series(1, {ACCOUNTS}) g;
+"""
+VIEWS = [
+    {"name": "balances", "refresh": "fast", "query": "SELECT id, branch, balance FROM accounts"},
+    {"name": "rich", "refresh": "fast",  # accounts move in and out of the filter
+     "query": "SELECT a.id, b.name, a.balance FROM accounts a JOIN branches b ON b.id = a.branch "
+              "WHERE a.balance > 100"},
+    {"name": "per_branch", "refresh": "fast",  # kept by deltas
+     "query": "SELECT branch, count(*) AS n, sum(balance) AS total FROM accounts GROUP BY branch"},
+]
+
+
+class Transfers:
+    """A writer moving money between random accounts, one transfer per transaction (the sum of
+    balances never changes), and now and then an account moving branch or being re-keyed."""
+
+    def __init__(self, db, pause: float = 0.005):
+        self.db, self.pause = db, pause
+        self.stop = threading.Event()
+        self.commits = 0
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Transfers:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        assert self.error is None, self.error
+
+    def _run(self) -> None:
+        rng = random.Random(41)
+        conn = self.db.connect()
+        try:
+            with conn.cursor() as cur:
+                while not self.stop.is_set():
+                    a, b = rng.sample(range(1, ACCOUNTS + 1), 2)
+                    amount = rng.randint(1, 30)
+                    cur.execute("UPDATE accounts SET balance = balance - %s WHERE id = %s", (amount, a))
+                    cur.execute("UPDATE accounts SET balance = balance + %s WHERE id = %s", (amount, b))
+                    if rng.random() < 0.05:
+                        cur.execute("UPDATE accounts SET branch = (branch + 1) %% 5 WHERE id = %s", (a,))
+                    if rng.random() < 0.02:  # a primary-key update: the old key leaves, a new one comes
+                        cur.execute("UPDATE accounts SET id = id + 100000 WHERE id = %s", (b,))
+                        cur.execute("UPDATE accounts SET id = id - 100000 WHERE id = %s", (b + 100000,))
+                    conn.commit()
+                    self.commits += 1
+                    time.sleep(self.pause)
+        except BaseException as exc:  # noqa: BLE001  reported by __exit__
+            self.error = exc
+        finally:
+            conn.close()
+
+
+def delta_total(project) -> int:
+    spark = project.warehouse.spark
+    df = spark.read.format("delta").load(project.config.view_location("balances"))
+    return int(df.groupBy().sum("balance").collect()[0][0])
+
+
+@pytest.fixture
+def bank(db, make_project):
+    db.execute(SCHEMA)
+    project = make_project([{"table": "accounts", "capture": "logical"}, {"table": "branches", "capture": "logical"}],
+                           VIEWS)
+    project.apply()
+    return project
+
+
+@pytest.mark.slow
+def test_refreshes_under_writers_are_exact_at_their_snapshot_and_lose_nothing(bank, db, monkeypatch):
+    """A writer commits all the time, also between the refresh's snapshot and the capture's wait
+    (the refresh pauses there). Each refresh's view holds whole transactions (the sum of balances
+    is exact); transactions the snapshot did not see are applied by the next refresh, none lost.
+    (With the stamp ignoring visibility, the transactions of the pause are lost: checked.)"""
+    monkeypatch.setenv("MVLOG_PAUSE", "after_snapshot:0.6")
+    with Transfers(db) as writer:
+        for _ in range(3):
+            results = refresh_ok(bank)
+            assert {r.method for r in results.values()} == {"fast"}
+            assert delta_total(bank) == TOTAL
+        assert writer.commits > 20
+    monkeypatch.delenv("MVLOG_PAUSE")
+    refresh_ok(bank)
+    assert_views_match(bank, VIEWS)
+    assert db.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'mvlog$%'") == [(0,)]
+
+
+@pytest.mark.slow
+def test_a_capture_killed_mid_batch_again_and_again_loses_nothing(bank, db, tmp_path):
+    """``mvlog capture`` SIGKILLed right after committing a batch (its position not recorded, the
+    slot not advanced), and at random moments, under a writer: the views converge exactly."""
+    config = tmp_path / "mvlog.yaml"  # the project's own file (make_project wrote it there)
+    env = {**os.environ, "TZ": "UTC"}
+    with Transfers(db, pause=0.001):
+        for round_ in range(6):
+            time.sleep(0.3)
+            if round_ % 2 == 0:  # killed by itself, in the middle of a pass
+                killed = subprocess.run(
+                    [sys.executable, "-m", "mvlog", "-q", "-c", str(config), "capture", "--batch-rows", "20"],
+                    env={**env, "MVLOG_FAULT": "capture_batch"}, capture_output=True, text=True, timeout=120)
+                assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+            else:  # killed from outside, wherever it is
+                running = subprocess.Popen(
+                    [sys.executable, "-m", "mvlog", "-q", "-c", str(config), "capture", "--batch-rows", "7",
+                     "--interval", "0.05"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                time.sleep(1.5 + random.random())
+                running.kill()
+                running.wait(30)
+    written = db.execute("SELECT keys_written FROM mvlog.capture_state")[0][0]
+    assert written > 0
+    results = refresh_ok(bank)
+    assert {r.method for r in results.values()} == {"fast"}
+    assert_views_match(bank, VIEWS)
+
+
+@pytest.mark.slow
+def test_switching_capture_kinds_under_a_writer_is_exact(db, make_project):
+    db.execute(SCHEMA)
+    triggers = make_project(["accounts", "branches"], VIEWS)
+    triggers.apply()
+    with Transfers(db):
+        time.sleep(0.5)
+        logical = make_project([{"table": "accounts", "capture": "logical"}, "branches"], VIEWS)
+        logical.apply()  # accounts: triggers off, decoded from the switch on
+        assert db.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'accounts'::regclass "
+                          "AND tgname LIKE 'mvlog$%'") == [(0,)]
+        refresh_ok(logical)
+        time.sleep(0.5)
+        back = make_project(["accounts", "branches"], VIEWS)
+        back.apply()  # triggers again; decoded rows of transactions before the switch still arrive
+        assert db.execute("SELECT capture FROM mvlog.logs WHERE table_name = 'accounts'") in ([("handover",)],
+                                                                                              [("trigger",)])
+        refresh_ok(back)
+        time.sleep(0.5)
+    results = refresh_ok(back)
+    assert {r.method for r in results.values()} == {"fast"}
+    assert_views_match(back, VIEWS)
+    # Every decoded row is stamped now: the next apply finishes the hand-over and drops the slot.
+    back.apply()
+    assert db.execute("SELECT capture FROM mvlog.logs ORDER BY table_name") == [("trigger",), ("trigger",)]
+    assert db.execute("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()") == [(0,)]
+    assert db.execute("SELECT count(*) FROM pg_publication") == [(0,)]
+    db.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+    refresh_ok(back)
+    assert_views_match(back, VIEWS)
+
+
+def test_status_and_metrics_show_the_slot_and_a_lost_slot_makes_views_complete(bank, db):
+    db.execute("UPDATE accounts SET balance = balance + 5 WHERE id < 10")
+    captures = bank.status()["captures"]
+    assert len(captures) == 1 and captures[0]["wal_status"] in ("reserved", "extended")
+    assert captures[0]["lag_bytes"] > 0 and captures[0]["retained_bytes"] > 0
+    assert {log["capture"] for log in bank.status()["logs"]} == {"logical"}
+    refresh_ok(bank)
+    # PostgreSQL invalidating the slot (max_slot_wal_keep_size) is, to mvlog, a slot that lost WAL:
+    slot = captures[0]["slot"]
+    db.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    db.execute("UPDATE accounts SET balance = balance - 5 WHERE id < 10")  # never decoded
+    results = refresh_ok(bank)
+    assert {r.method for r in results.values()} == {"complete"}, {r.view: r.reason for r in results.values()}
+    assert all("lost WAL" in r.reason for r in results.values())
+    assert_views_match(bank, VIEWS)
+    db.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 3")  # the new slot decodes it
+    results = refresh_ok(bank)
+    assert {r.method for r in results.values()} == {"fast"}
+    assert_views_match(bank, VIEWS)
+
+
+def test_drop_of_the_last_logical_log_drops_the_slot_and_publication(bank, db):
+    bank.drop_log("branches", cascade=True)
+    assert db.execute("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()") == [(1,)]
+    bank.drop_log("accounts", cascade=True)
+    assert db.execute("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()") == [(0,)]
+    assert db.execute("SELECT count(*) FROM pg_publication") == [(0,)]
+    assert db.execute("SELECT count(*) FROM mvlog.capture_state") == [(0,)]
+
+
+def test_a_table_without_its_key_as_replica_identity_is_refused_in_one_sentence(db, make_project):
+    db.execute(SCHEMA)
+    db.execute("ALTER TABLE accounts REPLICA IDENTITY FULL")
+    project = make_project([{"table": "accounts", "capture": "logical"}], VIEWS[:1])
+    with pytest.raises(ConfigError, match=r"table public\.accounts has REPLICA IDENTITY FULL; capture: logical "
+                                          r"needs its primary key"):
+        project.apply()
+    assert db.execute("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()") == [(0,)]
+
+
+def test_a_role_without_replication_is_refused_in_one_sentence(db, make_project, pg):
+    db.execute(SCHEMA)
+    db.execute("CREATE ROLE mvlog_norepl LOGIN PASSWORD 'app-secret'; ALTER TABLE accounts OWNER TO mvlog_norepl; "
+               "ALTER TABLE branches OWNER TO mvlog_norepl")
+    db.execute(f'GRANT CREATE ON DATABASE "{db.name}" TO mvlog_norepl')
+    try:
+        dsn = pg.dsn(db.name, user="mvlog_norepl", password="app-secret")
+        path = make_project([{"table": "accounts", "capture": "logical"}], VIEWS[:1]).config.base_dir / "mvlog.yaml"
+        doc = yaml.safe_load(path.read_text())
+        doc["source"]["dsn"] = dsn
+        path.write_text(yaml.safe_dump(doc))
+        with Project(load_config(path)) as project, pytest.raises(ConfigError, match="REPLICATION attribute"):
+            project.apply()
+    finally:
+        db.execute('DROP OWNED BY mvlog_norepl')
+        try:
+            db.execute("DROP ROLE mvlog_norepl")
+        except psycopg2.Error:
+            pass
