@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS mvlog.capture_state (
     written_lsn pg_lsn      NOT NULL,
     written_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
     keys_written bigint     NOT NULL DEFAULT 0,   -- log rows written by captures since the slot was made
+    replaced_at timestamptz,                      -- when a lost slot was last replaced: changes before were lost
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 

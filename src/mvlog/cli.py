@@ -360,11 +360,13 @@ def engine_status(ctx: click.Context, as_json: bool) -> None:
 @click.option("--warehouse", metavar="DIR", help="Warehouse directory (default: a temporary directory).")
 @click.option("--example", type=click.Choice(["shop", "tpch"]), default="shop", show_default=True,
               help="shop: simple views; tpch: join and aggregate views.")
-def demo(keep: bool, warehouse: str | None, example: str) -> None:
+@click.option("--capture", type=click.Choice(["trigger", "logical"]), default="trigger", show_default=True,
+              help="How the logs are filled: triggers, or logical decoding of the WAL.")
+def demo(keep: bool, warehouse: str | None, example: str, capture: str) -> None:
     """The whole loop on a throwaway PostgreSQL and a local warehouse."""
     from mvlog.demo import run_demo
 
-    run_demo(keep=keep, warehouse=warehouse, console=out, example=example)
+    run_demo(keep=keep, warehouse=warehouse, console=out, example=example, capture=capture)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -52,8 +53,9 @@ def _show(console: Console, project: Project, view: str, title: str) -> None:
 
 
 def run_demo(keep: bool = False, warehouse: str | None = None, console: Console | None = None,
-             example: str = "shop") -> None:
-    """Start PostgreSQL, load an example, apply, change data, fast-refresh, show before and after."""
+             example: str = "shop", capture: str = "trigger") -> None:
+    """Start PostgreSQL, load an example, apply, change data, fast-refresh, show before and after
+    (``capture="logical"``: the logs filled by logical decoding instead of triggers)."""
     console = console or Console(width=None if sys.stdout.isatty() else 160)
     shop = examples_dir() / example
     facts = EXAMPLES[example]
@@ -66,11 +68,16 @@ def run_demo(keep: bool = False, warehouse: str | None = None, console: Console 
         config_text = (shop / "mvlog.yaml").read_text()
         if warehouse:
             config_text = config_text.replace("warehouse: ./warehouse", f"warehouse: {Path(warehouse).resolve()}")
+        if capture != "trigger":
+            doc = yaml.safe_load(config_text)
+            config_text = yaml.safe_dump({**doc, "source": {**doc["source"], "capture": capture}}, sort_keys=False)
         (workdir / "mvlog.yaml").write_text(config_text)
         os.environ["MVLOG_DEMO_DSN"] = pg.dsn()
         config = load_config(workdir / "mvlog.yaml")
         with Project(config, progress=lambda m: console.print(f"   [dim]… {m}[/dim]")) as project:
-            console.print("[bold]2. mvlog apply[/bold]: logs, triggers and a complete build of every view")
+            console.print("[bold]2. mvlog apply[/bold]: logs, "
+                          + ("a replication slot" if capture == "logical" else "triggers")
+                          + " and a complete build of every view")
             report = project.apply()
             console.print(results_table(report.builds))
             _show(console, project, facts["show"], "before")

@@ -23,7 +23,7 @@ from mvlog.errors import ConfigError
 from mvlog.faults import checkpoint
 from mvlog.model import MVLOG_SCHEMA, SENTINEL, LogInfo, TableInfo, WindowSize, checked_snapshot_id, log_name_for
 from mvlog.postgres.capture import Capture
-from mvlog.postgres.capture.decoding import Decoding
+from mvlog.postgres.capture.decoding import LOST_REASON, Decoding
 from mvlog.postgres.capture.logical import LogicalCapture
 from mvlog.postgres.capture.pgoutput import lsn_value
 from mvlog.postgres.capture.triggers import TriggerCapture
@@ -112,9 +112,10 @@ class Logs:
             # position: once the capture has written past it, the log is the triggers' alone.
             cur.execute("UPDATE mvlog.logs SET switched_lsn = pg_current_wal_insert_lsn() WHERE log_name = %s",
                         (log.log_name,))
-        # A new or rekeyed log's views refresh completely anyway; an existing log whose partitions
-        # changed unwatched cannot tell what moved.
-        self._cover_partitions(cur, table, "drifted" if row and outcome == "created" else "initial")
+        # A new or rekeyed log's views refresh completely anyway, and a switch of capture changes no
+        # partition; an existing log whose partitions changed unwatched cannot tell what moved.
+        drifted = row is not None and outcome == "created" and was == now
+        self._cover_partitions(cur, table, "drifted" if drifted else "initial")
         return log, outcome
 
     @staticmethod
@@ -438,6 +439,10 @@ class StampedSnapshot:
         if self._window_has(log, after, sql.SQL("\"dmltype$$\" = 'P'")):
             return (f"a partition of {log.qualified_table} was dropped, or its partitions changed while mvlog's "
                     f"event triggers were not installed")
+        if log.capture != "trigger":
+            lost = self.query("SELECT max(replaced_at) FROM mvlog.capture_state")[0][0]
+            if lost is not None and (after is None or lost > after):
+                return LOST_REASON
         uncovered = self.query(UNCOVERED_PARTITION, {"root": log.table_oid})
         if uncovered:
             return (f"partition {uncovered[0][0]} of {log.qualified_table} {uncovered[0][1]} "

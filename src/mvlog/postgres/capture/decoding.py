@@ -45,6 +45,7 @@ class Pass:
     rows: int
     written: int
     seconds: float
+    lost: bool = False  # the slot was lost (changes not decoded) and made again
 
     @property
     def position(self) -> str:
@@ -161,7 +162,8 @@ class Decoding:
                                 "SELECT %s, %s, confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = %s "
                                 "ON CONFLICT (slot_name) DO NOTHING", (slot, PUBLICATION, slot))
                     return False
-                self._create_slot(cur, slot, lost=row is not None)
+                cur.execute("SELECT EXISTS (SELECT FROM mvlog.capture_state WHERE slot_name = %s)", (slot,))
+                self._create_slot(cur, slot, lost=row is not None or bool(fetch_row(cur)[0]))
                 return True
         except psycopg2.Error as exc:
             raise self.source.error(exc) from None
@@ -170,16 +172,18 @@ class Decoding:
 
     @staticmethod
     def _create_slot(cur: Cursor, slot: str, lost: bool) -> None:
-        """A new slot, and the state to go with it. Replacing a slot PostgreSQL invalidated, the
-        views of logically captured logs need a complete refresh: changes were not decoded."""
-        if lost:
-            cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        """A new slot, and the state to go with it. Replacing a slot PostgreSQL invalidated (or
+        one dropped under mvlog), the views of logically captured logs need a complete refresh:
+        changes were not decoded."""
+        cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
+                    (slot,))
         cur.execute("SELECT lsn FROM pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
         start = fetch_row(cur)[0]
         cur.execute("INSERT INTO mvlog.capture_state (slot_name, publication, written_lsn) VALUES (%s, %s, %s) "
                     "ON CONFLICT (slot_name) DO UPDATE SET written_lsn = excluded.written_lsn, "
                     "written_at = clock_timestamp()", (slot, PUBLICATION, start))
         if lost:
+            cur.execute("UPDATE mvlog.capture_state SET replaced_at = clock_timestamp() WHERE slot_name = %s", (slot,))
             cur.execute("UPDATE mvlog.views SET needs_complete = %s WHERE name IN (SELECT v.view_name "
                         "FROM mvlog.view_logs AS v JOIN mvlog.logs AS l USING (table_schema, table_name) "
                         "WHERE l.capture <> 'trigger')", (LOST_REASON,))
@@ -259,8 +263,12 @@ class Decoding:
                 raise SourceError(f"the logical capture did not reach WAL position {lsn_text(lsn)} within "
                                   f"{timeout:g} s (it is at {lsn_text(written)}); nothing was stamped — see "
                                   f"'mvlog status' for the slot's lag")
-            if self.catch_up(lsn) is None:
+            done = self.catch_up(lsn)
+            if done is None:
                 time.sleep(0.02)
+            elif done.lost:  # after the snapshot: this refresh cannot know what it missed
+                raise SourceError(f"{LOST_REASON}; the views of logical logs refresh completely from the next "
+                                  f"refresh on", transient=True)
 
     def _pass(self, upto: int | None) -> Pass:
         started = time.monotonic()
@@ -278,7 +286,7 @@ class Decoding:
                 if status is None or status[0] == "lost":
                     reader.rollback()
                     self._replace_lost(slot)
-                    return Pass(0, self.written(), time.monotonic() - started)
+                    return Pass(0, self.written(), time.monotonic() - started, lost=True)
                 if upto is not None:
                     self._flush_to(writer, upto)
                 cur.execute("SELECT pg_current_wal_flush_lsn()::text, "
@@ -403,8 +411,7 @@ class Decoding:
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
-                cur.execute("SELECT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = %s)", (slot,))
-                self._create_slot(cur, slot, lost=bool(fetch_row(cur)[0]))
+                self._create_slot(cur, slot, lost=True)
         finally:
             conn.close()
 

@@ -1,0 +1,496 @@
+"""Trigger capture against logical capture (issue #41), side by side on one throwaway PostgreSQL.
+
+    python benchmarks/capture_cost.py --scale 10 --seconds 30 --repeat 3 --warmup 10 --backlog-seconds 30 \\
+        --refresh-scale 20 --rounds 5
+
+The cluster runs with PostgreSQL's default durability (fsync, synchronous_commit and
+full_page_writes on) and wal_level = logical for every design (TempPostgres sets it: what
+logical decoding adds to the WAL is in every column, the none one included). Three measurements:
+
+1. Writers' cost. pgbench's builtin tpcb-like (-c --clients -j --jobs, --seconds per run) in one
+   database per design, each initialised at --scale: ``none`` (no logs), ``trigger`` (logs of
+   pgbench_accounts, pgbench_tellers and pgbench_branches through ``Project.apply()``, capture:
+   trigger) and ``logical`` (the same logs with capture: logical, and ``mvlog capture --interval
+   0.2`` running in its own process for the whole run, stopped with SIGTERM after it). Before
+   each run: the logs emptied, the pgbench tables and logs vacuumed, a capture pass (logical: the
+   slot passes the other databases' WAL before the run), a CHECKPOINT. After one unreported
+   --warmup run per design, rounds rotate the order of the designs; each cell is the median of
+   --repeat runs. Reported: TPS and its cost against none; keys logged per second (trigger: log
+   rows; logical: ``mvlog.capture_state.keys_written`` before and after the run, as the capture
+   had written them when pgbench stopped); the capture's lag when pgbench stopped (WAL bytes
+   from its ``written_lsn`` to ``pg_current_wal_lsn()``) and how long it then took to catch up.
+2. Capture throughput under writers. In the logical database, with no capture running, pgbench
+   runs --backlog-seconds (a backlog of decoded changes); then pgbench starts again in the
+   background and, while it writes, one capture pass (``Project.capture(once=True)``, in this
+   process) writes the backlog into the logs: its rows, seconds and rows per second against the
+   issue's target of 50,000 changed keys per second.
+3. Fast refresh, logical against trigger (needs Spark; --no-refresh skips it). Two databases at
+   --refresh-scale, one view each over pgbench_accounts (trigger; logical with the capture
+   running beside, as in 1), built by ``apply``; then --rounds rounds (after one unreported),
+   each updating --changes random accounts in one committed transaction and timing
+   ``Project.refresh(["accounts"])`` on the same warm Spark. Reported: the median refresh
+   seconds per design, its phases, and logical − trigger against the target of 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from psycopg2 import sql
+
+sys.path.insert(0, str(Path(__file__).parent))
+from log_overhead import DURABLE, LOGGED, SHOWN, connect, filesystem, note  # noqa: E402
+
+from mvlog.config import load_config  # noqa: E402
+from mvlog.model import LogInfo  # noqa: E402
+from mvlog.postgres.pgtemp import SUPERUSER, TempPostgres  # noqa: E402
+from mvlog.postgres.source import log_identifier  # noqa: E402
+from mvlog.project import Project  # noqa: E402
+
+DESIGNS = ("none", "trigger", "logical")
+REFRESH_DESIGNS = ("trigger", "logical")
+CAPTURE_INTERVAL = "0.2"  # seconds between the running capture's passes that found nothing
+CAPTURE_BACKEND = "mvlog"  # application_name of mvlog's connections
+STOP_WAIT = 120.0  # seconds a stopped capture may take to finish its pass, or a capture to catch up
+ACCOUNTS_VIEW = {"name": "accounts", "refresh": "fast", "query": "SELECT aid, bid, abalance FROM pgbench_accounts"}
+SPARK = {"master": "local[2]", "conf": {"spark.driver.memory": "3g", "spark.sql.shuffle.partitions": "4"}}
+TARGET_KEYS_PER_SECOND = 50_000
+TARGET_REFRESH_DIFFERENCE = 0.5
+PHASES = ("prepare", "read", "write", "record")  # of a refresh, as RefreshResult.phases has them
+
+
+@dataclass
+class Database:
+    """One database of the benchmark and, unless its design is none, its mvlog project."""
+
+    design: str
+    name: str
+    dsn: str
+    config: Path | None = None
+    project: Project | None = None
+
+    @property
+    def mvlog(self) -> Project:
+        assert self.project is not None, f"database {self.name} has no mvlog project"
+        return self.project
+
+
+# -- PostgreSQL and pgbench -------------------------------------------------------------------------
+
+
+def pgbench_command(pg: TempPostgres, dbname: str, *args: str) -> list[str]:
+    """pgbench over TCP as the superuser (the password comes from PGPASSWORD, see :func:`pgbench_env`)."""
+    assert pg.bin_dir is not None
+    return [str(pg.bin_dir / "pgbench"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", SUPERUSER, *args, dbname]
+
+
+def pgbench_env(pg: TempPostgres) -> dict[str, str]:
+    return {**os.environ, "PGPASSWORD": pg.password}
+
+
+def pgbench(pg: TempPostgres, dbname: str, *args: str) -> str:
+    """Run pgbench on ``dbname``; its stdout."""
+    result = subprocess.run(pgbench_command(pg, dbname, *args), env=pgbench_env(pg), capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"pgbench {' '.join(args)} {dbname} failed: {result.stderr.strip()[-800:]}")
+    return result.stdout
+
+
+def tpcb_args(args: argparse.Namespace, seconds: int) -> list[str]:
+    """pgbench's builtin tpcb-like for ``seconds``, without its own vacuum (the benchmark vacuums)."""
+    return ["-n", "-b", "tpcb-like", "-c", str(args.clients), "-j", str(args.jobs), "-T", str(seconds)]
+
+
+def tps_of(output: str) -> float:
+    found = re.search(r"^tps = ([\d.]+)", output, re.M)
+    if found is None:
+        raise SystemExit(f"no tps in pgbench's output: {output.strip()[-500:]}")
+    return float(found.group(1))
+
+
+def create_database(pg: TempPostgres, name: str, scale: int) -> None:
+    """A new database initialised by ``pgbench -i`` at ``scale``."""
+    with connect(pg.dsn()) as conn, conn.cursor() as cur:
+        cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    note(f"pgbench -i -s {scale} {name}")
+    pgbench(pg, name, "-i", "-q", "-s", str(scale))
+
+
+def drop_database(pg: TempPostgres, name: str) -> None:
+    """Drop a database and its replication slots (a slot keeps WAL for the whole cluster)."""
+    with connect(pg.dsn()) as conn, conn.cursor() as cur:
+        cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s",
+                    (name,))
+        cur.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def server_settings(pg: TempPostgres) -> list[str]:
+    with connect(pg.dsn()) as conn, conn.cursor() as cur:
+        cur.execute("SELECT s || '=' || current_setting(s) FROM unnest(%s::text[]) s", (list(SHOWN),))
+        return [row[0] for row in cur.fetchall()]
+
+
+# -- mvlog projects ----------------------------------------------------------------------------------
+
+
+def write_config(directory: Path, dsn: str, capture: str, views: list[dict[str, str]],
+                 spark: dict[str, Any] | None = None) -> Path:
+    """An mvlog.yaml in ``directory`` logging the pgbench tables with ``capture``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {
+        "source": {"dsn": dsn}, "warehouse": str(directory / "warehouse"),
+        "logs": [{"table": f"public.{table}", "capture": capture} for table in LOGGED], "views": views,
+    }
+    if spark is not None:
+        config["spark"] = spark
+    path = directory / "mvlog.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def open_database(pg: TempPostgres, tmp: Path, design: str, name: str, views: list[dict[str, str]] | None = None,
+                  spark: dict[str, Any] | None = None) -> Database:
+    """The database ``name`` with, unless ``design`` is none, an mvlog project (not applied yet)."""
+    db = Database(design, name, pg.dsn(name))
+    if design != "none":
+        db.config = write_config(tmp / name, db.dsn, design, views or [], spark)
+        db.project = Project(load_config(db.config))
+    return db
+
+
+def registered_logs(db: Database) -> list[LogInfo]:
+    return list(db.mvlog.logs.registered().values())
+
+
+def catch_up(db: Database) -> int:
+    """One capture pass in this process; the log rows it wrote."""
+    return sum(done.rows for done in db.mvlog.capture(once=True))
+
+
+def prepare_run(db: Database) -> None:
+    """Before a run: the slot caught up (logical), empty logs, vacuumed tables, a checkpoint."""
+    logs = registered_logs(db) if db.project is not None else []
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        for log in logs:
+            cur.execute(sql.SQL("DELETE FROM {}").format(log_identifier(log)))
+        cur.execute(sql.SQL("VACUUM {}").format(sql.SQL(", ").join(
+            [sql.Identifier("public", table) for table in LOGGED] + [log_identifier(log) for log in logs])))
+        cur.execute("TRUNCATE pgbench_history")
+        if db.design == "logical":
+            catch_up(db)
+        cur.execute("CHECKPOINT")
+
+
+def log_rows(db: Database) -> int:
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        cur.execute(sql.SQL(" UNION ALL ").join(sql.SQL("SELECT count(*) FROM {}").format(log_identifier(log))
+                                                for log in registered_logs(db)))
+        return sum(row[0] for row in cur.fetchall())
+
+
+def capture_position(db: Database) -> tuple[float, int]:
+    """The capture's lag (WAL bytes from its written position to the current one) and keys written."""
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), written_lsn), keys_written "
+                    "FROM mvlog.capture_state")
+        lag, keys = cur.fetchone()
+        return float(lag), int(keys)
+
+
+def wait_caught_up(db: Database) -> float:
+    """Seconds until the running capture has written everything up to the current WAL position."""
+    started = time.perf_counter()
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT pg_current_wal_lsn()")
+        goal = cur.fetchone()[0]
+        while True:
+            cur.execute("SELECT written_lsn >= %s::pg_lsn FROM mvlog.capture_state", (goal,))
+            if cur.fetchone()[0]:
+                return time.perf_counter() - started
+            if time.perf_counter() - started > STOP_WAIT:
+                raise SystemExit(f"the capture of {db.name} did not catch up within {STOP_WAIT:g} s")
+            time.sleep(0.02)
+
+
+def mvlog_backends(db: Database) -> set[int]:
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+                    (CAPTURE_BACKEND,))
+        return {row[0] for row in cur.fetchall()}
+
+
+@contextlib.contextmanager
+def capture_process(db: Database) -> Iterator[None]:
+    """``mvlog capture --interval 0.2`` in its own process, from its first connection to the end of
+    the ``with``; then SIGTERM, and its pass is waited for."""
+    assert db.config is not None
+    command = [sys.executable, "-m", "mvlog", "-q", "-c", str(db.config), "capture", "--interval", CAPTURE_INTERVAL]
+    stderr_path = db.config.parent / "capture.stderr"
+    before = mvlog_backends(db)
+    with stderr_path.open("w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.perf_counter() + 60
+        while not mvlog_backends(db) - before:  # its connection: the process is up and about to capture
+            if process.poll() is not None:
+                raise SystemExit(f"{' '.join(command)} exited with {process.returncode}: "
+                                 f"{stderr_path.read_text().strip()[-2000:]}")
+            if time.perf_counter() > deadline:
+                raise SystemExit(f"{' '.join(command)} did not connect to {db.name} within 60 s")
+            time.sleep(0.05)
+        yield
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(timeout=STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
+    if code != 0:
+        raise SystemExit(f"{' '.join(command)} exited with {code}: {stderr_path.read_text().strip()[-2000:]}")
+
+
+# -- 1. writers' cost ---------------------------------------------------------------------------------
+
+
+def tpcb_run(pg: TempPostgres, db: Database, args: argparse.Namespace, seconds: int) -> dict[str, float]:
+    """One pgbench run on ``db``: TPS; keys logged per second; the logical capture's lag and catch-up."""
+    prepare_run(db)
+    nothing = float("nan")
+    if db.design == "none":
+        return {"tps": tps_of(pgbench(pg, db.name, *tpcb_args(args, seconds))), "keys": nothing, "lag": nothing,
+                "catch_up": nothing}
+    if db.design == "trigger":
+        tps = tps_of(pgbench(pg, db.name, *tpcb_args(args, seconds)))
+        return {"tps": tps, "keys": log_rows(db) / seconds, "lag": nothing, "catch_up": nothing}
+    with capture_process(db):
+        _, keys_before = capture_position(db)
+        tps = tps_of(pgbench(pg, db.name, *tpcb_args(args, seconds)))
+        lag, keys_after = capture_position(db)
+        caught_up = wait_caught_up(db)
+    return {"tps": tps, "keys": (keys_after - keys_before) / seconds, "lag": lag, "catch_up": caught_up}
+
+
+def writers_cost(pg: TempPostgres, dbs: dict[str, Database], args: argparse.Namespace) -> dict[str, list[dict]]:
+    if args.warmup > 0:
+        for design in DESIGNS:
+            note(f"warm-up: {design}, {args.warmup} s")
+            tpcb_run(pg, dbs[design], args, args.warmup)
+    runs: dict[str, list[dict]] = {design: [] for design in DESIGNS}
+    for r in range(args.repeat):
+        for design in DESIGNS[r % 3:] + DESIGNS[:r % 3]:
+            note(f"round {r + 1}/{args.repeat}: {design}, {args.seconds} s")
+            runs[design].append(tpcb_run(pg, dbs[design], args, args.seconds))
+    return runs
+
+
+def report_writers(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
+    def med(design: str, key: str) -> float:
+        return statistics.median(run[key] for run in runs[design])
+
+    base = med("none", "tps")
+    rows = []
+    for design in DESIGNS:
+        tps, keys, lag, caught_up = (med(design, key) for key in ("tps", "keys", "lag", "catch_up"))
+        rows.append([design, f"{tps:,.0f}", "–" if design == "none" else f"{1 - tps / base:+.1%}",
+                     "–" if design == "none" else f"{keys:,.0f}",
+                     "–" if design != "logical" else f"{lag / 1024:,.1f} kB",
+                     "–" if design != "logical" else f"{caught_up:.2f} s"])
+    print_table(f"1. pgbench tpcb-like, scale {args.scale}, -c {args.clients} -j {args.jobs}, {args.seconds} s per "
+                f"run, median of {args.repeat} (cost: TPS lost against none)",
+                ["design", "TPS", "cost", "keys logged/s", "capture lag at end", "caught up after"], rows)
+
+
+# -- 2. capture throughput ----------------------------------------------------------------------------
+
+
+def wait_for_pgbench(db: Database, clients: int, process: subprocess.Popen) -> None:
+    """Until pgbench's clients are connected to ``db`` (or pgbench has stopped)."""
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        deadline = time.perf_counter() + 30
+        while process.poll() is None and time.perf_counter() < deadline:
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND application_name = 'pgbench'")
+            if cur.fetchone()[0] >= clients:
+                return
+            time.sleep(0.02)
+
+
+def capture_throughput(pg: TempPostgres, db: Database, args: argparse.Namespace) -> dict[str, Any]:
+    """A backlog of --backlog-seconds of pgbench, then one capture pass while pgbench writes again."""
+    prepare_run(db)
+    note(f"capture throughput: a backlog of {args.backlog_seconds} s of pgbench")
+    tps = tps_of(pgbench(pg, db.name, *tpcb_args(args, args.backlog_seconds)))
+    backlog, _ = capture_position(db)
+    writers = subprocess.Popen(pgbench_command(pg, db.name, *tpcb_args(args, args.backlog_seconds)),
+                               env=pgbench_env(pg), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_pgbench(db, args.clients, writers)
+        note("capture throughput: one pass while pgbench writes")
+        started = time.perf_counter()
+        done = list(db.mvlog.capture(once=True))[0]
+        wall = time.perf_counter() - started
+        writing = writers.poll() is None
+    finally:
+        if writers.poll() is None:
+            writers.send_signal(signal.SIGINT)
+        _, errors = writers.communicate(timeout=STOP_WAIT)
+    if not writing:
+        note(f"pgbench stopped before the pass did: {errors.strip()[-500:]}")
+    return {"tps": tps, "backlog": backlog, "rows": done.rows, "seconds": done.seconds, "wall": wall,
+            "writing": writing}
+
+
+def report_throughput(result: dict[str, Any], args: argparse.Namespace) -> None:
+    rate = result["rows"] / result["seconds"] if result["seconds"] else float("nan")
+    verdict = "met" if rate >= TARGET_KEYS_PER_SECOND else "not met"
+    writers = "writing throughout" if result["writing"] else "STOPPED before the pass ended"
+    print_table(f"2. One capture pass over a backlog of {args.backlog_seconds} s of pgbench "
+                f"({result['tps']:,.0f} TPS), pgbench {writers}",
+                ["backlog WAL", "log rows", "pass s", "wall s", "rows/s", f"target {TARGET_KEYS_PER_SECOND:,}/s"],
+                [[f"{result['backlog'] / 2**20:,.1f} MB", f"{result['rows']:,}", f"{result['seconds']:.2f}",
+                  f"{result['wall']:.2f}", f"{rate:,.0f}", verdict]])
+
+
+# -- 3. fast refresh ----------------------------------------------------------------------------------
+
+
+def change_accounts(db: Database, count: int, accounts: int, rng: random.Random) -> None:
+    """Update ``count`` random accounts in one committed transaction."""
+    ids = rng.sample(range(1, accounts + 1), min(count, accounts))
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        cur.execute("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = ANY(%s)", (ids,))
+
+
+def timed_refresh(db: Database) -> dict[str, Any]:
+    """``Project.refresh(["accounts"])``: wall seconds, keys read and phases; it must be fast."""
+    started = time.perf_counter()
+    results = db.mvlog.refresh(["accounts"])
+    seconds = time.perf_counter() - started
+    (result,) = results
+    if result.error or result.method != "fast":
+        raise SystemExit(f"refresh of accounts in {db.name} ({db.design}) was {result.method}: "
+                         f"{result.error or result.reason}")
+    return {"seconds": seconds, "keys": result.keys_read, **{p: result.phases.get(p, 0.0) for p in PHASES}}
+
+
+def refresh_cost(pg: TempPostgres, tmp: Path, args: argparse.Namespace) -> tuple[dict[str, list[dict]], dict]:
+    """Both designs' databases and views, then --rounds rounds of changes and timed fast refreshes."""
+    dbs = {}
+    for design in REFRESH_DESIGNS:
+        name = f"refresh_{design}"
+        create_database(pg, name, args.refresh_scale)
+        dbs[design] = open_database(pg, tmp, design, name, [ACCOUNTS_VIEW], SPARK)
+    builds = {}
+    for design, db in dbs.items():
+        note(f"apply (build of the view): {design}")
+        started = time.perf_counter()
+        db.mvlog.apply()
+        builds[design] = time.perf_counter() - started
+    accounts, rng = args.refresh_scale * 100_000, random.Random(41)
+    runs: dict[str, list[dict]] = {design: [] for design in REFRESH_DESIGNS}
+    try:
+        with capture_process(dbs["logical"]):
+            for r in range(args.rounds + 1):  # the first round warms Spark and the caches: not reported
+                for design in REFRESH_DESIGNS[r % 2:] + REFRESH_DESIGNS[:r % 2]:
+                    note(f"refresh round {r}/{args.rounds}{' (warm-up)' if r == 0 else ''}: {design}")
+                    change_accounts(dbs[design], args.changes, accounts, rng)
+                    run = timed_refresh(dbs[design])
+                    if r:
+                        runs[design].append(run)
+    finally:
+        for db in dbs.values():
+            db.mvlog.close()
+    return runs, builds
+
+
+def report_refresh(runs: dict[str, list[dict]], builds: dict[str, float], args: argparse.Namespace) -> None:
+    def med(design: str, key: str) -> float:
+        return statistics.median(run[key] for run in runs[design])
+
+    rows = [[design, f"{med(design, 'seconds'):.2f}", f"{med(design, 'keys'):,.0f}",
+             *(f"{med(design, p):.2f}" for p in PHASES), f"{builds[design]:.1f}"] for design in REFRESH_DESIGNS]
+    print_table(f"3. Fast refresh of SELECT aid, bid, abalance FROM pgbench_accounts ({args.refresh_scale * 100_000:,} "
+                f"accounts) after {args.changes:,} changed, median of {args.rounds} (s)",
+                ["design", "refresh", "keys read", *PHASES, "apply (build)"], rows)
+    difference = med("logical", "seconds") - med("trigger", "seconds")
+    verdict = "met" if difference <= TARGET_REFRESH_DIFFERENCE else "not met"
+    print(f"\nlogical − trigger: {difference:+.2f} s (target ≤ {TARGET_REFRESH_DIFFERENCE} s: {verdict})")
+
+
+# -- output and main ----------------------------------------------------------------------------------
+
+
+def print_table(title: str, headers: list[str], rows: list[list[str]]) -> None:
+    """A plain-text table: the first column left-aligned, the others right-aligned."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    print(f"\n{title}\n")
+    print(line(headers))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print(line(row))
+    sys.stdout.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=int, default=10, help="pgbench scale of 1 and 2 (100,000 accounts each)")
+    parser.add_argument("--seconds", type=int, default=30, help="duration of each pgbench run of 1")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per design in 1; the median is reported")
+    parser.add_argument("--warmup", type=int, default=10,
+                        help="seconds of the unreported first run per design in 1 (0: none)")
+    parser.add_argument("--clients", type=int, default=2, help="pgbench -c")
+    parser.add_argument("--jobs", type=int, default=2, help="pgbench -j")
+    parser.add_argument("--backlog-seconds", type=int, default=30, help="seconds of pgbench before the pass of 2")
+    parser.add_argument("--refresh", action=argparse.BooleanOptionalAction, default=True,
+                        help="measure 3, the fast refresh (needs Spark)")
+    parser.add_argument("--refresh-scale", type=int, default=20, help="pgbench scale of 3 (100,000 accounts each)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed refreshes per design in 3")
+    parser.add_argument("--changes", type=int, default=2000, help="accounts updated before each refresh of 3")
+    args = parser.parse_args()
+
+    with TempPostgres(settings=DURABLE) as pg, tempfile.TemporaryDirectory(prefix="mvlog-bench-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        print(f"machine: {os.cpu_count()} cores, {os.uname().sysname} {os.uname().release}, data directory on "
+              f"{filesystem(pg.datadir)}; date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+        print(f"server: {'; '.join(server_settings(pg))}")
+        print(f"logged: {', '.join(LOGGED)}; capture --interval {CAPTURE_INTERVAL}; designs in rotating order")
+        dbs = {}
+        for design in DESIGNS:
+            name = f"bench_{design}"
+            create_database(pg, name, args.scale)
+            dbs[design] = db = open_database(pg, tmp, design, name)
+            if db.project is not None:
+                db.project.apply()  # no views: no Spark
+        report_writers(writers_cost(pg, dbs, args), args)
+        report_throughput(capture_throughput(pg, dbs["logical"], args), args)
+        for db in dbs.values():
+            if db.project is not None:
+                db.project.close()
+            drop_database(pg, db.name)  # its slot would keep the WAL of 3
+        if args.refresh:
+            report_refresh(*refresh_cost(pg, tmp, args), args)
+
+
+if __name__ == "__main__":
+    main()
