@@ -107,8 +107,8 @@ class Decoding:
                     "EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = 'mvlog_' || "
                     "        (SELECT oid FROM pg_database WHERE datname = current_database())), "
                     "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user) "
-                    "OR pg_has_role(current_user, 'rds_replication', 'MEMBER') IS TRUE "
-                    "   AND EXISTS (SELECT FROM pg_roles WHERE rolname = 'rds_replication')")
+                    "OR EXISTS (SELECT FROM pg_roles AS r WHERE r.rolname = 'rds_replication' "
+                    "           AND pg_has_role(current_user, r.oid, 'MEMBER'))")
         wal_level, free, has_slot, may = fetch_row(cur)
         if wal_level != "logical":
             return (f"capture: logical needs wal_level = logical (it is {wal_level}); set it in postgresql.conf "
