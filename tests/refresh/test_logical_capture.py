@@ -118,6 +118,33 @@ def test_refreshes_under_writers_are_exact_at_their_snapshot_and_lose_nothing(ba
     assert db.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'mvlog$%'") == [(0,)]
 
 
+def test_transactions_committing_after_the_snapshot_are_the_next_refreshs(bank, db, monkeypatch):
+    """Transfers committed while a refresh holds its snapshot (before it reads the WAL position it
+    waits for): the capture writes them before the refresh stamps, but the snapshot does not see
+    them, so this refresh leaves them (the sum stays exact) and the next applies them. A stamp
+    that ignored visibility would consume their keys at a snapshot without their changes, and
+    lose them for good (checked: this test fails then)."""
+    monkeypatch.setenv("MVLOG_PAUSE", "after_snapshot:1.5")
+    refreshing = threading.Thread(target=lambda: refresh_ok(bank))
+    refreshing.start()
+    deadline = time.monotonic() + 60
+    while not db.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                         "AND state = 'idle in transaction' AND query = 'SELECT pg_export_snapshot()'")[0][0]:
+        assert time.monotonic() < deadline, "the refresh never took its snapshot"
+        time.sleep(0.02)
+    for a in range(1, 21):  # while it pauses: twenty transfers, from accounts 1-20 to 101-120
+        db.execute("BEGIN; UPDATE accounts SET balance = balance - 7 WHERE id = %s; "
+                   "UPDATE accounts SET balance = balance + 7 WHERE id = %s; COMMIT", (a, a + 100))
+    refreshing.join(120)
+    monkeypatch.delenv("MVLOG_PAUSE")
+    assert delta_total(bank) == TOTAL
+    moved = bank.warehouse.spark.read.format("delta").load(bank.config.view_location("balances"))
+    assert moved.where("id <= 20 AND balance <> 100").count() == 0  # none of them in this refresh
+    results = refresh_ok(bank)
+    assert {r.method for r in results.values()} == {"fast"}
+    assert_views_match(bank, VIEWS)
+
+
 @pytest.mark.slow
 def test_a_capture_killed_mid_batch_again_and_again_loses_nothing(bank, db, tmp_path):
     """``mvlog capture`` SIGKILLed right after committing a batch (its position not recorded, the
