@@ -3,6 +3,7 @@ killed mid-batch, switching a log between capture kinds, the slot's operations."
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import signal
@@ -268,3 +269,56 @@ def test_a_role_without_replication_is_refused_in_one_sentence(db, make_project,
             db.execute("DROP ROLE mvlog_norepl")
         except psycopg2.Error:
             pass
+
+
+EVERY_WRITE = """
+CREATE TABLE parents (id int PRIMARY KEY, name text);
+CREATE TABLE kids (id int PRIMARY KEY, parent int REFERENCES parents ON DELETE CASCADE, toy text);
+INSERT INTO parents SELECT g, 'p' || g FROM generate_series(1, 10) g;
+INSERT INTO kids SELECT g, 1 + g % 10, 'toy' || g FROM generate_series(1, 30) g;
+"""
+KID_VIEWS = [
+    {"name": "kids_of", "refresh": "fast",
+     "query": "SELECT k.id, k.toy, p.name FROM kids k JOIN parents p ON p.id = k.parent"},
+    {"name": "toys", "refresh": "fast", "query": "SELECT parent, count(*) AS n FROM kids GROUP BY parent"},
+]
+
+
+def test_every_kind_of_write_is_captured_as_the_triggers_capture_it(db, make_project):
+    """ON CONFLICT, MERGE, COPY, a cascade, key updates, rolled-back savepoints and transactions,
+    a transaction open across a refresh, a column added to a captured table, TRUNCATE."""
+    db.execute(EVERY_WRITE)
+    project = make_project(["parents", "kids"], KID_VIEWS, spark_mode="logical")
+    project.apply()
+    db.execute("INSERT INTO kids VALUES (1, 2, 'upserted'), (99, 3, 'new') "
+               "ON CONFLICT (id) DO UPDATE SET toy = excluded.toy, parent = excluded.parent")
+    db.execute("MERGE INTO kids k USING (VALUES (2, 'merged'), (98, 'merged-new')) AS s(id, toy) ON k.id = s.id "
+               "WHEN MATCHED THEN UPDATE SET toy = s.toy WHEN NOT MATCHED THEN INSERT VALUES (s.id, 4, s.toy)")
+    with db.connect() as conn, conn.cursor() as cur:
+        cur.copy_expert("COPY kids FROM STDIN", io.StringIO("50\t5\tcopied\n51\t6\tcopied\n"))
+    db.execute("DELETE FROM parents WHERE id = 7")  # its kids go by the cascade
+    db.execute("UPDATE kids SET id = id + 1000 WHERE parent = 8")  # key updates
+    db.execute("BEGIN; UPDATE kids SET toy = 'kept' WHERE id = 3; SAVEPOINT s; DELETE FROM kids WHERE id = 4; "
+               "ROLLBACK TO SAVEPOINT s; COMMIT")
+    db.execute("BEGIN; DELETE FROM kids WHERE id = 5; ROLLBACK")
+    db.execute("ALTER TABLE kids ADD COLUMN colour text")  # not published: decoding goes on
+    db.execute("UPDATE kids SET colour = 'red', toy = 'painted' WHERE id = 6")
+    held = db.connect()
+    with held.cursor() as cur:
+        cur.execute("UPDATE kids SET toy = 'held' WHERE id = 9")  # open across the refresh
+        results = refresh_ok(project)
+        assert {r.method for r in results.values()} == {"fast"}
+        assert_views_match(project, KID_VIEWS)
+    held.commit()
+    held.close()
+    results = refresh_ok(project)
+    assert {r.method for r in results.values()} == {"fast"}
+    assert_views_match(project, KID_VIEWS)
+    assert db.execute("SELECT toy FROM kids WHERE id = 9") == [("held",)]
+    db.execute("TRUNCATE kids")
+    db.execute("INSERT INTO kids VALUES (1, 1, 'after')")
+    refused = project.refresh()
+    assert all(r.error and "was truncated" in r.error for r in refused)
+    refresh_ok(project, complete=True)
+    assert_views_match(project, KID_VIEWS)
+    assert db.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'mvlog$%'") == [(0,)]

@@ -67,9 +67,9 @@ def run_op(cur, op) -> None:
 
 
 @pytest.fixture
-def shop(db, make_project):
+def shop(db, make_project, request):
     db.execute(SCHEMA)
-    project = make_project(["public.customers", "public.orders"], VIEWS)
+    project = make_project(["public.customers", "public.orders"], VIEWS, spark_mode=getattr(request, "param", "local"))
     project.apply()
     return project
 
@@ -88,6 +88,18 @@ def fast_capability(explained: dict) -> dict:
 @settings(max_examples=examples(2))
 @given(ops=ops)
 def test_random_dml_under_views_of_views_refreshes_fast_and_exactly(shop, db, ops):
+    random_dml_then_refresh(shop, db, ops)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shop", ["logical"], indirect=True)
+@settings(max_examples=examples(1))  # every log captured by logical decoding (#41)
+@given(ops=ops)
+def test_random_dml_under_views_of_views_with_logical_capture(shop, db, ops):
+    random_dml_then_refresh(shop, db, ops)
+
+
+def random_dml_then_refresh(shop, db, ops) -> None:
     db.execute("DELETE FROM orders; DELETE FROM customers")
     refresh_ok(shop)
     conn = db.connect()
