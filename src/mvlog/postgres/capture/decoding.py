@@ -73,9 +73,12 @@ class SlotStatus:
 
 
 def _copy_text(value: str | None) -> str:
+    """A value as a field of COPY's text format."""
     if value is None:
         return "\\N"
-    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return value
 
 
 class Decoding:
@@ -435,18 +438,32 @@ class _Batch:
 
     def __init__(self) -> None:
         self.lines: dict[str, tuple[tuple[str, ...], list[str]]] = {}
+        self._orders: dict[tuple[str, tuple[str, ...]], list[int]] = {}  # key columns' places in a tuple
+        self._tails: dict[tuple[int, int], str] = {}  # a transaction's xact_time$$, xid$$ and lsn$$ columns
 
     def add(self, log: tuple[str, tuple[str, ...]], change: Change, next_xid: int) -> None:
         name, keys = log
+        entry = self.lines.get(name)
+        if entry is None:
+            entry = self.lines[name] = (keys, [])
         if change.key is None:
-            values: list[str | None] = [None] * len(keys)
+            key = "\t".join(["\\N"] * len(keys))
         else:
-            by_name = dict(zip(change.columns, change.key, strict=False))
-            values = [by_name.get(k) for k in keys]
-        self.lines.setdefault(name, (keys, []))[1].append(
-            "\t".join([*(_copy_text(v) for v in values), change.dmltype, change.old_new,
-                       change.commit_time.isoformat(), str(full_xid(change.xid, next_xid)),
-                       lsn_text(change.commit_lsn)]) + "\n")
+            order = self._orders.get((name, change.columns))
+            if order is None:
+                missing = [k for k in keys if k not in change.columns]
+                if missing:
+                    raise SourceError(f"logical decoding sent no column {missing[0]} for the log {name}; "
+                                      f"run 'mvlog apply' (its publication lists other columns)")
+                order = self._orders[(name, change.columns)] = [change.columns.index(k) for k in keys]
+            values = change.key
+            key = "\t".join([_copy_text(values[i]) for i in order])
+        tail = self._tails.get((change.xid, change.commit_lsn))
+        if tail is None:
+            tail = self._tails[(change.xid, change.commit_lsn)] = (
+                f"\t{change.commit_time.isoformat()}\t{full_xid(change.xid, next_xid)}\t"
+                f"{lsn_text(change.commit_lsn)}\n")
+        entry[1].append(f"{key}\t{change.dmltype}\t{change.old_new}{tail}")
 
     def write(self, conn: psycopg2.extensions.connection) -> int:
         rows = 0

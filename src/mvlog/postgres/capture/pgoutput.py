@@ -13,6 +13,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from mvlog.errors import SourceError
 
@@ -30,8 +31,7 @@ class Relation:
     columns: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):  # a tuple: made once per changed row, so it must be cheap to make
     """One log row: the changed key (text values, None for a TRUNCATE), its dmltype$$ and old_new$$,
     and the source transaction it belongs to."""
 
