@@ -30,6 +30,12 @@ GRANT UPDATE (last_snaptime, last_refresh_at, last_method, needs_complete, row_c
 GRANT INSERT, UPDATE ON mvlog.refresh_history TO mvlog_refresh;
 GRANT USAGE ON SEQUENCE mvlog.refresh_history_id_seq TO mvlog_refresh;
 GRANT EXECUTE ON FUNCTION mvlog.analyze(regclass) TO mvlog_refresh;
+-- capture: logical. A refresh (and `mvlog capture`) runs capture passes: it writes the logs (below)
+-- and the capture's position. The slot's functions also need the REPLICATION attribute, which a
+-- role cannot get by GRANT: ALTER ROLE etl REPLICATION (RDS/Aurora: GRANT rds_replication TO etl).
+-- A hand-over back to triggers is finished by the next `mvlog apply` (it takes a table out of the
+-- publication, which only the table's owner may).
+GRANT SELECT, UPDATE ON mvlog.capture_state TO mvlog_refresh;
 
 -- Logs (stamp = UPDATE, purge = DELETE, read = SELECT), key maps and the group tables of
 -- aggregates kept by deltas (maintained with DELETE, UPDATE and INSERT, rebuilt with TRUNCATE and

@@ -19,7 +19,9 @@ from conftest import assert_views_match, refresh_ok
 
 from mvlog.config import load_config
 from mvlog.errors import ConfigError
+from mvlog.ops.metrics import SchedulerMetrics
 from mvlog.project import Project
+from mvlog.schedule import Scheduler
 
 pytestmark = pytest.mark.integration
 
@@ -212,6 +214,12 @@ def test_status_and_metrics_show_the_slot_and_a_lost_slot_makes_views_complete(b
     assert len(captures) == 1 and captures[0]["wal_status"] in ("reserved", "extended")
     assert captures[0]["lag_bytes"] > 0 and captures[0]["retained_bytes"] > 0
     assert {log["capture"] for log in bank.status()["logs"]} == {"logical"}
+    metrics = SchedulerMetrics()
+    metrics.update_gauges(bank.config.views, bank.freshness, bank.status_reader, force=True)
+    labels = {"slot": captures[0]["slot"]}
+    assert metrics.registry.get_sample_value("mvlog_capture_retained_bytes", labels) > 0
+    assert metrics.registry.get_sample_value("mvlog_capture_lag_bytes", labels) > 0
+    assert metrics.registry.get_sample_value("mvlog_capture_slot_lost", labels) == 0
     refresh_ok(bank)
     # PostgreSQL invalidating the slot (max_slot_wal_keep_size) is, to mvlog, a slot that lost WAL:
     slot = captures[0]["slot"]
@@ -322,3 +330,23 @@ def test_every_kind_of_write_is_captured_as_the_triggers_capture_it(db, make_pro
     refresh_ok(project, complete=True)
     assert_views_match(project, KID_VIEWS)
     assert db.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'mvlog$%'") == [(0,)]
+
+
+def test_the_scheduler_captures_beside_its_refreshes(db, make_project):
+    """``mvlog schedule``'s capture thread: passes until the scheduler stops."""
+    db.execute(SCHEMA)
+    project = make_project([{"table": "accounts", "capture": "logical"}], [{**VIEWS[0], "freshness": "1h"}])
+    project.apply()
+    lines: list[str] = []
+    scheduler = Scheduler(project, lines.append)
+    before = db.execute("SELECT keys_written FROM mvlog.capture_state")[0][0]
+    capturing = threading.Thread(target=scheduler._capture)
+    capturing.start()
+    db.execute("UPDATE accounts SET balance = balance + 1 WHERE id <= 50")
+    deadline = time.monotonic() + 30
+    while db.execute("SELECT keys_written FROM mvlog.capture_state")[0][0] < before + 50:
+        assert time.monotonic() < deadline, lines
+        time.sleep(0.1)
+    scheduler.stop.set()
+    capturing.join(30)
+    assert not capturing.is_alive() and "capturing: logical decoding into the logs" in lines

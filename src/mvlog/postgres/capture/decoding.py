@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg2
+import psycopg2.errors
 import psycopg2.extensions
 from psycopg2 import sql
 
@@ -379,9 +380,13 @@ class Decoding:
                             .format(sql.Identifier(MVLOG_SCHEMA, log_name)), (SENTINEL,))
                 if fetch_row(cur)[0]:
                     continue  # the next refresh stamps them
-                cur.execute("UPDATE mvlog.logs SET capture = 'trigger', switched_lsn = NULL WHERE log_name = %s",
-                            (log_name,))
-                unpublish(cur, schema, name)
+                cur.execute("SAVEPOINT settle")
+                try:
+                    cur.execute("UPDATE mvlog.logs SET capture = 'trigger', switched_lsn = NULL "
+                                "WHERE log_name = %s", (log_name,))
+                    unpublish(cur, schema, name)
+                except psycopg2.errors.InsufficientPrivilege:  # a refresh role: the next apply finishes it
+                    cur.execute("ROLLBACK TO SAVEPOINT settle")
 
     def _as_trigger_rows(self, timeout: float = 10.0) -> None:
         """Make every unstamped decoded row a trigger row (xid$$ NULL: stamped by the first snapshot
