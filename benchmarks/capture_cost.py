@@ -7,23 +7,31 @@ The cluster runs with PostgreSQL's default durability (fsync, synchronous_commit
 full_page_writes on) and wal_level = logical for every design (TempPostgres sets it: what
 logical decoding adds to the WAL is in every column, the none one included). Three measurements:
 
-1. Writers' cost. pgbench's builtin tpcb-like (-c --clients -j --jobs, --seconds per run) in one
-   database per design, each initialised at --scale: ``none`` (no logs), ``trigger`` (logs of
-   pgbench_accounts, pgbench_tellers and pgbench_branches through ``Project.apply()``, capture:
-   trigger) and ``logical`` (the same logs with capture: logical, and ``mvlog capture --interval
-   0.2`` running in its own process for the whole run, stopped with SIGTERM after it). Before
-   each run: the logs emptied, the pgbench tables and logs vacuumed, a capture pass (logical: the
-   slot passes the other databases' WAL before the run), a CHECKPOINT. After one unreported
-   --warmup run per design, rounds rotate the order of the designs; each cell is the median of
-   --repeat runs. Reported: TPS and its cost against none; keys logged per second (trigger: log
-   rows; logical: ``mvlog.capture_state.keys_written`` before and after the run, as the capture
-   had written them when pgbench stopped); the capture's lag when pgbench stopped (WAL bytes
-   from its ``written_lsn`` to ``pg_current_wal_lsn()``) and how long it then took to catch up.
-2. Capture throughput under writers. In the logical database, with no capture running, pgbench
-   runs --backlog-seconds (a backlog of decoded changes); then pgbench starts again in the
-   background and, while it writes, one capture pass (``Project.capture(once=True)``, in this
-   process) writes the backlog into the logs: its rows, seconds and rows per second against the
-   issue's target of 50,000 changed keys per second.
+1. Writers' cost. pgbench's builtin tpcb-like (-c --clients -j --jobs, --seconds per run) in ONE
+   database, initialised at --scale and switched to each design before its run (databases
+   initialised alike differed by ~±10 % in TPS on their own, more than the cost measured):
+   ``none`` (no logs: each one dropped with ``Project.drop_log(table, cascade=True)``, the
+   replication slot with the last logical one), ``trigger`` (logs of pgbench_accounts,
+   pgbench_tellers and pgbench_branches through ``Project.apply()``, capture: trigger) and
+   ``logical`` (``Project.apply()`` with the same logs, capture: logical, and ``mvlog capture
+   --interval 0.2`` running in its own process for the whole run, stopped with SIGTERM after it).
+   Back from logical, apply leaves the trigger logs in ``handover`` (their triggers on; the tables
+   stay in the publication and the slot, idle during the run, stays until the logs are dropped),
+   as no refresh stamps their decoded rows. After each switch: asserted that none leaves no mvlog
+   trigger on the pgbench tables and no replication slot, trigger its four on each table,
+   logical none; then, when there is a slot, one capture pass (the slot passes the switch).
+   Before each run: the logs emptied, the pgbench tables and logs vacuumed, a capture pass
+   (logical), a CHECKPOINT. After one unreported --warmup run per design, rounds rotate the
+   order of the designs; each cell is the median of --repeat runs. Reported: TPS and its cost
+   against none; keys logged per second (trigger: log rows; logical:
+   ``mvlog.capture_state.keys_written`` before and after the run, as the capture had written them
+   when pgbench stopped); the capture's lag when pgbench stopped (WAL bytes from its
+   ``written_lsn`` to ``pg_current_wal_lsn()``) and how long it then took to catch up.
+2. Capture throughput under writers. In the database of 1, switched to logical, with no capture
+   running, pgbench runs --backlog-seconds (a backlog of decoded changes); then pgbench starts
+   again in the background and, while it writes, one capture pass (``Project.capture(once=True)``,
+   in this process) writes the backlog into the logs: its rows, seconds and rows per second
+   against the issue's target of 50,000 changed keys per second.
 3. Fast refresh, logical against trigger (needs Spark; --no-refresh skips it). Two databases at
    --refresh-scale, one view each over pgbench_accounts (trigger; logical with the capture
    running beside, as in 1), built by ``apply``; then --rounds rounds (after one unreported),
@@ -165,11 +173,12 @@ def write_config(directory: Path, dsn: str, capture: str, views: list[dict[str, 
 
 
 def open_database(pg: TempPostgres, tmp: Path, design: str, name: str, views: list[dict[str, str]] | None = None,
-                  spark: dict[str, Any] | None = None) -> Database:
-    """The database ``name`` with, unless ``design`` is none, an mvlog project (not applied yet)."""
+                  spark: dict[str, Any] | None = None, directory: str | None = None) -> Database:
+    """The database ``name`` with, unless ``design`` is none, an mvlog project (not applied yet)
+    whose mvlog.yaml is in ``tmp / directory`` (default: ``tmp / name``)."""
     db = Database(design, name, pg.dsn(name))
     if design != "none":
-        db.config = write_config(tmp / name, db.dsn, design, views or [], spark)
+        db.config = write_config(tmp / (directory or name), db.dsn, design, views or [], spark)
         db.project = Project(load_config(db.config))
     return db
 
@@ -226,6 +235,72 @@ def wait_caught_up(db: Database) -> float:
             if time.perf_counter() - started > STOP_WAIT:
                 raise SystemExit(f"the capture of {db.name} did not catch up within {STOP_WAIT:g} s")
             time.sleep(0.02)
+
+
+def mvlog_triggers(db: Database) -> dict[str, int]:
+    """How many mvlog triggers (``mvlog$…``) each pgbench table of LOGGED has."""
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT c.relname, count(t.oid) FROM pg_class AS c "
+                    "LEFT JOIN pg_trigger AS t ON t.tgrelid = c.oid AND t.tgname LIKE 'mvlog$%%' "
+                    "WHERE c.oid = ANY(%s::regclass[]) GROUP BY c.relname",
+                    ([f"public.{table}" for table in LOGGED],))
+        return dict(cur.fetchall())
+
+
+def replication_slots(db: Database) -> list[str]:
+    """Every replication slot of the cluster, of whatever database."""
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT slot_name FROM pg_replication_slots ORDER BY 1")
+        return [row[0] for row in cur.fetchall()]
+
+
+def has_slot(db: Database) -> bool:
+    """Whether ``db`` has mvlog's logical capture (its slot)."""
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT EXISTS (SELECT FROM pg_replication_slots WHERE database = current_database())")
+        return bool(cur.fetchone()[0])
+
+
+def registered_any(db: Database) -> bool:
+    """Whether mvlog is installed in ``db`` and has logs."""
+    with connect(db.dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT to_regclass('mvlog.logs') IS NOT NULL")
+        if not cur.fetchone()[0]:
+            return False
+        cur.execute("SELECT EXISTS (SELECT FROM mvlog.logs)")
+        return bool(cur.fetchone()[0])
+
+
+def require(condition: bool, failure: str) -> None:
+    """An assertion that ``python -O`` keeps."""
+    if not condition:
+        raise SystemExit(f"assertion failed: {failure}")
+
+
+def switch_design(dbs: dict[str, Database], design: str) -> None:
+    """Put the one database of 1 in ``design`` (``dbs``: the same database as each design sees it):
+    none drops every log of the pgbench tables, trigger and logical apply their project. Then the
+    switch is checked and, when the database has a slot, one capture pass passes the switch."""
+    db = dbs[design]
+    if design == "none":
+        project = dbs["trigger"].mvlog
+        registered = project.logs.registered() if registered_any(db) else {}
+        for table in LOGGED:
+            if f"public.{table}" in registered:
+                project.drop_log(f"public.{table}", cascade=True)
+    else:
+        db.mvlog.apply()  # no views: no Spark
+    triggers, slots = mvlog_triggers(db), replication_slots(db)
+    if design == "none":
+        require(not any(triggers.values()), f"none: mvlog triggers left on the pgbench tables: {triggers}")
+        require(not slots, f"none: replication slots left: {slots}")
+    elif design == "trigger":
+        require(all(triggers.get(table) == 4 for table in LOGGED), f"trigger: mvlog triggers {triggers}")
+    else:
+        require(not any(triggers.values()), f"logical: mvlog triggers left on the pgbench tables: {triggers}")
+        require(has_slot(db), f"logical: {db.name} has no replication slot")
+    if has_slot(db):
+        catch_up(dbs["logical"])
 
 
 def mvlog_backends(db: Database) -> set[int]:
@@ -288,14 +363,17 @@ def tpcb_run(pg: TempPostgres, db: Database, args: argparse.Namespace, seconds: 
 
 
 def writers_cost(pg: TempPostgres, dbs: dict[str, Database], args: argparse.Namespace) -> dict[str, list[dict]]:
+    """The runs of 1 on the one database, switched to each design before its run."""
     if args.warmup > 0:
         for design in DESIGNS:
             note(f"warm-up: {design}, {args.warmup} s")
+            switch_design(dbs, design)
             tpcb_run(pg, dbs[design], args, args.warmup)
     runs: dict[str, list[dict]] = {design: [] for design in DESIGNS}
     for r in range(args.repeat):
         for design in DESIGNS[r % 3:] + DESIGNS[:r % 3]:
             note(f"round {r + 1}/{args.repeat}: {design}, {args.seconds} s")
+            switch_design(dbs, design)
             runs[design].append(tpcb_run(pg, dbs[design], args, args.seconds))
     return runs
 
@@ -475,20 +553,19 @@ def main() -> None:
         print(f"machine: {os.cpu_count()} cores, {os.uname().sysname} {os.uname().release}, data directory on "
               f"{filesystem(pg.datadir)}; date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
         print(f"server: {'; '.join(server_settings(pg))}")
-        print(f"logged: {', '.join(LOGGED)}; capture --interval {CAPTURE_INTERVAL}; designs in rotating order")
-        dbs = {}
-        for design in DESIGNS:
-            name = f"bench_{design}"
-            create_database(pg, name, args.scale)
-            dbs[design] = db = open_database(pg, tmp, design, name)
-            if db.project is not None:
-                db.project.apply()  # no views: no Spark
+        print(f"logged: {', '.join(LOGGED)}; capture --interval {CAPTURE_INTERVAL}; designs in rotating order "
+              f"on one database, switched before each run")
+        name = "bench"
+        create_database(pg, name, args.scale)
+        # The one database as each design sees it: the projects of trigger and logical (not applied yet).
+        dbs = {design: open_database(pg, tmp, design, name, directory=f"{name}_{design}") for design in DESIGNS}
         report_writers(writers_cost(pg, dbs, args), args)
+        switch_design(dbs, "logical")
         report_throughput(capture_throughput(pg, dbs["logical"], args), args)
         for db in dbs.values():
             if db.project is not None:
                 db.project.close()
-            drop_database(pg, db.name)  # its slot would keep the WAL of 3
+        drop_database(pg, name)  # its slot would keep the WAL of 3
         if args.refresh:
             report_refresh(*refresh_cost(pg, tmp, args), args)
 

@@ -28,7 +28,15 @@ from mvlog.postgres.capture.logical import LogicalCapture
 from mvlog.postgres.capture.pgoutput import lsn_value
 from mvlog.postgres.capture.triggers import TriggerCapture
 from mvlog.postgres.late import LateRows
-from mvlog.postgres.source import ESTIMATED_ROWS, Cursor, Source, fetch_row, log_identifier, read_sql
+from mvlog.postgres.source import (
+    ESTIMATED_ROWS,
+    Cursor,
+    Source,
+    fetch_row,
+    log_identifier,
+    read_sql,
+    table_identifier,
+)
 from mvlog.sql.changes import changed_key_count_sql
 
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of the advisory locks that serialize stamping a log
@@ -89,13 +97,18 @@ class Logs:
         log = dataclasses.replace(log, capture=now)
         outcome = "created"
         method = CAPTURES[capture]
-        if row and (tuple(row[1]), tuple(row[2])) != (log.key_columns, log.key_types):
+        rekeyed = row is not None and (tuple(row[1]), tuple(row[2])) != (log.key_columns, log.key_types)
+        if row and not rekeyed and was == now and self._table_current(cur, log) and method.current(cur, table, log):
+            return log, "unchanged" if not self._cover_partitions(cur, table, "drifted") else "created"
+        # Writers lock the table, then (their triggers) the log: lock in the same order, before the
+        # log's DDL, or a writer's trigger and this transaction wait for each other.
+        cur.execute(sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(table_identifier(table)))
+        if rekeyed:
             # The primary key changed: the old log's rows name keys of another shape.
             cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(log_identifier(log)))
             outcome = "rekeyed"
-        elif row and was == now and self._table_current(cur, log) and method.current(cur, table, log):
-            return log, "unchanged" if not self._cover_partitions(cur, table, "drifted") else "created"
-        cur.execute(self._table_ddl(table, log))
+        if rekeyed or not self._table_current(cur, log):
+            cur.execute(self._table_ddl(table, log))
         cur.execute(
             """
             INSERT INTO mvlog.logs (table_schema, table_name, table_oid, log_name, key_columns, key_types, capture)
