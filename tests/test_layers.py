@@ -27,11 +27,12 @@ LAYERS: list[tuple[str, set[str], set[str]]] = [  # (layer, its modules or packa
     ("sql", {"mvlog.sql"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("postgres", {"mvlog.postgres"}, {"pyspark", "py4j", "rich", "click"}),
     ("spark", {"mvlog.spark"}, {"psycopg2", "rich", "click"}),
-    ("pipeline", {"mvlog.plan", "mvlog.apply", "mvlog.refresh"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
+    ("pipeline", {"mvlog.plan", "mvlog.apply", "mvlog.refresh", "mvlog.maintenance"},
+     {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("ops", {"mvlog.ops"}, {"psycopg2", "rich", "click"}),
     ("facade", {"mvlog.project"}, {"psycopg2", "rich", "click"}),
-    ("commands", {"mvlog.cli", "mvlog.cli_output", "mvlog.render", "mvlog.schedule", "mvlog.demo", "mvlog.notebook",
-                  "mvlog.__main__", "mvlog"}, {"psycopg2"}),
+    ("commands", {"mvlog.cli", "mvlog.cli_engine", "mvlog.cli_output", "mvlog.render", "mvlog.schedule", "mvlog.demo",
+                  "mvlog.notebook", "mvlog.__main__", "mvlog"}, {"psycopg2"}),
 ]
 # Beside the order: the adapters do not import each other (Spark reads PostgreSQL through the JDBC
 # options it is handed).

@@ -20,6 +20,7 @@ from mvlog import plan as planner
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, RefreshError
 from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, TableInfo, log_name_for
+from mvlog.postgres.capture import prerequisites
 from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
@@ -73,7 +74,6 @@ class Registrar:
         self.source = source
         self.catalog = catalog
         self.logs = logs
-        self._captures: dict[int, str] = {}  # table oid -> capture kind, as declared_tables found them
 
     def resolve_named_table(self, cur: Cursor, name: str) -> TableInfo | None:
         """The table a ``logs:`` entry (or a command argument) names, or None if there is none."""
@@ -260,11 +260,12 @@ class Registrar:
         redefined = redefined_view(state.output_signature, check.signature) if state.output_signature else None
         return planner.needs_complete(state.needs_complete, check.key_changed, columns_changed, last_ddl, redefined)
 
-    def declared_tables(self, cur: Cursor, skipped: list[str] | None = None) -> list[tuple[str, TableInfo]]:
-        """The tables ``logs:`` names, each with where it is named (``logs[2]``): listed ones, and
-        those a schema's pattern matches now. A matched table without a primary key is left out,
-        and said so in ``skipped``; a listed one that does not exist is an error."""
-        found: dict[int, tuple[str, TableInfo]] = {}
+    def declared_tables(self, cur: Cursor, skipped: list[str] | None = None) -> list[tuple[str, TableInfo, str]]:
+        """The tables ``logs:`` names, each with where it is named (``logs[2]``) and how its log is
+        filled (``trigger`` or ``logical``): listed ones, and those a schema's pattern matches now. A
+        matched table without a primary key is left out, and said so in ``skipped``; a listed one
+        that does not exist is an error."""
+        found: dict[int, tuple[str, TableInfo, str]] = {}
         for index, entry in enumerate(self.config.logs):
             where = f"logs[{index}]"
             try:
@@ -272,8 +273,7 @@ class Registrar:
                     table = self.resolve_named_table(cur, entry.table)
                     if table is None:
                         raise ConfigError(f"table {entry.table} does not exist")
-                    found.setdefault(table.oid, (where, table))
-                    self._captures.setdefault(table.oid, entry.capture or self.config.source.capture)
+                    found.setdefault(table.oid, (where, table, self.config.capture_of(entry)))
                     continue
                 if entry.schema_name == MVLOG_SCHEMA:
                     raise ConfigError(f"schema {MVLOG_SCHEMA} holds mvlog's own tables; its tables cannot be logged")
@@ -291,17 +291,12 @@ class Registrar:
                     if skipped is not None:
                         skipped.append(f"{table.qualified}: it has no primary key")
                     continue
-                found[table.oid] = (where, table)
-                self._captures.setdefault(table.oid, entry.capture or self.config.source.capture)
+                found[table.oid] = (where, table, self.config.capture_of(entry))
         return list(found.values())
-
-    def capture_of(self, table: TableInfo) -> str:
-        """How ``logs:`` says the table's log is filled (after :meth:`declared_tables`)."""
-        return self._captures.get(table.oid, self.config.source.capture)
 
     def wants_logical(self) -> bool:
         """Whether ``logs:`` asks for a log captured by logical decoding (it may match no table yet)."""
-        return any((entry.capture or self.config.source.capture) == "logical" for entry in self.config.logs)
+        return any(self.config.capture_of(entry) == "logical" for entry in self.config.logs)
 
     def declared_logs(self, cur: Cursor) -> dict[int, LogInfo]:
         """Logs as they are, or as ``apply`` would create them for the tables under ``logs:``."""
@@ -310,7 +305,7 @@ class Registrar:
             declared = self.declared_tables(cur)
         except ConfigError:
             declared = []  # apply reports it
-        for _, table in declared:
+        for _, table, _ in declared:
             if table.key and table.oid not in logs:
                 logs[table.oid] = LogInfo.for_table(table, log_name_for(table))
         return logs
@@ -320,16 +315,16 @@ class Registrar:
         self.catalog.install(cur)
         logs: dict[int, LogInfo] = {}
         declared = self.declared_tables(cur, report.logs_skipped)
-        if any(self.capture_of(table) == "logical" for _, table in declared):
-            refusal = self.logs.decoding.refusal(cur)
+        if any(capture == "logical" for _, _, capture in declared):
+            refusal = prerequisites.refusal(cur)
             if refusal:
                 raise ConfigError(refusal)
-            bound = self.logs.decoding.wal_bound_warning(cur)
+            bound = prerequisites.wal_bound_warning(cur)
             if bound:
                 report.warnings.append(bound)
-        for where, table in declared:
+        for where, table, capture in declared:
             try:
-                log, outcome = self.logs.ensure(cur, table, self.capture_of(table))
+                log, outcome = self.logs.ensure(cur, table, capture)
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
             if outcome == "rekeyed":

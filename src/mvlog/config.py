@@ -225,6 +225,10 @@ class Config(_Strict):
             path = self.base_dir / path
         return str(path.resolve())
 
+    def capture_of(self, log: LogConfig) -> CaptureKind:
+        """How a ``logs:`` entry's logs are filled: its own ``capture``, else the source's."""
+        return log.capture or self.source.capture
+
     def deletion_vectors(self, view: ViewConfig) -> bool:
         """Whether the view's table has deletion vectors: its own setting, else the warehouse's."""
         return self.delta.deletion_vectors if view.deletion_vectors is None else view.deletion_vectors

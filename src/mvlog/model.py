@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 
 from mvlog.errors import SourceError
@@ -23,6 +24,7 @@ CHANGED_KEY_PREFIX = "_mvlog_key_"  # fast reads: the affected view key, one col
 # an unchanged row from a changed one by reading this one column instead of every column.
 ROW_HASH_COLUMN = "_mvlog_row_hash"
 SENTINEL = "4000-01-01 00:00:00+00"  # snaptime$$ of log rows not stamped yet
+SENTINEL_TIME = datetime.fromisoformat(SENTINEL)
 SNAPSHOT_ID = re.compile(r"^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$")
 
 

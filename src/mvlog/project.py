@@ -9,16 +9,15 @@ notebooks are thin calls into it.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from mvlog import plan as planner
 from mvlog.apply import Registrar, Registration
 from mvlog.config import Config, ViewConfig, load_config
 from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
+from mvlog.maintenance import Maintenance
 from mvlog.model import LogInfo, Occupant
 from mvlog.ops.freshness import Freshness
 from mvlog.ops.status import Status
@@ -79,6 +78,8 @@ class Project:
         self._in_catalog: set[str] = set()  # views known to be registered in the Spark catalog
         self.refresher = Refresher(config, self.source, self.catalog, self.logs, self.registrar, self.jdbc,
                                    lambda: self.warehouse, self.reporter, self.progress)
+        self.maintenance = Maintenance(config, self.source, self.catalog, self.logs, self.registrar,
+                                       lambda: self.warehouse, self.reporter, self._in_catalog)
 
     def progress(self, message: str) -> None:
         (self._message or self.reporter.message)(message)
@@ -168,7 +169,7 @@ class Project:
             self.logs.decoding.ensure()
         with self.source.transaction() as cur:
             self.registrar.register(cur, report)
-        self._settle_capture()
+        self.logs.settle_capture()
         unbuilt = self.catalog.unbuilt_views()
         pending = [v.name for v in self.config.views if v.name in unbuilt or not occupants[v.name].delta]
         # A view built (again) changes what the views reading it mean: rebuild those with it.
@@ -190,37 +191,17 @@ class Project:
         report.tables_registered = self._register_tables(sorted(built))
         return report
 
-    def _settle_capture(self) -> None:
-        """After logs changed capture: a pass of the logical capture (it finishes hand-overs to
-        triggers), and the slot and publication dropped when no log is captured logically."""
-        if self.logs.decoding.exists():
-            self.logs.decoding.catch_up()
-            self.logs.end_capture()
-
     def capture(self, once: bool = False, interval: float = 1.0, stop: Callable[[], bool] = lambda: False,
                 batch_rows: int = BATCH_ROWS) -> Iterator[Pass]:
-        """Run the logical capture: a pass (``once``), or passes every ``interval`` seconds until
-        ``stop()``; yields each pass that wrote rows (or, ``once``, the one pass). A pass commits
-        its log rows every ``batch_rows``."""
-        source = Source(self.config.source.dsn, self.secrets)  # its own connections: it may run in a thread
+        """Run the logical capture (:meth:`Decoding.run`), committing its log rows every
+        ``batch_rows``, on connections of its own: it may run in a thread."""
+        source = Source(self.config.source.dsn, self.secrets)
         decoding = Decoding(source, batch_rows)
         try:
             Catalog(source).check()
             if not decoding.exists():
                 raise UsageError("no log is captured by logical decoding (capture: logical); nothing to capture")
-            while True:
-                done = decoding.catch_up()
-                if once:
-                    if done is None:
-                        raise UsageError("another process is running the logical capture of this database")
-                    yield done
-                    return
-                if done is not None and done.rows:
-                    yield done
-                if stop():
-                    return
-                if done is None or not done.rows:
-                    time.sleep(interval)
+            yield from decoding.run(once, interval, stop)
         finally:
             source.close()
 
@@ -343,95 +324,19 @@ class Project:
     # -- maintenance -------------------------------------------------------------------------------
 
     def drop_views(self, names: list[str], delete_data: bool = False) -> list[str]:
-        """Unregister views (they stop pinning their logs) and drop their key maps; optionally delete
-        their Delta tables. Returns what was done, one line each."""
-        self.catalog.check()
-        for name in names:
-            readers = [v for v in self.registrar.graph.dependents(name) if v not in names]
-            if readers:
-                raise UsageError(f"view {name} is read by the configuration's view(s) {', '.join(readers)}; "
-                                 f"drop those too, or change their queries first")
-        if delete_data:
-            self.warehouse.check_can_delete()  # before anything is unregistered
-        done = []
-        with self.source.transaction() as cur:
-            for name in names:
-                location = self.catalog.unregister(cur, name)
-                if location is None:
-                    raise UsageError(f"view {name} is not registered")
-                done.append((name, location))
-        lines = []
-        for name, location in done:
-            if self.config.catalog is not None:
-                self.warehouse.unregister_table(self.config.catalog.database, name)
-                self._in_catalog.discard(name)
-            if delete_data:
-                self.warehouse.delete(location)
-                lines.append(f"view {name} dropped, Delta table {location} deleted")
-            else:
-                lines.append(f"view {name} dropped (its Delta table {location} is kept)")
-        return lines
+        """Unregister views and drop their key maps; optionally delete their Delta tables
+        (:meth:`Maintenance.drop_views`)."""
+        return self.maintenance.drop_views(names, delete_data)
 
     def drop_log(self, table: str, cascade: bool = False) -> list[str]:
         """Drop the materialized view log of ``table``; its views too with ``cascade``."""
-        self.catalog.check()
-        with self.source.transaction() as cur:
-            try:
-                found = self.registrar.resolve_named_table(cur, table)
-            except ConfigError:
-                found = None  # maybe a log whose table is gone: look it up by name below
-            logs = self.logs.registered()
-            log = next((lg for lg in logs.values() if found is not None and lg.table_oid == found.oid), None)
-            log = log or logs.get(table) or logs.get(f"public.{table}")
-            if log is None:
-                raise UsageError(f"table {table} has no materialized view log")
-            dependents = self.catalog.dependents(cur, log)
-            if dependents and not cascade:
-                raise UsageError(f"views {', '.join(dependents)} depend on the log of {log.qualified_table}; "
-                                 f"drop them first or use --cascade")
-            for name in dependents:
-                self.catalog.unregister(cur, name)
-            self.logs.drop(cur, log)
-        self._settle_capture()
-        return [f"view {name} dropped (its Delta table is kept)" for name in dependents] + [
-            f"log on {log.qualified_table} dropped"]
+        return self.maintenance.drop_log(table, cascade)
 
     def purge(self) -> dict[str, int]:
         """Delete log rows every dependent view has consumed."""
-        self.catalog.check()
-        logs = list(self.logs.registered().values())
-        purged: dict[str, int] = {}
-        with self.reporter.task("purging", len(logs)):
-            for log in logs:
-                purged.update(self.logs.purge([log], self.catalog.purge_horizon))
-                self.reporter.advance(log.qualified_table)
-        return purged
+        return self.maintenance.purge()
 
     def optimize(self, names: list[str] | None = None, vacuum: bool = False) -> list[tuple[str, str]]:
-        """Compact the Delta files of the views (all by default) that frequent fast refreshes leave
-        small; ``vacuum`` also deletes files older than the tables' retention. Holds each view's
-        refresh lock, so it never races a refresh. Returns (view, what was done) pairs."""
-        self.catalog.check()
-        views = self._select_views(names)
-        done = []
-        with self.reporter.task("optimizing", len(views)):
-            for view in views:
-                location = self.config.view_location(view.name)
-                with self.catalog.lock_views([view.name]):
-                    occupant = self.warehouse.occupant(location)
-                    refusal = occupant.refusal(view.name, location)
-                    if not occupant.delta:
-                        done.append((view.name, "not built yet"))
-                    elif refusal:  # VACUUM would delete what is not its table's: never on another's table
-                        raise WarehouseError(f"view {view.name} not optimized: {refusal}")
-                    else:
-                        started = time.monotonic()
-                        key = self.registrar.check(view).shape.range_key
-                        removed, added = self.warehouse.optimize(location, view.name, key.column if key else None,
-                                                                 planner.ROWS_PER_PARTITION, vacuum)
-                        what = (f"{removed} file{'s' if removed != 1 else ''} compacted into {added}"
-                                if removed else "nothing to compact")
-                        done.append((view.name, f"{what}{', vacuumed' if vacuum else ''} "
-                                                f"({time.monotonic() - started:.1f} s)"))
-                self.reporter.advance(view.name)
-        return done
+        """Compact the Delta files of the views (all by default); ``vacuum``: and delete old ones
+        (:meth:`Maintenance.optimize`)."""
+        return self.maintenance.optimize(self._select_views(names), vacuum)

@@ -31,8 +31,9 @@ from mvlog.model import ROW_HASH_COLUMN, RefreshMethod
 from mvlog.plan import RefreshPlan, plan_refresh
 from mvlog.postgres.catalog import Catalog, ViewState
 from mvlog.postgres.jdbc import JdbcSource
-from mvlog.postgres.logs import Logs, StampedSnapshot
+from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
+from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import Warehouse, WriteCounts
 from mvlog.sql import aggdelta

@@ -15,7 +15,8 @@ from typing import Any
 from mvlog.config import Config
 from mvlog.model import LogInfo
 from mvlog.postgres.catalog import Catalog, ViewStatusRow
-from mvlog.postgres.logs import Logs, Pending
+from mvlog.postgres.logs import Logs
+from mvlog.postgres.windows import Pending
 
 
 class Freshness:

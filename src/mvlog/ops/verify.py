@@ -34,8 +34,8 @@ from mvlog.ops.fingerprint import KEY_HASH, ROW_HASH, Column
 from mvlog.plan import plan_refresh
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.jdbc import JdbcSource
-from mvlog.postgres.logs import StampedSnapshot
 from mvlog.postgres.source import Cursor, Source
+from mvlog.postgres.windows import StampedSnapshot
 from mvlog.spark.sparksql import quote_spark
 from mvlog.spark.warehouse import Warehouse, WriteCounts
 from mvlog.sql.shape import ViewShape

@@ -135,11 +135,39 @@ class Catalog:
 
     def mark_needs_complete(self, cur: Cursor, log: LogInfo, reason: str) -> None:
         """Every view reading ``log`` needs a complete refresh next, for ``reason``."""
-        cur.execute(
-            "UPDATE mvlog.views SET needs_complete = %s "
-            "WHERE name IN (SELECT view_name FROM mvlog.view_logs WHERE table_schema = %s AND table_name = %s)",
-            (reason, log.table_schema, log.table_name),
-        )
+        self._mark_readers(cur, reason, sql.SQL("l.log_name = %s"), (log.log_name,))
+
+    @staticmethod
+    def mark_captured_needs_complete(cur: Cursor, reason: str) -> None:
+        """Every view reading a log that logical decoding fills (or filled, in a hand-over) needs a
+        complete refresh next, for ``reason``."""
+        Catalog._mark_readers(cur, reason, sql.SQL("l.capture <> 'trigger'"), ())
+
+    @staticmethod
+    def _mark_readers(cur: Cursor, reason: str, logs: sql.Composable, params: tuple) -> None:
+        cur.execute(sql.SQL("UPDATE mvlog.views SET needs_complete = %s WHERE name IN (SELECT v.view_name "
+                            "FROM mvlog.view_logs AS v JOIN mvlog.logs AS l USING (table_schema, table_name) "
+                            "WHERE {})").format(logs), (reason, *params))
+
+    # -- the logs' registry, as the logical capture reads and changes it -------------------------
+
+    @staticmethod
+    def log_keys(cur: Cursor) -> dict[int, tuple[str, tuple[str, ...]]]:
+        """Registered logs by table oid: (log table, key columns)."""
+        cur.execute("SELECT table_oid, log_name, key_columns FROM mvlog.logs")
+        return {int(oid): (name, tuple(keys)) for oid, name, keys in cur.fetchall()}
+
+    @staticmethod
+    def handovers_through(cur: Cursor, written: str) -> list[tuple[str, str, str]]:
+        """(schema, table, log table) of the logs in ``handover`` whose switch lies before ``written``."""
+        cur.execute("SELECT table_schema, table_name, log_name FROM mvlog.logs "
+                    "WHERE capture = 'handover' AND switched_lsn <= %s::pg_lsn", (written,))
+        return [tuple(r) for r in cur.fetchall()]
+
+    @staticmethod
+    def end_handover(cur: Cursor, log_name: str) -> None:
+        """The log is its triggers' alone from now on."""
+        cur.execute("UPDATE mvlog.logs SET capture = 'trigger', switched_lsn = NULL WHERE log_name = %s", (log_name,))
 
     # -- a view's state ---------------------------------------------------------------------------
 

@@ -42,9 +42,6 @@ class LateRows:
     def __bool__(self) -> bool:
         return bool(self.rows)
 
-    def count(self, log: LogInfo) -> int:
-        return len(self.rows.get(log.log_name, (log, []))[1])
-
     def resolve(self, statement: str) -> str:
         """``statement`` with each log that has late rows read as the log plus them."""
         names = [name for name in self.rows if name in statement]

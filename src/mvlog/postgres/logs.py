@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 import psycopg2
@@ -21,15 +20,22 @@ from psycopg2 import sql
 
 from mvlog.errors import ConfigError
 from mvlog.faults import checkpoint
-from mvlog.model import MVLOG_SCHEMA, SENTINEL, LogInfo, TableInfo, WindowSize, checked_snapshot_id, log_name_for
-from mvlog.postgres.capture import Capture
-from mvlog.postgres.capture.decoding import LOST_REASON, Decoding
+from mvlog.model import (
+    MVLOG_SCHEMA,
+    SENTINEL,
+    SENTINEL_TIME,
+    LogInfo,
+    TableInfo,
+    checked_snapshot_id,
+    log_name_for,
+)
+from mvlog.postgres.capture import Capture, prerequisites
+from mvlog.postgres.capture.decoding import WRITTEN_SQL, Decoding
 from mvlog.postgres.capture.logical import LogicalCapture
 from mvlog.postgres.capture.pgoutput import lsn_value
 from mvlog.postgres.capture.triggers import TriggerCapture
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import (
-    ESTIMATED_ROWS,
     Cursor,
     Source,
     fetch_row,
@@ -37,12 +43,11 @@ from mvlog.postgres.source import (
     read_sql,
     table_identifier,
 )
-from mvlog.sql.changes import changed_key_count_sql
+from mvlog.postgres.windows import UNCOVERED_PARTITION, Pending, StampedSnapshot, pending_sql
 
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of the advisory locks that serialize stamping a log
 CAPTURES: dict[str, Capture] = {"trigger": TriggerCapture(), "logical": LogicalCapture()}
 CAPTURE_WAIT = 60.0  # seconds a refresh waits for the logical capture to reach its snapshot
-SENTINEL_TIME = datetime.fromisoformat(SENTINEL)  # snaptime$$ of a row no refresh stamped yet
 
 
 class Logs:
@@ -82,7 +87,7 @@ class Logs:
         if refusal:
             raise ConfigError(refusal)
         if capture == "logical":
-            refusal = self.decoding.replica_identity_refusal(cur, table.oid, table.qualified)
+            refusal = prerequisites.replica_identity_refusal(cur, table.oid, table.qualified)
             if refusal:
                 raise ConfigError(refusal)
         cur.execute(
@@ -199,7 +204,7 @@ class Logs:
         visible in increasing order of S and no stamp commits between a snapshot and its stamp.
 
         A log captured by logical decoding gets its rows after their transactions commit, so
-        also after the snapshot: :meth:`_stamp_decoded` waits for the capture to pass the
+        also after the snapshot: :meth:`_decoded_rows` waits for the capture to pass the
         snapshot and stamps exactly the rows of the transactions it sees.
         """
         source = self.source
@@ -212,8 +217,7 @@ class Logs:
             try:
                 stamper.autocommit = True
                 with stamper.cursor() as cur:
-                    for log in ordered:
-                        cur.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_NAMESPACE, log.table_oid & 0x7FFFFFFF))
+                    lock_stamping(cur, ordered)
                 if any(log.capture != "trigger" for log in ordered):
                     self.decoding.catch_up()  # now, so that few rows arrive after the snapshot
                 stamper.autocommit = False
@@ -232,7 +236,7 @@ class Logs:
                     stamp, decoded = fetch_row(cur)
                     late = LateRows(stamp)
                     if decoded:
-                        late = self._stamp_decoded(cur, ordered, stamp, capture_wait)
+                        late = self._decoded_rows(cur, ordered, capture_wait, stamp)
                     for log in ordered:
                         cur.execute(
                             sql.SQL('UPDATE {} SET "snaptime$$" = %s WHERE "snaptime$$" = %s AND "xid$$" IS NULL')
@@ -256,19 +260,6 @@ class Logs:
         finally:
             holder.close()
 
-    def _stamp_decoded(self, at_snapshot: Cursor, logs: Sequence[LogInfo], stamp: datetime,
-                       wait: float) -> LateRows:
-        """Stamp the rows logical decoding wrote of the transactions the snapshot S sees, and return
-        those written after S (the refresh adds them to its windows: S cannot see them).
-
-        Exact because: a transaction visible in S committed before S was taken, so its commit
-        record lies before L, the WAL insert position read after S. Once the capture has written
-        everything that committed before L, every row of such a transaction is in the log (none
-        missing); a row is stamped only if its transaction is visible in S (none early — the
-        others keep the sentinel for the next refresh).
-        """
-        return self._decoded_rows(at_snapshot, logs, wait, stamp)
-
     def unseen(self, at_snapshot: Cursor, logs: Sequence[LogInfo], wait: float = CAPTURE_WAIT) -> LateRows:
         """The unstamped rows of ``logs`` that the snapshot of ``at_snapshot`` cannot see, of
         transactions it sees (for reading windows at a snapshot that is not a refresh's: verify).
@@ -279,11 +270,18 @@ class Logs:
 
     def _decoded_rows(self, at_snapshot: Cursor, logs: Sequence[LogInfo], wait: float,
                       stamp: datetime | None) -> LateRows:
-        """Wait for the capture to pass the snapshot; then the decoded sentinel rows of the
-        transactions it sees (stamped with ``stamp`` if given), those written after it as LateRows."""
-        at_snapshot.execute("SELECT pg_current_snapshot()::text, "
-                            "(SELECT written_lsn::text FROM mvlog.capture_state LIMIT 1), "
-                            "pg_current_wal_insert_lsn()::text")
+        """Wait for the capture to pass the snapshot S of ``at_snapshot``; then the decoded sentinel
+        rows of the transactions S sees (stamped with ``stamp`` if given): those written after S,
+        which S cannot see, as LateRows (a refresh adds them to its windows).
+
+        Exact because: a transaction visible in S committed before S was taken, so its commit
+        record lies before L, the WAL insert position read after S. Once the capture has written
+        everything that committed before L, every row of such a transaction is in the log (none
+        missing); a row is stamped only if its transaction is visible in S (none early — the
+        others keep the sentinel for the next refresh).
+        """
+        at_snapshot.execute(sql.SQL("SELECT pg_current_snapshot()::text, ({}), pg_current_wal_insert_lsn()::text")
+                            .format(sql.SQL(WRITTEN_SQL)))
         snapshot, written, insert = fetch_row(at_snapshot)
         if written is not None:
             self.decoding.reach(lsn_value(insert), wait)
@@ -305,18 +303,22 @@ class Logs:
                             (stamp, [log.log_name for log in logs]))
         return late
 
-    def end_capture(self) -> None:
-        """Drop the logical capture when no log is captured logically any more, with every log's
-        stamping lock held (no refresh stamps while its rows become trigger rows)."""
+    def settle_capture(self) -> None:
+        """After logs changed capture (``apply``, ``drop --log``): a pass of the logical capture (it
+        finishes hand-overs to triggers); then, if no log is captured logically any more, the
+        capture dropped with every log's stamping lock held (no refresh stamps while its rows
+        become trigger rows)."""
+        if not self.decoding.exists():
+            return
+        self.decoding.catch_up()
         logs = sorted(self.registered().values(), key=lambda log: log.table_oid)
-        if any(log.capture != "trigger" for log in logs) or not self.decoding.exists():
+        if any(log.capture != "trigger" for log in logs):
             return
         conn = self.source.connect()
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
-                for log in logs:
-                    cur.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_NAMESPACE, log.table_oid & 0x7FFFFFFF))
+                lock_stamping(cur, logs)
             self.decoding.drop()
         except psycopg2.Error as exc:
             raise self.source.error(exc) from None
@@ -348,127 +350,8 @@ class Logs:
         return deleted
 
 
-def pending_sql(logs: Sequence[LogInfo]) -> sql.Composed:
-    """How many log rows of ``logs`` are stamped after ``%(after)s`` (or not stamped yet), and the
-    start time of the oldest of their transactions: a log row's ``xact_time$$`` is its writer's
-    ``transaction_timestamp()``."""
-    per_log = sql.SQL(" UNION ALL ").join(
-        sql.SQL('SELECT count(*), min("xact_time$$") FROM {} '
-                'WHERE %(after)s::timestamptz IS NULL OR "snaptime$$" > %(after)s').format(log_identifier(log))
-        for log in logs)
-    return sql.SQL("SELECT sum(n), min(m) FROM ({}) AS p(n, m)").format(per_log)
-
-
-# A member of a logged table's partition tree (or inheritance tree) that its log does not cover, or
-# a covered one that left the tree, at the current snapshot: pg_inherits read by a query sees the
-# snapshot, where pg_partition_tree() would read the newest catalog.
-UNCOVERED_PARTITION = """
-WITH RECURSIVE tree(relid) AS (
-    SELECT %(root)s::oid
-    UNION ALL
-    SELECT i.inhrelid FROM pg_inherits AS i JOIN tree AS t ON i.inhparent = t.relid
-)
-SELECT name, what FROM (
-    SELECT (SELECT format('%%I.%%I', n.nspname, c.relname) FROM pg_class AS c
-            JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE c.oid = t.relid), 'is not covered by its log'
-    FROM tree AS t
-    WHERE t.relid <> %(root)s
-      AND (NOT EXISTS (SELECT FROM mvlog.log_partitions AS p WHERE p.partition_oid = t.relid)
-           OR (SELECT count(*) FROM pg_trigger AS g
-               WHERE g.tgrelid = t.relid
-                 AND g.tgname IN ('mvlog$insert', 'mvlog$update', 'mvlog$delete', 'mvlog$truncate'))
-              <> CASE WHEN (SELECT l.capture FROM mvlog.logs AS l WHERE l.table_oid = %(root)s) = 'logical'
-                      THEN 0 ELSE 4 END)
-    UNION ALL
-    SELECT p.partition_name, 'is covered by its log but left the table'
-    FROM mvlog.log_partitions AS p
-    WHERE p.table_oid = %(root)s AND p.partition_oid NOT IN (SELECT t.relid FROM tree AS t)
-) AS drift(name, what)
-ORDER BY name
-LIMIT 1
-"""
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A consumer's unapplied changes in some logs: log rows, and the oldest one's transaction start."""
-
-    rows: int
-    oldest: datetime | None
-
-
-@dataclass
-class StampedSnapshot:
-    """A refresh's stamp S and the exported snapshot it was taken in, held open until the refresh ends.
-
-    At this snapshot the window of a consumer at ``after`` is simply ``snaptime$$ > after``
-    (see sqlgen.changed_keys_sql).
-    """
-
-    time: datetime
-    snapshot: str
-    conn: psycopg2.extensions.connection
-    source: Source
-    late: LateRows = field(default_factory=lambda: LateRows(SENTINEL_TIME))
-
-    def resolve(self, statement: str) -> str:
-        """A statement to run at the snapshot, reading each log with the rows the snapshot cannot
-        see but this refresh stamped (:mod:`mvlog.postgres.late`)."""
-        return self.late.resolve(statement) if self.late else statement
-
-    def query(self, statement: sql.Composable | str, params: Sequence | dict | None = None) -> list[tuple]:
-        """Run a read-only statement at the snapshot."""
-        try:
-            with self.conn.cursor() as cur:
-                if self.late:
-                    text = statement.as_string(cur) if isinstance(statement, sql.Composable) else statement
-                    statement = self.resolve(cur.mogrify(text, params).decode() if params is not None else text)
-                    params = None
-                cur.execute(statement, params)
-                return cur.fetchall() if cur.description else []
-        except psycopg2.Error as exc:
-            raise self.source.error(exc) from None
-
-    def _window_has(self, log: LogInfo, after: datetime | None, condition: sql.Composable) -> bool:
-        rows = self.query(
-            sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE ({}) AND (%s::timestamptz IS NULL OR "snaptime$$" > %s))')
-            .format(log_identifier(log), condition),
-            (after, after),
-        )
-        return bool(rows[0][0])
-
-    def window_has_rows(self, log: LogInfo, after: datetime | None) -> bool:
-        """Whether the log holds rows in this refresh's window for a consumer at ``after``."""
-        return self._window_has(log, after, sql.SQL("true"))
-
-    def replaced_since(self, log: LogInfo, after: datetime | None) -> str | None:
-        """Why the table's rows changed in this refresh's window (for a consumer at ``after``) in a
-        way its log could not record key by key, or None: a TRUNCATE, a partition dropped, or a
-        partition tree that no longer matches what the log covers (a partition created, attached
-        or detached while mvlog's event triggers were not installed: writes to it went unlogged).
-        Read at the stamp's snapshot, so DDL after the stamp is the next refresh's business."""
-        if self._window_has(log, after, sql.SQL("\"dmltype$$\" = 'T'")):
-            return f"table {log.qualified_table} was truncated"
-        if self._window_has(log, after, sql.SQL("\"dmltype$$\" = 'P'")):
-            return (f"a partition of {log.qualified_table} was dropped, or its partitions changed while mvlog's "
-                    f"event triggers were not installed")
-        if log.capture != "trigger":
-            lost = self.query("SELECT max(replaced_at) FROM mvlog.capture_state")[0][0]
-            if lost is not None and (after is None or lost > after):
-                return LOST_REASON
-        uncovered = self.query(UNCOVERED_PARTITION, {"root": log.table_oid})
-        if uncovered:
-            return (f"partition {uncovered[0][0]} of {log.qualified_table} {uncovered[0][1]} "
-                    f"(mvlog's event triggers were not there to follow it); run 'mvlog apply'")
-        return None
-
-    def oldest_change(self, logs: Sequence[LogInfo], after: datetime | None) -> datetime | None:
-        """When the oldest transaction whose changes are in this refresh's window (for a consumer at
-        ``after``) started; None if the window is empty."""
-        return self.query(pending_sql(logs), {"after": after})[0][1] if logs else None
-
-    def window_size(self, log: LogInfo, after: datetime | None) -> WindowSize:
-        """How many distinct keys of the table this window changed, and the table's estimated rows."""
-        ((rows,),) = self.query(ESTIMATED_ROWS, {"oid": log.table_oid})
-        ((changed,),) = self.query(changed_key_count_sql(log, after))
-        return WindowSize(log.qualified_table, int(changed), float(rows or 0))
+def lock_stamping(cur: Cursor, logs: Sequence[LogInfo]) -> None:
+    """Take the session advisory locks that serialize stamping these logs (ordered by table oid:
+    every stamper takes them in the same order)."""
+    for log in logs:
+        cur.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_NAMESPACE, log.table_oid & 0x7FFFFFFF))

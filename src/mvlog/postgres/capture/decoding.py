@@ -14,9 +14,8 @@ Passes are serialized by an advisory lock (and PostgreSQL lets one backend use a
 from __future__ import annotations
 
 import contextlib
-import io
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,16 +24,22 @@ import psycopg2.errors
 import psycopg2.extensions
 from psycopg2 import sql
 
-from mvlog.errors import SourceError
+from mvlog.errors import SourceError, UsageError
 from mvlog.faults import checkpoint
 from mvlog.model import MVLOG_SCHEMA, SENTINEL
-from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication, unpublish
-from mvlog.postgres.capture.pgoutput import Change, Decoder, full_xid, lsn_text, lsn_value
+from mvlog.postgres.capture.batch import LogRows
+from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication, slot_name, unpublish
+from mvlog.postgres.capture.pgoutput import Decoder, lsn_text, lsn_value
+from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 CAPTURE_LOCK = 0x6D766C63  # "mvlc": the advisory lock one capture pass holds
 FETCH_ROWS = 20_000  # messages fetched from the slot at a time
 BATCH_ROWS = 100_000  # log rows written per committed batch
+# Read at a refresh's snapshot: how far the capture had written then (every row of a transaction that
+# committed before it was committed by then), and when a lost slot was last replaced.
+WRITTEN_SQL = "SELECT written_lsn::text FROM mvlog.capture_state LIMIT 1"
+REPLACED_SQL = "SELECT max(replaced_at) FROM mvlog.capture_state"
 LOST_REASON = ("the replication slot of mvlog's logical capture lost WAL it had not decoded "
                "(max_slot_wal_keep_size): changes were not captured")
 
@@ -73,15 +78,6 @@ class SlotStatus:
                 "lag_seconds": self.lag_seconds, "written_lsn": self.written_lsn, "keys_written": self.keys_written}
 
 
-def _copy_text(value: str | None) -> str:
-    """A value as a field of COPY's text format."""
-    if value is None:
-        return "\\N"
-    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
-        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return value
-
-
 class Decoding:
     """The logical capture of one database."""
 
@@ -91,84 +87,30 @@ class Decoding:
 
     # -- the slot ---------------------------------------------------------------------------
 
-    @staticmethod
-    def slot_name(cur: Cursor) -> str:
-        cur.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
-        return f"mvlog_{fetch_row(cur)[0]}"
-
     def exists(self) -> bool:
         """Whether the database has mvlog's capture (its state row; the slot may be lost)."""
         rows = self.source.query("SELECT to_regclass('mvlog.capture_state') IS NOT NULL "
                                  "AND EXISTS (SELECT FROM mvlog.capture_state)")
         return bool(rows[0][0])
 
-    @staticmethod
-    def refusal(cur: Cursor) -> str | None:
-        """Why this database cannot have a logical capture, or None: ``wal_level``, a free
-        replication slot, the right to use one."""
-        cur.execute("SELECT current_setting('wal_level'), "
-                    "current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots), "
-                    "EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = 'mvlog_' || "
-                    "        (SELECT oid FROM pg_database WHERE datname = current_database())), "
-                    "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user) "
-                    "OR EXISTS (SELECT FROM pg_roles AS r WHERE r.rolname = 'rds_replication' "
-                    "           AND pg_has_role(current_user, r.oid, 'MEMBER'))")
-        wal_level, free, has_slot, may = fetch_row(cur)
-        if wal_level != "logical":
-            return (f"capture: logical needs wal_level = logical (it is {wal_level}); set it in postgresql.conf "
-                    f"(on a managed service, its logical replication parameter) and restart PostgreSQL")
-        if not may:
-            return ("capture: logical needs a role with the REPLICATION attribute (ALTER ROLE … REPLICATION; "
-                    "on RDS/Aurora, GRANT rds_replication)")
-        if not has_slot and free < 1:
-            return "capture: logical needs a free replication slot (every one of max_replication_slots is in use)"
-        return None
-
-    @staticmethod
-    def wal_bound_warning(cur: Cursor) -> str | None:
-        """What to change when nothing bounds the WAL a slot may retain (a capture that stops would
-        let it fill the disk); None when ``max_slot_wal_keep_size`` is set."""
-        cur.execute("SELECT current_setting('max_slot_wal_keep_size')")
-        if fetch_row(cur)[0] not in ("-1", "-1MB"):
-            return None
-        return ("max_slot_wal_keep_size is unlimited: if the logical capture stops, its replication slot keeps "
-                "every WAL file from then on; bound it (ALTER SYSTEM SET max_slot_wal_keep_size = '20GB'; "
-                "SELECT pg_reload_conf()) — a slot that passes it is invalidated and its views refresh completely")
-
-    @staticmethod
-    def replica_identity_refusal(cur: Cursor, oid: int, qualified: str) -> str | None:
-        """Why a table cannot be captured logically, or None: its replica identity must be its
-        primary key (the publication publishes only the key, so FULL or NOTHING would stop its
-        writers' UPDATEs and DELETEs)."""
-        cur.execute("SELECT c.relreplident, (SELECT i.indisprimary FROM pg_index AS i "
-                    "WHERE i.indrelid = c.oid AND i.indisreplident) FROM pg_class AS c WHERE c.oid = %s", (oid,))
-        identity, primary = fetch_row(cur)
-        if identity == "d" or (identity == "i" and primary):
-            return None
-        what = {"f": "FULL", "n": "NOTHING", "i": "an index other than the primary key"}.get(identity, identity)
-        return (f"table {qualified} has REPLICA IDENTITY {what}; capture: logical needs its primary key "
-                f"(ALTER TABLE {qualified} REPLICA IDENTITY DEFAULT)")
-
-    def ensure(self) -> bool:
+    def ensure(self) -> None:
         """Create the publication, the slot and the capture's state if missing (outside any
-        transaction: PostgreSQL creates a logical slot only in one that has written nothing).
-        Returns whether the slot was created."""
+        transaction: PostgreSQL creates a logical slot only in one that has written nothing)."""
         conn = self.source.connect()
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
                 ensure_publication(cur)
-                slot = self.slot_name(cur)
+                slot = slot_name(cur)
                 cur.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot,))
                 row = cur.fetchone()
                 if row is not None and row[0] != "lost":
                     cur.execute("INSERT INTO mvlog.capture_state (slot_name, publication, written_lsn) "
                                 "SELECT %s, %s, confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = %s "
                                 "ON CONFLICT (slot_name) DO NOTHING", (slot, PUBLICATION, slot))
-                    return False
+                    return
                 cur.execute("SELECT EXISTS (SELECT FROM mvlog.capture_state WHERE slot_name = %s)", (slot,))
                 self._create_slot(cur, slot, lost=row is not None or bool(fetch_row(cur)[0]))
-                return True
         except psycopg2.Error as exc:
             raise self.source.error(exc) from None
         finally:
@@ -188,9 +130,7 @@ class Decoding:
                     "written_at = clock_timestamp()", (slot, PUBLICATION, start))
         if lost:
             cur.execute("UPDATE mvlog.capture_state SET replaced_at = clock_timestamp() WHERE slot_name = %s", (slot,))
-            cur.execute("UPDATE mvlog.views SET needs_complete = %s WHERE name IN (SELECT v.view_name "
-                        "FROM mvlog.view_logs AS v JOIN mvlog.logs AS l USING (table_schema, table_name) "
-                        "WHERE l.capture <> 'trigger')", (LOST_REASON,))
+            Catalog.mark_captured_needs_complete(cur, LOST_REASON)
 
     def drop(self) -> None:
         """Drop the slot, the publication and the capture's state (no log is captured logically any
@@ -206,7 +146,7 @@ class Decoding:
             try:
                 conn.autocommit = True
                 with conn.cursor() as cur:
-                    slot = self.slot_name(cur)
+                    slot = slot_name(cur)
                     cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                                 "WHERE slot_name = %s", (slot,))
                     cur.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(PUBLICATION)))
@@ -255,6 +195,25 @@ class Decoding:
             except psycopg2.Error as exc:
                 raise self.source.error(exc, "logical capture") from None
 
+    def run(self, once: bool = False, interval: float = 1.0,
+            stop: Callable[[], bool] = lambda: False) -> Iterator[Pass]:
+        """Capture: a pass (``once``; another process capturing is a UsageError), or passes until
+        ``stop()``, pausing ``interval`` seconds after one that found nothing (or found another
+        process capturing); yields each pass that wrote rows (``once``: the one pass)."""
+        while True:
+            done = self.catch_up()
+            if once:
+                if done is None:
+                    raise UsageError("another process is running the logical capture of this database")
+                yield done
+                return
+            if done is not None and done.rows:
+                yield done
+            if stop():
+                return
+            if done is None or not done.rows:
+                time.sleep(interval)
+
     def reach(self, lsn: int, timeout: float) -> None:
         """Wait (capturing, or for the capture of another process) until everything that committed
         before ``lsn`` is in the logs; SourceError after ``timeout`` seconds."""
@@ -279,7 +238,7 @@ class Decoding:
         reader, writer = self.source.connect(), self.source.connect()
         try:
             with reader.cursor() as cur:
-                slot = self.slot_name(cur)
+                slot = slot_name(cur)
                 cur.execute("SELECT written_lsn::text FROM mvlog.capture_state WHERE slot_name = %s", (slot,))
                 row = cur.fetchone()
                 if row is None:
@@ -333,7 +292,7 @@ class Decoding:
         """Peek the slot up to ``target`` and write the log rows of every transaction that
         committed at or after ``written``; commits every BATCH_ROWS rows. Returns rows written."""
         logs = self._logs(writer)
-        decoder, batch, total, pending = Decoder(), _Batch(), 0, 0
+        decoder, batch, total, pending = Decoder(), LogRows(), 0, 0
         with reader.cursor(name="mvlog_capture") as changes:
             changes.itersize = FETCH_ROWS
             changes.execute("SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
@@ -354,15 +313,14 @@ class Decoding:
                     total += batch.write(writer)
                     writer.commit()
                     checkpoint("capture_batch")
-                    batch, pending = _Batch(), 0
+                    batch, pending = LogRows(), 0
         return total + batch.write(writer)
 
     @staticmethod
     def _logs(conn: psycopg2.extensions.connection) -> dict[int, tuple[str, tuple[str, ...]]]:
-        """Registered logs by table oid: (log table, key columns)."""
+        """Registered logs by table oid: (log table, key columns), read in a transaction of its own."""
         with conn.cursor() as cur:
-            cur.execute("SELECT table_oid, log_name, key_columns FROM mvlog.logs")
-            found = {int(oid): (name, tuple(keys)) for oid, name, keys in cur.fetchall()}
+            found = Catalog.log_keys(cur)
         conn.commit()
         return found
 
@@ -373,17 +331,14 @@ class Decoding:
         (``handover``) whose switch the capture has written past, and whose decoded rows have all
         been stamped, is the triggers' alone and leaves the publication."""
         with self.source.transaction() as cur:
-            cur.execute("SELECT l.table_schema, l.table_name, l.log_name FROM mvlog.logs AS l WHERE "
-                        "l.capture = 'handover' AND l.switched_lsn <= (SELECT written_lsn FROM mvlog.capture_state)")
-            for schema, name, log_name in cur.fetchall():
-                cur.execute(sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE "snaptime$$" = %s AND "xid$$" IS NOT NULL)')
-                            .format(sql.Identifier(MVLOG_SCHEMA, log_name)), (SENTINEL,))
-                if fetch_row(cur)[0]:
+            cur.execute(WRITTEN_SQL)
+            row = cur.fetchone()
+            for schema, name, log_name in Catalog.handovers_through(cur, row[0]) if row else []:
+                if _unstamped_decoded(cur, log_name):
                     continue  # the next refresh stamps them
                 cur.execute("SAVEPOINT settle")
                 try:
-                    cur.execute("UPDATE mvlog.logs SET capture = 'trigger', switched_lsn = NULL "
-                                "WHERE log_name = %s", (log_name,))
+                    Catalog.end_handover(cur, log_name)
                     unpublish(cur, schema, name)
                 except psycopg2.errors.InsufficientPrivilege:  # a refresh role: the next apply finishes it
                     cur.execute("ROLLBACK TO SAVEPOINT settle")
@@ -396,15 +351,11 @@ class Decoding:
         while True:
             left = False
             with self.source.transaction() as cur:
-                cur.execute("SELECT log_name FROM mvlog.logs")
-                for (log_name,) in cur.fetchall():
-                    table = sql.Identifier(MVLOG_SCHEMA, log_name)
+                for log_name, _ in Catalog.log_keys(cur).values():
                     cur.execute(sql.SQL('UPDATE {} SET "xid$$" = NULL WHERE "snaptime$$" = %s AND "xid$$" IS NOT NULL '
-                                        'AND pg_visible_in_snapshot("xid$$", pg_current_snapshot())').format(table),
-                                (SENTINEL,))
-                    cur.execute(sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE "snaptime$$" = %s '
-                                        'AND "xid$$" IS NOT NULL)').format(table), (SENTINEL,))
-                    left = left or bool(fetch_row(cur)[0])
+                                        'AND pg_visible_in_snapshot("xid$$", pg_current_snapshot())')
+                                .format(sql.Identifier(MVLOG_SCHEMA, log_name)), (SENTINEL,))
+                    left = left or _unstamped_decoded(cur, log_name)
             if not left:
                 return
             if time.monotonic() > deadline:
@@ -438,45 +389,8 @@ class Decoding:
                 for slot, active, status, retained, lag, seconds, written, keys in rows]
 
 
-class _Batch:
-    """Log rows waiting to be copied, per log, as COPY text lines."""
-
-    def __init__(self) -> None:
-        self.lines: dict[str, tuple[tuple[str, ...], list[str]]] = {}
-        self._orders: dict[tuple[str, tuple[str, ...]], list[int]] = {}  # key columns' places in a tuple
-        self._tails: dict[tuple[int, int], str] = {}  # a transaction's xact_time$$, xid$$ and lsn$$ columns
-
-    def add(self, log: tuple[str, tuple[str, ...]], change: Change, next_xid: int) -> None:
-        name, keys = log
-        entry = self.lines.get(name)
-        if entry is None:
-            entry = self.lines[name] = (keys, [])
-        if change.key is None:
-            key = "\t".join(["\\N"] * len(keys))
-        else:
-            order = self._orders.get((name, change.columns))
-            if order is None:
-                missing = [k for k in keys if k not in change.columns]
-                if missing:
-                    raise SourceError(f"logical decoding sent no column {missing[0]} for the log {name}; "
-                                      f"run 'mvlog apply' (its publication lists other columns)")
-                order = self._orders[(name, change.columns)] = [change.columns.index(k) for k in keys]
-            values = change.key
-            key = "\t".join([_copy_text(values[i]) for i in order])
-        tail = self._tails.get((change.xid, change.commit_lsn))
-        if tail is None:
-            tail = self._tails[(change.xid, change.commit_lsn)] = (
-                f"\t{change.commit_time.isoformat()}\t{full_xid(change.xid, next_xid)}\t"
-                f"{lsn_text(change.commit_lsn)}\n")
-        entry[1].append(f"{key}\t{change.dmltype}\t{change.old_new}{tail}")
-
-    def write(self, conn: psycopg2.extensions.connection) -> int:
-        rows = 0
-        with conn.cursor() as cur:
-            for name, (keys, lines) in self.lines.items():
-                columns = sql.SQL(", ").join(sql.Identifier(c) for c in
-                                             (*keys, "dmltype$$", "old_new$$", "xact_time$$", "xid$$", "lsn$$"))
-                cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(
-                    sql.Identifier(MVLOG_SCHEMA, name), columns).as_string(cur), io.StringIO("".join(lines)))
-                rows += len(lines)
-        return rows
+def _unstamped_decoded(cur: Cursor, log_name: str) -> bool:
+    """Whether the log holds decoded rows that no refresh has stamped yet."""
+    cur.execute(sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE "snaptime$$" = %s AND "xid$$" IS NOT NULL)')
+                .format(sql.Identifier(MVLOG_SCHEMA, log_name)), (SENTINEL,))
+    return bool(fetch_row(cur)[0])

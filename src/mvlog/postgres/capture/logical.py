@@ -16,6 +16,12 @@ from mvlog.postgres.source import Cursor, fetch_row, table_identifier
 PUBLICATION = "mvlog"
 
 
+def slot_name(cur: Cursor) -> str:
+    """The name of the database's replication slot for mvlog: ``mvlog_<database oid>``."""
+    cur.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+    return f"mvlog_{fetch_row(cur)[0]}"
+
+
 def ensure_publication(cur: Cursor) -> None:
     """mvlog's publication (empty at first): every partition's writes published as its root's."""
     cur.execute("SELECT EXISTS (SELECT FROM pg_publication WHERE pubname = %s)", (PUBLICATION,))

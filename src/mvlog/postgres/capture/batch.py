@@ -1,0 +1,65 @@
+"""Decoded changes as log rows, written with ``COPY ... FROM STDIN`` (text format)."""
+
+from __future__ import annotations
+
+import io
+
+import psycopg2.extensions
+from psycopg2 import sql
+
+from mvlog.errors import SourceError
+from mvlog.model import MVLOG_SCHEMA
+from mvlog.postgres.capture.pgoutput import Change, full_xid, lsn_text
+
+
+def copy_text(value: str | None) -> str:
+    """A value as a field of COPY's text format."""
+    if value is None:
+        return "\\N"
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return value
+
+
+class LogRows:
+    """Log rows waiting to be copied, per log, as COPY text lines."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, tuple[tuple[str, ...], list[str]]] = {}
+        self._orders: dict[tuple[str, tuple[str, ...]], list[int]] = {}  # key columns' places in a tuple
+        self._tails: dict[tuple[int, int], str] = {}  # a transaction's xact_time$$, xid$$ and lsn$$ columns
+
+    def add(self, log: tuple[str, tuple[str, ...]], change: Change, next_xid: int) -> None:
+        name, keys = log
+        entry = self.lines.get(name)
+        if entry is None:
+            entry = self.lines[name] = (keys, [])
+        if change.key is None:
+            key = "\t".join(["\\N"] * len(keys))
+        else:
+            order = self._orders.get((name, change.columns))
+            if order is None:
+                missing = [k for k in keys if k not in change.columns]
+                if missing:
+                    raise SourceError(f"logical decoding sent no column {missing[0]} for the log {name}; "
+                                      f"run 'mvlog apply' (its publication lists other columns)")
+                order = self._orders[(name, change.columns)] = [change.columns.index(k) for k in keys]
+            values = change.key
+            key = "\t".join([copy_text(values[i]) for i in order])
+        tail = self._tails.get((change.xid, change.commit_lsn))
+        if tail is None:
+            tail = self._tails[(change.xid, change.commit_lsn)] = (
+                f"\t{change.commit_time.isoformat()}\t{full_xid(change.xid, next_xid)}\t"
+                f"{lsn_text(change.commit_lsn)}\n")
+        entry[1].append(f"{key}\t{change.dmltype}\t{change.old_new}{tail}")
+
+    def write(self, conn: psycopg2.extensions.connection) -> int:
+        rows = 0
+        with conn.cursor() as cur:
+            for name, (keys, lines) in self.lines.items():
+                columns = sql.SQL(", ").join(sql.Identifier(c) for c in
+                                             (*keys, "dmltype$$", "old_new$$", "xact_time$$", "xid$$", "lsn$$"))
+                cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(
+                    sql.Identifier(MVLOG_SCHEMA, name), columns).as_string(cur), io.StringIO("".join(lines)))
+                rows += len(lines)
+        return rows
