@@ -29,6 +29,7 @@ from mvlog.sql import aggplan, rewrite
 from mvlog.sql.analysis import analyze
 from mvlog.sql.dependencies import ViewGraph
 from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
+from mvlog.sql.restrictions import reads_volatile
 from mvlog.sql.shape import ViewShape, downgrade
 from mvlog.sql.strategies import shape_view, strategy_of
 
@@ -45,6 +46,7 @@ class ViewCheck:
     signature: str
     key_changed: tuple[str, ...]
     columns: tuple[str, ...]  # the columns a complete refresh writes (the query's and hidden keys)
+    volatile: bool = False  # the query reads the clock or random numbers (see restrictions.reads_volatile)
 
 
 @dataclass
@@ -156,7 +158,8 @@ class Registrar:
                 shape = downgrade(shape, query, f"mvlog cannot key this view for fast refresh: {exc}")
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
             raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
-        return ViewCheck(shape, expansion.signature(described), tuple(key_changed), written)
+        return ViewCheck(shape, expansion.signature(described), tuple(key_changed), written,
+                         reads_volatile(analysis.tree))
 
     def _exact(self, cur: Cursor, shape: ViewShape) -> ViewShape:
         """``shape``, its groups recomputed if it keeps sums of floating-point inputs by deltas
@@ -334,11 +337,13 @@ class Registrar:
 
         registered = self.catalog.definition_hashes(cur)
         for index, view in enumerate(self.config.views):
-            shape = self.check_view(cur, index, view, logs, check_refresh_sql=True).shape
+            check = self.check_view(cur, index, view, logs, check_refresh_sql=True)
+            shape = check.shape
             digest = definition_hash(view)
             self.catalog.register(cur, ViewRegistration(
                 view.name, view.query, digest, self.config.view_location(view.name), view.refresh,
                 shape.view_class.value, "; ".join(shape.fast_reasons) or None, view.group, shape.logs,
+                check.volatile,
             ))
             if registered.get(view.name) != digest:
                 report.views_registered.append(view.name)

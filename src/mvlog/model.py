@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Final
 
 from mvlog.errors import SourceError
 
@@ -26,6 +27,9 @@ ROW_HASH_COLUMN = "_mvlog_row_hash"
 SENTINEL = "4000-01-01 00:00:00+00"  # snaptime$$ of log rows not stamped yet
 SENTINEL_TIME = datetime.fromisoformat(SENTINEL)
 SNAPSHOT_ID = re.compile(r"^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$")
+
+
+UNCHANGED: Final = "fresh"  # what a refresh that found nothing to apply records as its method (no plan, no Spark)
 
 
 class RefreshMethod(StrEnum):

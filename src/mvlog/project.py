@@ -89,6 +89,11 @@ class Project:
         return cls(load_config(path), **kwargs)
 
     @property
+    def spark_started(self) -> bool:
+        """Whether this project has started (or connected to) Spark yet."""
+        return self._warehouse is not None
+
+    @property
     def warehouse(self) -> Warehouse:
         if self._warehouse is None:
             from mvlog.spark.session import build_session
@@ -247,7 +252,6 @@ class Project:
         asked = self._select_views(names, group)
         views = [self.config.view(name) for name in self.registrar.graph.closure(v.name for v in asked)]
         self.catalog.check()
-        self.warehouse  # noqa: B018  start Spark first: no view's time includes the JVM start
         results = self.refresher.run(views, {v.name for v in asked} if complete else (),
                                      concurrency or self.config.concurrency, self._lane, wait)
         # A session catalog of Spark's own forgets its tables with the process: register them again.

@@ -20,16 +20,16 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from mvlog import plan as planner
 from mvlog.apply import Registrar, definition_hash
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError, RefreshRefused
 from mvlog.faults import arm, checkpoint
-from mvlog.model import ROW_HASH_COLUMN, RefreshMethod
+from mvlog.model import ROW_HASH_COLUMN, UNCHANGED, RefreshMethod
 from mvlog.plan import RefreshPlan, plan_refresh
-from mvlog.postgres.catalog import Catalog, ViewState
+from mvlog.postgres.catalog import UNCHANGED_REASON, Catalog, ViewState
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
@@ -48,7 +48,7 @@ class RefreshResult:
     """The outcome of refreshing one view (``method`` None: the refresh could not start)."""
 
     view: str
-    method: RefreshMethod | None
+    method: RefreshMethod | Literal["fresh"] | None  # fresh: nothing changed, nothing done (model.UNCHANGED)
     reason: str
     snaptime: datetime | None
     keys_read: int = 0
@@ -92,7 +92,7 @@ class RefreshResult:
         data = asdict(self)
         del data["transient"], data["skipped"], data["detail"]
         data["status"] = self.status
-        data["method"] = self.method.value if self.method else "-"
+        data["method"] = str(self.method) if self.method else "-"
         data["snaptime"] = self.snaptime.isoformat() if self.snaptime else None
         data["seconds"] = round(self.seconds, 3)
         data["phases"] = {name: round(seconds, 3) for name, seconds in self.phases.items()}
@@ -205,12 +205,17 @@ class Refresher:
         and views that read one another, as one unit; every other view alone. With
         ``new_lane`` (a Refresher on connections and a Spark session of its own), up to
         ``concurrency`` units run at once; results come in the order of ``views``. A unit that
-        another process is refreshing is waited for up to ``wait`` seconds, then skipped."""
-        units = refresh_units(views, self.registrar.graph)
-        workers = min(concurrency, len(units)) if new_lane is not None else 1
+        another process is refreshing is waited for up to ``wait`` seconds, then skipped. Units
+        with nothing to apply are recorded first (:meth:`unchanged`); Spark starts only if some
+        unit is left, and before the first of them, so that no view's time includes its start."""
         done: dict[int, list[RefreshResult]] = {}
         building = {v.name for v in views} <= set(complete)
         with self.reporter.task("building" if building else "refreshing", len(views)):
+            fresh = {result.view: result for result in self.unchanged(views, complete)}
+            units = refresh_units([v for v in views if v.name not in fresh], self.registrar.graph)
+            workers = min(concurrency, len(units)) if new_lane is not None else 1
+            if units:
+                self._warehouse()
             if workers <= 1 or new_lane is None:
                 for i, unit in enumerate(units):
                     done[i] = self._reported(self.refresh_unit(unit, complete, wait))
@@ -220,7 +225,8 @@ class Refresher:
                                for i, unit in enumerate(units)}
                     for future in as_completed(futures):
                         done[futures[future]] = self._reported(future.result())
-        return [result for i in range(len(units)) for result in done[i]]
+        by_view = {**fresh, **{result.view: result for i in range(len(units)) for result in done[i]}}
+        return [by_view[v.name] for v in views if v.name in by_view]
 
     def _reported(self, results: list[RefreshResult]) -> list[RefreshResult]:
         for result in results:
@@ -251,6 +257,35 @@ class Refresher:
         except MvlogError as exc:
             return [RefreshResult.failed(name, exc, started[name]) for name in names]
         self.logs.purge(logs, self.catalog.purge_horizon)
+        return results
+
+    def unchanged(self, views: list[ViewConfig], complete: Collection[str]) -> list[RefreshResult]:
+        """The views with nothing to apply, recorded as refreshed (``fresh``, 0 keys) without a
+        plan, a stamp, Spark or their Delta tables: one round trip decides for all of them
+        (:meth:`Catalog.unchanged_views`). A unit (a refresh group, views reading one another) is
+        unchanged only as a whole; a view asked for a complete refresh never is. Under logical
+        capture the capture first writes what committed before the question was asked."""
+        started = time.monotonic()
+        candidates = [v for v in views if v.name not in complete]
+        if not candidates:
+            return []
+        try:
+            if self.logs.decoding.exists():
+                self.logs.decoding.reach_now(self.config.source.capture_wait)
+            found = self.catalog.unchanged_views([v.name for v in candidates])
+        except MvlogError:
+            return []  # the refresh proper meets the problem and says what it is
+        quiet = {v.name for v in candidates if found.get(v.name) == definition_hash(v)}
+        names = [v.name for unit in refresh_units(views, self.registrar.graph)
+                 if all(v.name in quiet for v in unit) for v in unit]
+        if not names:
+            return []
+        recorded = self.catalog.record_unchanged(names)
+        seconds = time.monotonic() - started
+        results = [RefreshResult(name, UNCHANGED, UNCHANGED_REASON, stamp, row_count=rows, seconds=seconds)
+                   for name, (stamp, rows) in recorded.items()]
+        for result in results:
+            self.reporter.advance(f"{result.view} ({UNCHANGED})")
         return results
 
     def preview(self, view: ViewConfig, complete: bool) -> RefreshPlan:
@@ -300,7 +335,7 @@ class Refresher:
                 row_count = (planned.state.row_count or 0) + counts.rows_inserted - counts.rows_deleted
             checkpoint("after_delta_commit")
             with phases("record"):
-                self._record(view, plan, stamped, row_count)
+                self._record(view, plan, stamped, row_count, planned.state.read_at)
             checkpoint("after_record")
         except MvlogError as exc:
             self.catalog.history_end(history_id, counts, error=str(exc))
@@ -374,7 +409,8 @@ class Refresher:
         return dataclasses.replace(shape, deltas=None,
                                    recompute_reason="the state of its groups is built by its next complete refresh")
 
-    def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int) -> None:
+    def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int,
+                checked_at: datetime) -> None:
         """After the Delta commit: bring the key map to S and record last_V = S, in one transaction
         that reads the refresh's snapshot. A crash before this commit leaves both at the old
         last_V, so the next refresh re-reads a window that contains this one."""
@@ -390,5 +426,5 @@ class Refresher:
                 cur.execute(stamped.resolve(statement) if not complete else statement)
             # A complete refresh wrote the query's columns as they are now: remember them.
             signature = self.registrar.signature(cur, view.query) if complete else None
-            self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature)
+            self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature, checked_at)
 

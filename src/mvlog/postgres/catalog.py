@@ -26,7 +26,8 @@ from mvlog.sql.aggdelta import drop_groups_sql
 from mvlog.sql.keymap import drop_keymap_sql
 from mvlog.sql.shape import groups_name, keymap_name
 
-SCHEMA_VERSION = 4  # the newest sql/NNN_*.sql catalog version (005: logs of partitioned tables)
+SCHEMA_VERSION = 6  # the newest sql/NNN_*.sql catalog version (007: views found unchanged before Spark)
+UNCHANGED_REASON = "nothing changed since the last refresh"  # a refresh that applied nothing and started no Spark
 
 __all__ = ["Catalog", "HistoryRow", "LogStatusRow", "ViewRegistration", "ViewState", "ViewStatusRow"]
 
@@ -61,6 +62,7 @@ class Catalog:
         cur.execute(read_sql("004_history_versions.sql"))
         cur.execute(read_sql("005_partitions.sql"))
         cur.execute(read_sql("006_logical_capture.sql"))
+        cur.execute(read_sql("007_unchanged.sql"))
         cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         if fetch_row(cur)[0]:
             cur.execute(read_sql("003_event_triggers.sql"))
@@ -81,13 +83,14 @@ class Catalog:
         cur.execute(
             """
             INSERT INTO mvlog.views (name, query, definition_hash, location, refresh_method, view_class,
-                                     fast_reason, refresh_group, needs_complete)
+                                     fast_reason, refresh_group, volatile, needs_complete)
             VALUES (%(name)s, %(query)s, %(hash)s, %(location)s, %(method)s, %(class)s, %(reason)s, %(group)s,
-                    'the view is new')
+                    %(volatile)s, 'the view is new')
             ON CONFLICT (name) DO UPDATE SET
                 query = excluded.query, definition_hash = excluded.definition_hash, location = excluded.location,
                 refresh_method = excluded.refresh_method, view_class = excluded.view_class,
                 fast_reason = excluded.fast_reason, refresh_group = excluded.refresh_group,
+                volatile = excluded.volatile,
                 needs_complete = CASE WHEN mvlog.views.definition_hash <> excluded.definition_hash
                                       THEN 'the query changed' ELSE mvlog.views.needs_complete END,
                 updated_at = CASE WHEN mvlog.views.definition_hash <> excluded.definition_hash
@@ -98,7 +101,7 @@ class Catalog:
             {
                 "name": view.name, "query": view.query, "hash": view.definition_hash, "location": view.location,
                 "method": view.refresh.value, "class": view.view_class, "reason": view.fast_reason,
-                "group": view.group,
+                "group": view.group, "volatile": view.volatile,
             },
         )
         cur.execute("DELETE FROM mvlog.view_logs WHERE view_name = %s", (view.name,))
@@ -173,8 +176,8 @@ class Catalog:
 
     def view_state(self, name: str) -> ViewState:
         rows = self.source.query(
-            "SELECT last_snaptime, needs_complete, row_count, definition_hash, output_signature, last_refresh_at "
-            "FROM mvlog.views WHERE name = %s", (name,)
+            "SELECT last_snaptime, needs_complete, row_count, definition_hash, output_signature, last_refresh_at, "
+            "clock_timestamp() FROM mvlog.views WHERE name = %s", (name,)
         )
         if not rows:
             raise UsageError(f"view {name} is not registered yet; run 'mvlog apply' first")
@@ -204,16 +207,53 @@ class Catalog:
         return bool(self.source.query("SELECT 1 FROM mvlog.views WHERE name = %s", (name,)))
 
     def record_refresh(self, cur: Cursor, name: str, stamp: datetime, method: RefreshMethod, row_count: int,
-                       signature: str | None) -> None:
-        """last_V = S, and what the refresh left (``signature``: the columns of a complete refresh)."""
+                       signature: str | None, checked_at: datetime | None = None) -> None:
+        """last_V = S, and what the refresh left (``signature``: the columns of a complete refresh;
+        ``checked_at``: when the refresh began checking the view against the database)."""
         cur.execute(
             """
             UPDATE mvlog.views SET last_snaptime = %s, last_refresh_at = clock_timestamp(), last_method = %s,
-                   needs_complete = NULL, row_count = %s, output_signature = coalesce(%s, output_signature)
+                   needs_complete = NULL, row_count = %s, output_signature = coalesce(%s, output_signature),
+                   checked_at = %s
             WHERE name = %s
             """,
-            (stamp, method.value, row_count, signature, name),
+            (stamp, method.value, row_count, signature, checked_at, name),
         )
+
+    def unchanged_views(self, names: Sequence[str]) -> dict[str, str]:
+        """Of the registered views ``names``, those a refresh now would have nothing to apply to,
+        each with the definition hash it was registered with: one round trip
+        (``mvlog.unchanged_views``, ``sql/007_unchanged.sql``)."""
+        rows = self.source.query("SELECT view_name, definition_hash, unchanged FROM mvlog.unchanged_views(%s)",
+                                 (list(names),))
+        return {name: digest for name, digest, unchanged in rows if unchanged}
+
+    def record_unchanged(self, names: Sequence[str]) -> dict[str, tuple[datetime, int | None]]:
+        """Record views found unchanged as refreshed: a succeeded history row (method ``fresh``, 0
+        keys, the stamp they still reflect and the Delta version that still holds them) and their
+        last refresh time; their stamp stays, so nothing committed since can be skipped. Returns
+        each view's stamp and row count."""
+        rows = self.source.query(
+            """
+            WITH touched AS (
+                UPDATE mvlog.views SET last_refresh_at = clock_timestamp()
+                WHERE name = ANY(%(names)s) AND last_snaptime IS NOT NULL
+                RETURNING name, last_snaptime, row_count
+            ), recorded AS (
+                INSERT INTO mvlog.refresh_history (view_name, started_at, finished_at, method, reason, snaptime,
+                                                   keys_read, rows_inserted, rows_updated, rows_deleted, status,
+                                                   delta_version)
+                SELECT t.name, now(), clock_timestamp(), 'fresh', %(reason)s, t.last_snaptime, 0, 0, 0, 0,
+                       'succeeded', (SELECT p.delta_version FROM mvlog.refresh_history AS p
+                                     WHERE p.view_name = t.name AND p.status = 'succeeded'
+                                       AND p.delta_version IS NOT NULL ORDER BY p.id DESC LIMIT 1)
+                FROM touched AS t
+            )
+            SELECT name, last_snaptime, row_count FROM touched
+            """,
+            {"names": list(names), "reason": UNCHANGED_REASON},
+        )
+        return {name: (stamp, row_count) for name, stamp, row_count in rows}
 
     def ddl_since(self, table_oids: Sequence[int], after: datetime | None) -> list[tuple]:
         """DDL recorded on these tables after ``after``: (time, command tag, object identity)."""

@@ -22,6 +22,7 @@ class ViewState:
     definition_hash: str
     output_signature: str | None  # the query's columns and types at the last complete refresh
     last_refresh_at: datetime | None
+    read_at: datetime  # the database's clock when this state was read (before the view is checked)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class ViewRegistration:
     fast_reason: str | None
     group: str | None
     logs: tuple[LogInfo, ...]
+    volatile: bool = False  # the query reads the clock or random numbers: never skipped as unchanged
 
 
 @dataclass(frozen=True)

@@ -29,34 +29,9 @@ def pending_sql(logs: Sequence[LogInfo]) -> sql.Composed:
     return sql.SQL("SELECT sum(n), min(m) FROM ({}) AS p(n, m)").format(per_log)
 
 
-# A member of a logged table's partition tree (or inheritance tree) that its log does not cover, or
-# a covered one that left the tree, at the current snapshot: pg_inherits read by a query sees the
-# snapshot, where pg_partition_tree() would read the newest catalog.
-UNCOVERED_PARTITION = """
-WITH RECURSIVE tree(relid) AS (
-    SELECT %(root)s::oid
-    UNION ALL
-    SELECT i.inhrelid FROM pg_inherits AS i JOIN tree AS t ON i.inhparent = t.relid
-)
-SELECT name, what FROM (
-    SELECT (SELECT format('%%I.%%I', n.nspname, c.relname) FROM pg_class AS c
-            JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE c.oid = t.relid), 'is not covered by its log'
-    FROM tree AS t
-    WHERE t.relid <> %(root)s
-      AND (NOT EXISTS (SELECT FROM mvlog.log_partitions AS p WHERE p.partition_oid = t.relid)
-           OR (SELECT count(*) FROM pg_trigger AS g
-               WHERE g.tgrelid = t.relid
-                 AND g.tgname IN ('mvlog$insert', 'mvlog$update', 'mvlog$delete', 'mvlog$truncate'))
-              <> CASE WHEN (SELECT l.capture FROM mvlog.logs AS l WHERE l.table_oid = %(root)s) = 'logical'
-                      THEN 0 ELSE 4 END)
-    UNION ALL
-    SELECT p.partition_name, 'is covered by its log but left the table'
-    FROM mvlog.log_partitions AS p
-    WHERE p.table_oid = %(root)s AND p.partition_oid NOT IN (SELECT t.relid FROM tree AS t)
-) AS drift(name, what)
-ORDER BY name
-LIMIT 1
-"""
+# A member of a logged table's partition tree that its log does not cover, or a covered one that
+# left the tree, at the current snapshot (sql/007_unchanged.sql).
+UNCOVERED_PARTITION = "SELECT partition_name, what FROM mvlog.partition_drift(%(root)s) LIMIT 1"
 
 
 @dataclass(frozen=True)

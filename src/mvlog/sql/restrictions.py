@@ -26,6 +26,12 @@ def is_volatile(node: exp.Expr) -> bool:
     return isinstance(node, VOLATILE_NODES) or _function_name(node) in VOLATILE_FUNCTIONS
 
 
+def reads_volatile(tree: exp.Expr) -> bool:
+    """Whether a query calls a function whose value changes while its tables do not (its result
+    can change with nothing in its logs)."""
+    return any(is_volatile(node) for node in tree.find_all(exp.Func))
+
+
 def join_reasons(first: str, joins: list[exp.Join]) -> list[str]:
     """Why a join chain (``first``: the FROM item's alias) cannot be refreshed fast: every row of an
     outer-join view must hold a row of its *root*: its first table, or the table of a RIGHT JOIN

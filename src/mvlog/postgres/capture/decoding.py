@@ -214,6 +214,11 @@ class Decoding:
             if done is None or not done.rows:
                 time.sleep(interval)
 
+    def reach_now(self, timeout: float) -> None:
+        """:meth:`reach` the WAL insert position of now: every transaction committed before this
+        call has its keys in the logs when it returns."""
+        self.reach(lsn_value(self.source.query("SELECT pg_current_wal_insert_lsn()::text")[0][0]), timeout)
+
     def reach(self, lsn: int, timeout: float) -> None:
         """Wait (capturing, or for the capture of another process) until everything that committed
         before ``lsn`` is in the logs; SourceError after ``timeout`` seconds."""
