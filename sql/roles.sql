@@ -25,7 +25,7 @@ GRANT USAGE ON SCHEMA mvlog TO mvlog_refresh;
 GRANT SELECT ON mvlog.schema_version, mvlog.logs, mvlog.views, mvlog.view_logs, mvlog.refresh_history,
                 mvlog.ddl_log, mvlog.log_partitions TO mvlog_refresh;
 GRANT UPDATE (last_stamp) ON mvlog.logs TO mvlog_refresh;
-GRANT UPDATE (last_snaptime, last_refresh_at, last_method, needs_complete, row_count, output_signature)
+GRANT UPDATE (last_snaptime, last_refresh_at, last_method, needs_complete, row_count, output_signature, checked_at)
     ON mvlog.views TO mvlog_refresh;
 GRANT INSERT, UPDATE ON mvlog.refresh_history TO mvlog_refresh;
 GRANT USAGE ON SEQUENCE mvlog.refresh_history_id_seq TO mvlog_refresh;

@@ -1,0 +1,242 @@
+"""A fleet of views on one schedule: what a refresh costs when nothing, one table, or every table
+changed, against a complete refresh of the fleet; and what an idle scheduler spends per tick.
+
+    python benchmarks/fleet.py --tables 20 --views-per-table 3 --rows 20000 --changed-percent 1
+
+``--tables`` tables ``t00…`` of ``--rows`` rows each; per table up to three views with
+``refresh: force``: a filtered copy, an aggregate, and a join with the next table. Every command
+runs as a new ``mvlog`` process with a Spark of its own (``local[2]``), as a cron job would, and
+is timed as a whole (process start, Spark start, PostgreSQL, Delta). In order:
+
+  apply (creates the logs and builds every view), a refresh with nothing changed, a refresh after
+  ``--changed-percent`` of ``--changed-tables`` tables changed, one after that share of every
+  table changed, ``refresh --complete`` of the fleet, ``status --json``; then ``mvlog schedule``
+  with every view under a ``freshness:`` target and no writes (CPU seconds of the scheduler and
+  its children per look at the lags), and once more with views on a cron schedule (every look a
+  refresh of the whole fleet that finds nothing changed); finally a write to one table under the
+  cron scheduler, and which views its next tick refreshed.
+
+Every view is checked against PostgreSQL after the changed refreshes (``mvlog verify``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg2
+import yaml
+
+from mvlog.postgres.pgtemp import TempPostgres, free_port
+
+TICKS = 6  # scheduler looks measured per mode
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def view_definitions(tables: int, per_table: int) -> list[dict]:
+    views = []
+    for i in range(tables):
+        t, nxt = f"t{i:02d}", f"t{(i + 1) % tables:02d}"
+        shapes = [
+            (f"copy_{t}", f"SELECT id, g, a, b FROM {t} WHERE a % 10 <> 0"),
+            (f"agg_{t}", f"SELECT g, count(*) AS n, sum(b) AS total FROM {t} GROUP BY g"),
+            (f"join_{t}", f"SELECT x.id, x.b, y.b AS next_b FROM {t} x JOIN {nxt} y ON y.id = x.id WHERE x.g < 50"),
+        ]
+        views += [{"name": name, "refresh": "force", "query": query} for name, query in shapes[:per_table]]
+    return views
+
+
+def load(dsn: str, tables: int, rows: int) -> None:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        for i in range(tables):
+            cur.execute(f"CREATE TABLE t{i:02d} (id int PRIMARY KEY, g int NOT NULL, a int, b numeric(12,2))")
+            cur.execute(f"INSERT INTO t{i:02d} SELECT n, n %% 100, (n * 7) %% 1000, (n %% 997) * 1.25 "
+                        f"FROM generate_series(1, %s) AS n", (rows,))
+            cur.execute(f"ANALYZE t{i:02d}")
+
+
+def change(dsn: str, tables: list[int], rows: int, percent: float, round_: int) -> None:
+    step = max(1, round(100 / percent))
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        for i in tables:
+            cur.execute(f"UPDATE t{i:02d} SET b = b + 1, g = (g + %s) %% 100 WHERE id %% %s = %s",
+                        (round_, step, round_ % step))
+
+
+def mvlog(config: Path, *args: str) -> tuple[float, subprocess.CompletedProcess]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "mvlog", "-q", "-c", str(config), *args],
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"mvlog {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return seconds, done
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and every live descendant (the Spark JVM included)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        todo += children.get(p, [])
+    return total
+
+
+def history_ids(dsn: str) -> int:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT coalesce(max(id), 0) FROM mvlog.refresh_history")
+        return cur.fetchone()[0]
+
+
+def refreshed_since(dsn: str, after: int) -> dict[str, int]:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT method, count(*) FROM mvlog.refresh_history WHERE id > %s AND status = 'succeeded' "
+                    "GROUP BY method", (after,))
+        return dict(cur.fetchall())
+
+
+def schedule(config: Path, dsn: str, seconds_per_tick: float, write: list[int] | None = None
+             ) -> tuple[float, int, dict[str, int], str]:
+    """CPU seconds per scheduler tick with no writes, the ticks measured, and (``write``) what the
+    refreshes after a write to those tables did."""
+    log = config.parent / "schedule.log"
+    process = subprocess.Popen([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "schedule"],
+                               stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "ready" not in log.read_text():
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise SystemExit(f"the scheduler did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        time.sleep(seconds_per_tick * 2)  # the first looks (and their imports) are behind it
+        before, started = tree_cpu(process.pid), time.monotonic()
+        time.sleep(seconds_per_tick * TICKS)
+        cpu = (tree_cpu(process.pid) - before) / ((time.monotonic() - started) / seconds_per_tick)
+        done: dict[str, int] = {}
+        if write is not None:
+            after = history_ids(dsn)
+            change(dsn, write, 0, 1, 99)
+            time.sleep(seconds_per_tick * 2 + 60)  # the tick after the write, with Spark's start
+            done = refreshed_since(dsn, after)
+        return cpu, TICKS, done, log.read_text()
+    finally:
+        process.terminate()
+        process.wait(timeout=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", type=int, default=20)
+    parser.add_argument("--views-per-table", type=int, default=3, choices=(1, 2, 3))
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--changed-tables", type=int, default=1, help="tables changed in the second case")
+    parser.add_argument("--changed-percent", type=float, default=1.0, help="share of a changed table's rows")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--engine", action="store_true",
+                        help="every command on one running 'mvlog engine' (Spark Connect), not a Spark of its own")
+    args = parser.parse_args()
+    views = view_definitions(args.tables, args.views_per_table)
+    with TempPostgres(settings={"shared_buffers": "512MB"}) as pg, \
+            tempfile.TemporaryDirectory(prefix="mvlog-fleet-") as tmp:
+        dsn = pg.dsn()
+        load(dsn, args.tables, args.rows)
+        config = Path(tmp) / "mvlog.yaml"
+        document = {"source": {"dsn": dsn}, "warehouse": str(Path(tmp) / "warehouse"),
+                    "spark": {"master": args.master}, "logs": [{"table": f"t{i:02d}"} for i in range(args.tables)],
+                    "views": views}
+        config.write_text(yaml.safe_dump(document, sort_keys=False))
+        if args.engine:
+            os.environ["MVLOG_ENGINE_DIR"] = str(Path(tmp) / "engine")
+            port = free_port()
+            mvlog(config, "engine", "start", "--port", str(port))
+            document["spark"] = {"remote": f"sc://127.0.0.1:{port}"}
+            config.write_text(yaml.safe_dump(document, sort_keys=False))
+        try:
+            timings, complete, fresh_cpu, cron_cpu, written = measure(args, config, document, dsn)
+        finally:
+            if args.engine:
+                mvlog(config, "engine", "stop")
+    print(f"# fleet: {platform.node()}, {os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+          f"spark.master {args.master}, a new process per command"
+          + (" on one running mvlog engine (Spark Connect)" if args.engine else " with a Spark of its own"))
+    print(f"# {args.tables} tables x {args.rows:,} rows, {len(views)} views (refresh: force)\n")
+    print("| command | seconds | x complete refresh |")
+    print("|---|---:|---:|")
+    for label, seconds in timings:
+        print(f"| {label} | {seconds:.1f} | {seconds / complete:.2f}x |")
+    print(f"\n| idle scheduler | CPU seconds per tick ({TICKS} ticks) |")
+    print("|---|---:|")
+    print(f"| freshness: 30s (a look every 3 s) | {fresh_cpu:.3f} |")
+    print(f"| cron every 10 s (a refresh of the fleet per tick) | {cron_cpu:.3f} |")
+    print(f"\nOne table written under the cron scheduler, the ticks after it: {written.get('fast', 0)} view "
+          f"refreshes fast, {written.get('complete', 0)} complete, {written.get('fresh', 0)} found unchanged")
+
+
+def measure(args: argparse.Namespace, config: Path, document: dict, dsn: str
+            ) -> tuple[list[tuple[str, float]], float, float, float, dict[str, int]]:
+    """Every command of the fleet, timed; the scheduler's CPU per idle tick, both ways."""
+    views, timings = document["views"], []
+    seconds, _ = mvlog(config, "apply")
+    timings.append((f"apply (creates and builds {len(views)} views)", seconds))
+    seconds, _ = mvlog(config, "apply")
+    timings.append(("apply again, nothing changed", seconds))
+    mark = history_ids(dsn)
+    seconds, _ = mvlog(config, "refresh")
+    timings.append(("refresh, nothing changed", seconds))
+    assert refreshed_since(dsn, mark) == {"fresh": len(views)}, refreshed_since(dsn, mark)
+    change(dsn, list(range(args.changed_tables)), args.rows, args.changed_percent, 1)
+    mark = history_ids(dsn)
+    seconds, _ = mvlog(config, "refresh")
+    one = refreshed_since(dsn, mark)
+    timings.append((f"refresh, {args.changed_percent:g} % of {args.changed_tables} table(s) changed "
+                    f"({len(views) - one.get('fresh', 0)} views affected)", seconds))
+    change(dsn, list(range(args.tables)), args.rows, args.changed_percent, 2)
+    seconds, _ = mvlog(config, "refresh")
+    timings.append((f"refresh, {args.changed_percent:g} % of every table changed", seconds))
+    _, verified = mvlog(config, "verify", "--json")
+    wrong = [v for v in json.loads(verified.stdout) if v["status"] != "ok"]
+    assert not wrong, wrong
+    seconds, _ = mvlog(config, "refresh", "--complete")
+    complete = seconds
+    timings.append((f"refresh --complete (all {len(views)})", seconds))
+    seconds, _ = mvlog(config, "status", "--json")
+    timings.append(("status --json", seconds))
+
+    # The scheduler, idle: freshness targets (looks at the lags every 3 s) ...
+    for view in document["views"]:
+        view["freshness"] = "30s"
+    config.write_text(yaml.safe_dump(document, sort_keys=False))
+    fresh_cpu, _, _, _ = schedule(config, dsn, 3.0)
+    # ... and a cron firing every 10 s (each tick a refresh of the fleet that finds nothing to do).
+    for view in document["views"]:
+        del view["freshness"]
+        view["schedule"] = "*/10 * * * * *"
+    config.write_text(yaml.safe_dump(document, sort_keys=False))
+    cron_cpu, _, written, _ = schedule(config, dsn, 10.0, write=[0])
+
+    return timings, complete, fresh_cpu, cron_cpu, written
+
+
+if __name__ == "__main__":
+    main()
