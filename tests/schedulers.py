@@ -112,7 +112,7 @@ def two_schedulers_and_a_sigkill(db, tmp_path, warehouse: str, spark: dict) -> N
     writer = threading.Thread(target=write_until, args=(db, stop, writes))
     try:
         for lines in outputs:
-            wait_for_line(lines, "ready: Spark starts", 120)
+            wait_for_line(lines, "ready: Spark started", 120)
         writer.start()
         time.sleep(6)  # three firings (every 2 s) of both schedulers
         # Kill the scheduler that is in the middle of a refresh.

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
 from mvlog.errors import SourceError
 
@@ -126,6 +126,7 @@ class Occupant:
     view: str | None = None
     mvlog: bool = False  # some recent commit carries mvlog's metadata (older versions named no view in some)
     files: tuple[str, ...] = ()
+    detail: dict[str, Any] | None = field(default=None, compare=False)  # the Delta table's DESCRIBE DETAIL
 
     def refusal(self, view: str, location: str, registered_here: bool = False,
                 build_started: bool = False) -> str | None:

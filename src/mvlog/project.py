@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -181,10 +182,13 @@ class Project:
         pending += [name for name in self.registrar.graph.downstream(pending) if name not in pending]
         if pending:
             report.builds = self.refresh(pending, complete=True, register=False)  # registered below
+        built_now = {r.view for r in report.builds if not r.error}
         for view in self.config.views:  # change_feed: or deletion_vectors: changed on a built view
+            if view.name in built_now:  # its build wrote the features asked for
+                continue
             location, wanted = self.config.view_location(view.name), (view.change_feed,
                                                                       self.config.deletion_vectors(view))
-            if not self.warehouse.feature_changes(location, *wanted):
+            if not self.warehouse.feature_changes(location, *wanted, detail=occupants[view.name].detail):
                 continue
             # Under the view's lock: a DROP FEATURE conflicts with any concurrent commit to the table.
             with self.catalog.lock_views([view.name], FEATURE_LOCK_WAIT):
@@ -230,11 +234,20 @@ class Project:
             return {}
         self.warehouse.check_writable()
         registered = self.catalog.locations()
-        occupants = {}
+
+        def inspect(view: ViewConfig) -> Occupant:
+            here, built = registered.get(view.name, (None, False))
+            location = self.config.view_location(view.name)
+            return self.warehouse.occupant(location, view.name if here == location and built else None)
+
+        # Each look is a Delta log read on the driver: a fleet's are overlapped, as its refreshes are.
+        with ThreadPoolExecutor(self.config.concurrency, "mvlog-inspect") as pool:
+            occupants = dict(zip([v.name for v in self.config.views], pool.map(inspect, self.config.views),
+                                 strict=True))
         for index, view in enumerate(self.config.views):
             location = self.config.view_location(view.name)
             here, built = registered.get(view.name, (None, False))
-            occupants[view.name] = occupant = self.warehouse.occupant(location)
+            occupant = occupants[view.name]
             refusal = occupant.refusal(view.name, location, here == location, here == location and not built)
             if refusal:
                 raise ConfigError(f"views[{index}] ({view.name}): {refusal}; mvlog writes a view only into a missing "

@@ -1,5 +1,5 @@
 """``mvlog schedule``: refresh views and groups on their cron schedules and freshness targets with
-one warm SparkSession (started by the first refresh that has changes to apply).
+one warm SparkSession.
 
 A unit (a view, or every view of a refresh group) fires on its cron schedule, or — with a
 ``freshness:`` target — when the lag of its stalest view (time since the oldest change it has
@@ -38,7 +38,6 @@ CAPTURE_INTERVAL = 1.0  # seconds between logical capture passes that found noth
 CAPTURE_RETRY = 10.0  # seconds before a failed capture is tried again
 FRESHNESS_POLL_MIN = 1.0  # seconds between freshness checks: a tenth of the target, within these bounds
 FRESHNESS_POLL_MAX = 30.0
-SPARK_START = 15.0  # seconds a first refresh adds for starting Spark (counted while it is not started)
 
 
 @dataclass
@@ -76,16 +75,15 @@ class Unit:
         seconds_first = len(self.cron.split()) == 6  # 6 fields: seconds first
         return croniter(self.cron, after, second_at_beginning=seconds_first).get_next(datetime)
 
-    def fresh_enough(self, lag: float | None, refresh_seconds: float) -> bool:
-        """Whether the unit's lag can wait for the next check (None: a view was never built), when a
-        refresh would take ``refresh_seconds``."""
+    def fresh_enough(self, lag: float | None) -> bool:
+        """Whether the unit's lag can wait for the next check (None: a view was never built)."""
         if self.freshness is None:
             return True
         if lag is None:
             return False
         # A tenth of the target to spare: a refresh can take longer than the last one did.
         target = self.freshness.total_seconds()
-        return lag == 0 or lag + refresh_seconds + self.poll + target / 10 < target
+        return lag == 0 or lag + self.last_seconds + self.poll + target / 10 < target
 
     def describe(self) -> str:
         when = [f"on {self.cron!r}"] if self.cron else []
@@ -147,9 +145,8 @@ class Scheduler:
             unit.last_seconds = self._last_seconds(unit)
             unit.advance(now)
             self.log(f"scheduled {unit.describe()}; next look {unit.next_at:%H:%M:%S}")
-        # Spark starts with the first refresh that has something to apply and stays warm after it: a
-        # fleet whose tables are quiet is looked after by PostgreSQL round trips alone.
-        self.log("ready: Spark starts with the first refresh that has changes to apply")
+        _ = self.project.warehouse  # start Spark once, before the first refresh is due
+        self.log("ready: Spark started")
         if self.project.logs.decoding.exists():
             threading.Thread(target=self._capture, name="mvlog-capture", daemon=True).start()
         self._update_gauges()
@@ -204,14 +201,12 @@ class Scheduler:
         due = [unit for unit in looking if unit.cron_due(now, looked[unit.name])]
         watched = [unit for unit in looking if unit.freshness is not None and unit not in due]
         lags = self.project.lags([name for unit in watched for name in self._views(unit)]) if watched else {}
-        starting = 0.0 if self.project.spark_started else SPARK_START
         for unit in watched:
             assert unit.freshness is not None
             views = [lags[name] for name in self._views(unit)]
             lag = None if None in views else max((v for v in views if v is not None), default=0.0)
-            estimate = unit.last_seconds + starting
-            if not unit.fresh_enough(lag, estimate):
-                self.log(f"{unit.name}: lag {duration_text(lag)} + refresh {duration_text(estimate)} "
+            if not unit.fresh_enough(lag):
+                self.log(f"{unit.name}: lag {duration_text(lag)} + last refresh {duration_text(unit.last_seconds)} "
                          f"nears the target {duration_text(unit.freshness.total_seconds())}: refreshing"
                          if lag is not None else f"{unit.name}: not built yet: refreshing")
                 due.append(unit)

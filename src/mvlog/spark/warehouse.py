@@ -8,7 +8,7 @@ and imports it before reading.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mvlog.errors import SourceError, WarehouseError, redact
 from mvlog.model import FOREIGN_FILES_SHOWN, ROW_HASH_COLUMN, Occupant, checked_snapshot_id
@@ -111,17 +111,42 @@ class Warehouse:
                 return None
             raise self.delta.fail(f"cannot inspect {location}", exc) from None  # e.g. an unreachable object store
 
+    def _properties(self, location: str) -> dict[str, Any] | None:
+        """The table's properties and table features, as DESCRIBE DETAIL's ``properties`` and
+        ``tableFeatures`` give them, from ``SHOW TBLPROPERTIES``: the table's metadata and
+        protocol only, where DESCRIBE DETAIL builds the state of its newest version (its file
+        list: ~1 s a table after each commit); None if there is no Delta table."""
+        try:
+            rows = self.spark.sql(f"SHOW TBLPROPERTIES {delta_table(location)}").collect()
+        except Exception as exc:
+            if error_class(exc) in NOT_A_DELTA_TABLE:
+                return None
+            raise self.delta.fail(f"cannot inspect {location}", exc) from None
+        found = {row["key"]: row["value"] for row in rows}
+        features = sorted(k.removeprefix("delta.feature.") for k, v in found.items()
+                          if k.startswith("delta.feature.") and v == "supported")
+        properties = {k: v for k, v in found.items()
+                      if not k.startswith(("delta.feature.", "delta.minReaderVersion", "delta.minWriterVersion"))}
+        return {"properties": properties, "tableFeatures": features}
+
     def exists(self, location: str) -> bool:
         return self._detail(location) is not None
 
-    def occupant(self, location: str) -> Occupant:
+    def occupant(self, location: str, built_by: str | None = None) -> Occupant:
         """What ``location`` holds (see :class:`Occupant`). A Delta table's owner is the view named
-        by the newest commits that carry mvlog's metadata (a VACUUM's commits carry none)."""
-        if self._detail(location) is not None:
+        by the newest commits that carry mvlog's metadata (a VACUUM's commits carry none), or
+        ``built_by``, the view the catalog says mvlog built there (its history is not read).
+        ``detail`` holds the table's properties and features either way."""
+        if built_by is not None:  # the catalog's word for the owner: whether the table is there, and its features
+            properties = self._properties(location)
+            if properties is not None:
+                return Occupant(delta=True, view=built_by, mvlog=True, detail=properties)
+        detail = self._detail(location)
+        if detail is not None:
             rows = self.commits.history(location, OWNER_COMMITS).select("userMetadata").collect()
             written = [m for m in map(mvlog_metadata, (r["userMetadata"] for r in rows)) if m]
             return Occupant(delta=True, view=next((m["view"] for m in written if m.get("view")), None),
-                            mvlog=bool(written))
+                            mvlog=bool(written), detail=detail)
         try:  # any file, at any depth (Spark skips names starting with _ or .)
             listing = (self.spark.read.format("binaryFile").option("recursiveFileLookup", "true")
                        .load(location).select("path").limit(FOREIGN_FILES_SHOWN).collect())
@@ -250,10 +275,12 @@ class Warehouse:
         return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before,
                            version=int_or_none(commit.get("version")))
 
-    def feature_changes(self, location: str, change_feed: bool, deletion_vectors: bool) -> list[features.Change]:
+    def feature_changes(self, location: str, change_feed: bool, deletion_vectors: bool,
+                        detail: dict[str, Any] | None = None) -> list[features.Change]:
         """What would give the view's existing table the features asked for (and those its columns
-        need); nothing if it has them, or if there is no table yet (its first write sets them)."""
-        detail = self._detail(location)
+        need); nothing if it has them, or if there is no table yet (its first write sets them).
+        ``detail``: its properties and features if already read (:meth:`occupant`)."""
+        detail = detail or self._properties(location)
         if detail is None:
             return []
         columns = self._schema_columns(location)  # the table exists: no second DESCRIBE DETAIL
