@@ -35,7 +35,7 @@ DECLARE
     member    record;
     event     text;
     changed   integer := 0;
-    logical   boolean;  -- captured by logical decoding: no triggers on any member
+    logical   boolean;  -- captured by logical decoding: the TRUNCATE trigger alone on every member
 BEGIN
     SELECT l.log_name, format('mvlog.%I', l.log_name),
            (SELECT string_agg(quote_ident(k), ', ' ORDER BY o) FROM unnest(l.key_columns) WITH ORDINALITY AS u(k, o)),
@@ -58,7 +58,7 @@ BEGIN
                 EXECUTE format('INSERT INTO %s (%s, "dmltype$$", "old_new$$") SELECT %s, ''D'', ''O'' FROM %s',
                                log_table, keys, keys, member.partition_oid::regclass);
             END IF;
-            FOREACH event IN ARRAY ARRAY['insert', 'update', 'delete', 'truncate'] LOOP  -- (none if logical)
+            FOREACH event IN ARRAY ARRAY['insert', 'update', 'delete', 'truncate'] LOOP
                 EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', 'mvlog$' || event, member.partition_oid::regclass);
             END LOOP;
         END IF;
@@ -74,14 +74,21 @@ BEGIN
           AND (NOT EXISTS (SELECT FROM mvlog.log_partitions AS p WHERE p.partition_oid = t.relid)
                OR (SELECT count(*) FROM pg_trigger AS g
                    WHERE g.tgrelid = t.relid AND g.tgname IN ('mvlog$insert', 'mvlog$update', 'mvlog$delete',
-                                                              'mvlog$truncate')) <> CASE WHEN logical THEN 0 ELSE 4 END)
+                                                              'mvlog$truncate')) <> CASE WHEN logical THEN 1 ELSE 4 END
+               OR (logical AND NOT EXISTS (SELECT FROM pg_trigger AS g
+                                           WHERE g.tgrelid = t.relid AND g.tgname = 'mvlog$truncate')))
     LOOP
-        -- A logically captured table's partitions are published through their root: no triggers.
+        -- A logically captured table's partitions are published through their root, but a TRUNCATE
+        -- aimed at one is not published at all: the TRUNCATE trigger alone.
         EXECUTE format(
             'DROP TRIGGER IF EXISTS "mvlog$insert" ON %1$s; DROP TRIGGER IF EXISTS "mvlog$update" ON %1$s; '
             'DROP TRIGGER IF EXISTS "mvlog$delete" ON %1$s; DROP TRIGGER IF EXISTS "mvlog$truncate" ON %1$s',
             member.relid::regclass);
-        IF NOT logical THEN
+        IF logical THEN
+            EXECUTE format('CREATE TRIGGER "mvlog$truncate" AFTER TRUNCATE ON %1$s FOR EACH STATEMENT '
+                           'EXECUTE FUNCTION %2$s()', member.relid::regclass,
+                           format('mvlog.%I', log_name || '$truncate'));
+        ELSE
         EXECUTE format(
             'CREATE TRIGGER "mvlog$insert" AFTER INSERT ON %1$s REFERENCING NEW TABLE AS mvlog_new '
             'FOR EACH STATEMENT EXECUTE FUNCTION %2$s(); '

@@ -32,7 +32,8 @@ SELECT name, what FROM (
                WHERE g.tgrelid = t.relid
                  AND g.tgname IN ('mvlog$insert', 'mvlog$update', 'mvlog$delete', 'mvlog$truncate'))
               <> CASE WHEN (SELECT l.capture FROM mvlog.logs AS l WHERE l.table_oid = root) = 'logical'
-                      THEN 0 ELSE 4 END)
+                      THEN 1 ELSE 4 END  -- logical: the TRUNCATE trigger alone (log_truncate_trigger.sql)
+           OR NOT EXISTS (SELECT FROM pg_trigger AS g WHERE g.tgrelid = t.relid AND g.tgname = 'mvlog$truncate'))
     UNION ALL
     SELECT p.partition_name, 'is covered by its log but left the table'
     FROM mvlog.log_partitions AS p

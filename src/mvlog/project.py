@@ -172,7 +172,7 @@ class Project:
         if self.registrar.wants_logical():  # the slot first: it decodes what commits after it is made
             with self.source.transaction() as cur:
                 self.catalog.install(cur)
-            self.logs.decoding.ensure()
+            self.logs.decoding.ensure(self.config.source.capture_wait, self.progress)
         with self.source.transaction() as cur:
             self.registrar.register(cur, report)
         self.logs.settle_capture()

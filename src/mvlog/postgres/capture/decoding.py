@@ -30,6 +30,7 @@ from mvlog.model import MVLOG_SCHEMA, SENTINEL
 from mvlog.postgres.capture.batch import LogRows
 from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication, slot_name, unpublish
 from mvlog.postgres.capture.pgoutput import Decoder, lsn_text, lsn_value
+from mvlog.postgres.capture.slot import SLOT_WAIT, create_slot
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
@@ -93,13 +94,18 @@ class Decoding:
                                  "AND EXISTS (SELECT FROM mvlog.capture_state)")
         return bool(rows[0][0])
 
-    def ensure(self) -> None:
+    def ensure(self, timeout: float = SLOT_WAIT, report: Callable[[str], None] = lambda _: None) -> None:
         """Create the publication, the slot and the capture's state if missing (outside any
-        transaction: PostgreSQL creates a logical slot only in one that has written nothing)."""
+        transaction: PostgreSQL creates a logical slot only in one that has written nothing).
+        A slot creation held up by open transactions says what holds it (``report``) and gives
+        up after ``timeout`` seconds, taking back a publication it made (:mod:`.slot`)."""
         conn = self.source.connect()
+        made_publication = False
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
+                cur.execute("SELECT NOT EXISTS (SELECT FROM pg_publication WHERE pubname = %s)", (PUBLICATION,))
+                made_publication = bool(fetch_row(cur)[0])
                 ensure_publication(cur)
                 slot = slot_name(cur)
                 cur.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot,))
@@ -110,21 +116,25 @@ class Decoding:
                                 "ON CONFLICT (slot_name) DO NOTHING", (slot, PUBLICATION, slot))
                     return
                 cur.execute("SELECT EXISTS (SELECT FROM mvlog.capture_state WHERE slot_name = %s)", (slot,))
-                self._create_slot(cur, slot, lost=row is not None or bool(fetch_row(cur)[0]))
+                lost = row is not None or bool(fetch_row(cur)[0])
+                try:
+                    self._create_slot(cur, slot, lost, timeout, report)
+                except SourceError:
+                    if made_publication:  # nothing half made
+                        cur.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(PUBLICATION)))
+                    raise
         except psycopg2.Error as exc:
             raise self.source.error(exc) from None
         finally:
             conn.close()
 
-    @staticmethod
-    def _create_slot(cur: Cursor, slot: str, lost: bool) -> None:
+    def _create_slot(self, cur: Cursor, slot: str, lost: bool, timeout: float, report: Callable[[str], None]) -> None:
         """A new slot, and the state to go with it. Replacing a slot PostgreSQL invalidated (or
         one dropped under mvlog), the views of logically captured logs need a complete refresh:
         changes were not decoded."""
         cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
                     (slot,))
-        cur.execute("SELECT lsn FROM pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
-        start = fetch_row(cur)[0]
+        start = create_slot(self.source, slot, timeout, report)
         cur.execute("INSERT INTO mvlog.capture_state (slot_name, publication, written_lsn) VALUES (%s, %s, %s) "
                     "ON CONFLICT (slot_name) DO UPDATE SET written_lsn = excluded.written_lsn, "
                     "written_at = clock_timestamp()", (slot, PUBLICATION, start))
@@ -375,7 +385,7 @@ class Decoding:
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
-                self._create_slot(cur, slot, lost=True)
+                self._create_slot(cur, slot, True, SLOT_WAIT, lambda _: None)
         finally:
             conn.close()
 

@@ -1,16 +1,17 @@
-"""Capture by logical decoding (``capture: logical``): no trigger on the table. Its primary-key
-columns are published by mvlog's publication, and the capture step
+"""Capture by logical decoding (``capture: logical``): the table's primary-key columns are
+published by mvlog's publication, and the capture step
 (:class:`~mvlog.postgres.capture.decoding.Decoding`) decodes the database's replication slot and
-writes the keys into the same log.
+writes the keys into the same log. The one trigger left is on TRUNCATE (on the table and its
+partitions): a TRUNCATE aimed at a partition is not published through the partition root.
 """
 
 from __future__ import annotations
 
 from psycopg2 import sql
 
-from mvlog.model import LogInfo, TableInfo
+from mvlog.model import MVLOG_SCHEMA, LogInfo, TableInfo
 from mvlog.postgres.capture import Capture
-from mvlog.postgres.capture.triggers import TriggerCapture
+from mvlog.postgres.capture.triggers import TriggerCapture, drop_triggers
 from mvlog.postgres.source import Cursor, fetch_row, table_identifier
 
 PUBLICATION = "mvlog"
@@ -46,7 +47,7 @@ def unpublish(cur: Cursor, schema: str, name: str) -> None:
 
 
 class LogicalCapture(Capture):
-    """The table's primary key in mvlog's publication; its triggers off."""
+    """The table's primary key in mvlog's publication; of its triggers only the TRUNCATE one."""
 
     kind = "logical"
 
@@ -63,15 +64,17 @@ class LogicalCapture(Capture):
                 sql.SQL(", ").join(sql.Identifier(k) for k in keys)))
         # In the same transaction: a writer waits for it (DROP TRIGGER locks the table against
         # writes), so each write is logged by the triggers before, or decoded after, never neither.
-        TriggerCapture().remove(cur, log)
+        drop_triggers(cur, table_identifier(table), ("insert", "update", "delete"))
+        for event in ("insert", "update", "delete"):
+            cur.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(
+                sql.Identifier(MVLOG_SCHEMA, f"{log.log_name}${event}")))
+        TriggerCapture().install_truncate(cur, table, log)
 
     def current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:
         columns = published_columns(cur, table.schema, table.name)
         if columns is None or sorted(columns) != sorted(c.name for c in table.key):
             return False
-        cur.execute("SELECT NOT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = %s AND tgname LIKE 'mvlog$%%')",
-                    (table.oid,))
-        return bool(fetch_row(cur)[0])
+        return TriggerCapture().truncate_current(cur, table, log)
 
     def remove(self, cur: Cursor, log: LogInfo) -> None:
         cur.execute("SELECT to_regclass(%s)::oid = %s",

@@ -32,9 +32,10 @@ def trigger_bodies() -> dict[str, str]:
     return {name: "\n".join(lines).strip() + "\n" for name, lines in sections.items()}
 
 
-def drop_triggers(cur: Cursor, table: sql.Composable) -> None:
-    """Take mvlog's four log triggers off ``table`` (a quoted name), if it has them."""
-    for event in EVENTS:
+def drop_triggers(cur: Cursor, table: sql.Composable, events: tuple[str, ...] = EVENTS) -> None:
+    """Take mvlog's log triggers (of ``events``: all four by default) off ``table`` (a quoted name),
+    if it has them."""
+    for event in events:
         cur.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(f"mvlog${event}"), table))
 
 
@@ -48,11 +49,27 @@ class TriggerCapture(Capture):
 
     def current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:
         """Its four triggers and their functions are as rendered now."""
-        cur.execute("SELECT count(*) = 4 FROM pg_trigger t WHERE t.tgrelid = %s AND t.tgname LIKE 'mvlog$%%'",
-                    (table.oid,))
-        if not fetch_row(cur)[0]:
+        return self._current(cur, table, log, EVENTS)
+
+    def install_truncate(self, cur: Cursor, table: TableInfo, log: LogInfo) -> None:
+        """The TRUNCATE trigger alone (``sql/log_truncate_trigger.sql``): what a log captured by
+        logical decoding keeps, since a TRUNCATE aimed at a partition is not published."""
+        body = self._trigger_bodies(cur, table, log)["truncate"]
+        cur.execute(sql.SQL(read_sql("log_truncate_trigger.sql")).format(
+            table=table_identifier(table), fn_truncate=sql.Identifier(MVLOG_SCHEMA, f"{log.log_name}$truncate"),
+            body_truncate=sql.Literal(body)))
+
+    def truncate_current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:
+        """The TRUNCATE trigger and its function alone are on the table, as rendered now."""
+        return self._current(cur, table, log, ("truncate",))
+
+    def _current(self, cur: Cursor, table: TableInfo, log: LogInfo, events: tuple[str, ...]) -> bool:
+        cur.execute("SELECT array_agg(t.tgname::text ORDER BY t.tgname) FROM pg_trigger t "
+                    "WHERE t.tgrelid = %s AND t.tgname LIKE 'mvlog$%%'", (table.oid,))
+        if sorted(fetch_row(cur)[0] or ()) != sorted(f"mvlog${event}" for event in events):
             return False
-        expected = {f"{log.log_name}${name}": body for name, body in self._trigger_bodies(cur, table, log).items()}
+        expected = {f"{log.log_name}${name}": body for name, body in self._trigger_bodies(cur, table, log).items()
+                    if name in events}
         cur.execute(
             "SELECT proname, prosrc, proconfig FROM pg_proc "
             "WHERE pronamespace = 'mvlog'::regnamespace AND proname = ANY(%s)",
