@@ -35,7 +35,10 @@ from pathlib import Path
 import psycopg2
 import yaml
 
-from mvlog.postgres.pgtemp import TempPostgres, free_port
+sys.path.insert(0, str(Path(__file__).parent))
+from tpch import mvlog  # noqa: E402
+
+from mvlog.postgres.pgtemp import TempPostgres, free_port  # noqa: E402
 
 TICKS = 6  # scheduler looks measured per mode
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -69,16 +72,6 @@ def change(dsn: str, tables: list[int], rows: int, percent: float, round_: int) 
         for i in tables:
             cur.execute(f"UPDATE t{i:02d} SET b = b + 1, g = (g + %s) %% 100 WHERE id %% %s = %s",
                         (round_, step, round_ % step))
-
-
-def mvlog(config: Path, *args: str) -> tuple[float, subprocess.CompletedProcess]:
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "mvlog", "-q", "-c", str(config), *args],
-                          capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"mvlog {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return seconds, done
 
 
 def tree_cpu(pid: int) -> float:
@@ -215,7 +208,7 @@ def measure(args: argparse.Namespace, config: Path, document: dict, dsn: str
     seconds, _ = mvlog(config, "refresh")
     timings.append((f"refresh, {args.changed_percent:g} % of every table changed", seconds))
     _, verified = mvlog(config, "verify", "--json")
-    wrong = [v for v in json.loads(verified.stdout) if v["status"] != "ok"]
+    wrong = [v for v in json.loads(verified) if v["status"] != "ok"]
     assert not wrong, wrong
     seconds, _ = mvlog(config, "refresh", "--complete")
     complete = seconds
