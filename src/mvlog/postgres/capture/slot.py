@@ -84,12 +84,13 @@ def create_slot(source: Source, slot: str, timeout: float, report: Callable[[str
             worker.join(WATCH_INTERVAL)
             if not worker.is_alive():
                 break
-            blockers = source.query(BLOCKERS_SQL, (creator_pid,))
-            new = [b for b in blockers if b[0] not in said]
+            found = source.query(BLOCKERS_SQL, (creator_pid,))
+            blockers = found or blockers  # the last ones seen: the creation may just have been cancelled
+            new = [b for b in found if b[0] not in said]
             if new:
                 said.update(b[0] for b in new)
                 report(f"creating the replication slot waits for open transactions to end: "
-                       f"{'; '.join(describe_blocker(b) for b in blockers)} "
+                       f"{'; '.join(describe_blocker(b) for b in found)} "
                        f"(PostgreSQL makes a logical slot only when no older transaction of the cluster "
                        f"holds an xid; giving up after {timeout:g} s, source.capture_wait)")
         error = result.get("error")
