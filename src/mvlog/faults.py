@@ -1,7 +1,9 @@
 """Fault points for crash and overlap testing: ``MVLOG_FAULT=<point>`` SIGKILLs the process when
 it gets there; ``MVLOG_PAUSE=<point>:<seconds>`` sleeps there (holding whatever it holds).
 
-Points, in refresh order: ``before_stamp`` (view locked, nothing stamped), ``after_snapshot``
+Points, in refresh order: ``before_stamp`` (view locked, nothing stamped), ``before_snapshot``
+(the stamp's locks held and its capture pass done, its snapshot not taken: a transaction
+committing here is in it, its decoded rows late), ``after_snapshot``
 (the stamp's snapshot taken, nothing stamped: a transaction committing here is not in it), ``after_stamp``
 (log rows stamped, nothing read), ``after_read`` (rows read from PostgreSQL, Delta untouched),
 ``during_merge`` (half a second into the Delta MERGE), ``after_delta_commit`` (Delta
@@ -17,8 +19,8 @@ import signal
 import threading
 import time
 
-POINTS = ("before_stamp", "after_snapshot", "after_stamp", "after_read", "during_merge", "after_delta_commit",
-          "after_record", "capture_batch")
+POINTS = ("before_stamp", "before_snapshot", "after_snapshot", "after_stamp", "after_read", "during_merge",
+          "after_delta_commit", "after_record", "capture_batch")
 
 
 def checkpoint(point: str) -> None:

@@ -42,6 +42,10 @@ class LateRows:
     def __bool__(self) -> bool:
         return bool(self.rows)
 
+    def __len__(self) -> int:
+        """How many late rows, over every log."""
+        return sum(len(rows) for _, rows in self.rows.values())
+
     def resolve(self, statement: str) -> str:
         """``statement`` with each log that has late rows read as the log plus them."""
         names = [name for name in self.rows if name in statement]

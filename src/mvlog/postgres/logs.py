@@ -18,7 +18,7 @@ import psycopg2
 import psycopg2.extensions
 from psycopg2 import sql
 
-from mvlog.errors import ConfigError
+from mvlog.errors import ConfigError, SourceError
 from mvlog.faults import checkpoint
 from mvlog.model import (
     MVLOG_SCHEMA,
@@ -48,6 +48,10 @@ from mvlog.postgres.windows import UNCOVERED_PARTITION, Pending, StampedSnapshot
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of the advisory locks that serialize stamping a log
 CAPTURES: dict[str, Capture] = {"trigger": TriggerCapture(), "logical": LogicalCapture()}
 CAPTURE_WAIT = 60.0  # seconds a refresh waits for the logical capture to reach its snapshot
+# Rows of a stamp's window that its snapshot cannot see (written by the capture after it), above
+# which the stamp is taken again (they are read as literals in every statement of the refresh).
+LATE_ROWS_MAX = 1_000
+STAMP_ATTEMPTS = 3
 
 
 class Logs:
@@ -205,10 +209,33 @@ class Logs:
 
         A log captured by logical decoding gets its rows after their transactions commit, so
         also after the snapshot: :meth:`_decoded_rows` waits for the capture to pass the
-        snapshot and stamps exactly the rows of the transactions it sees.
+        snapshot and stamps exactly the rows of the transactions it sees. The rows it writes
+        after the snapshot are read as literals (:mod:`mvlog.postgres.late`); above
+        LATE_ROWS_MAX of them the stamp is taken again (its rows stay stamped: a later S's
+        window holds them), and after STAMP_ATTEMPTS the refresh fails in one sentence.
         """
-        source = self.source
         ordered = sorted(logs, key=lambda log: log.table_oid)
+        for attempt in range(1, STAMP_ATTEMPTS + 1):
+            holder, stamp, snapshot, late = self._stamp_once(ordered, capture_wait)
+            if len(late) <= LATE_ROWS_MAX:
+                break
+            holder.close()  # its rows stay stamped: the next stamp's window holds them, and sees them
+            if attempt == STAMP_ATTEMPTS:
+                raise SourceError(f"the logical capture wrote more than {LATE_ROWS_MAX:,} rows after each of "
+                                  f"{STAMP_ATTEMPTS} stamps' snapshots (a busy writer keeps ahead of it); nothing "
+                                  f"was refreshed — run the refresh again, or run 'mvlog capture' beside it")
+        try:
+            yield StampedSnapshot(stamp, snapshot, holder, self.source, late)
+        except psycopg2.Error as exc:
+            raise self.source.error(exc) from None
+        finally:
+            holder.close()
+
+    def _stamp_once(self, ordered: Sequence[LogInfo], capture_wait: float
+                    ) -> tuple[psycopg2.extensions.connection, datetime, str, LateRows]:
+        """One stamp of :meth:`stamp`: the connection holding its snapshot, S, the snapshot, and
+        the rows of transactions S sees that the capture wrote after S (its late rows)."""
+        source = self.source
         names = [log.log_name for log in ordered]
         holder = source.connect()
         try:
@@ -220,6 +247,7 @@ class Logs:
                     lock_stamping(cur, ordered)
                 if any(log.capture != "trigger" for log in ordered):
                     self.decoding.catch_up()  # now, so that few rows arrive after the snapshot
+                checkpoint("before_snapshot")
                 stamper.autocommit = False
                 stamper.set_session(isolation_level="REPEATABLE READ")
                 with stamper.cursor() as cur, holder.cursor() as held:
@@ -254,11 +282,14 @@ class Logs:
             with source.transaction() as cur:
                 for log in ordered:
                     cur.execute("SELECT mvlog.analyze(%s::regclass)", (log_identifier(log).as_string(cur),))
-            yield StampedSnapshot(stamp, snapshot, holder, source, late)
+            return holder, stamp, snapshot, late
         except psycopg2.Error as exc:
-            raise source.error(exc) from None
-        finally:
             holder.close()
+            raise source.error(exc) from None
+        except BaseException:
+            holder.close()
+            raise
+
 
     def unseen(self, at_snapshot: Cursor, logs: Sequence[LogInfo], wait: float = CAPTURE_WAIT) -> LateRows:
         """The unstamped rows of ``logs`` that the snapshot of ``at_snapshot`` cannot see, of
