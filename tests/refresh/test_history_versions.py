@@ -61,9 +61,10 @@ def test_history_records_versions_and_views_read_as_of_a_source_time(project, db
         db.execute("INSERT INTO acct VALUES (%s, 'r9', 250)", (100 + i,))
         expected = {v: source_rows(db, v) for v in QUERIES}
         states.append(({v: r.snaptime for v, r in refresh_ok(project).items()}, expected))
-    # A refresh with nothing to write keeps the version before it.
+    # A refresh with nothing to write keeps the version before it, and its stamp (recorded fresh).
     quiet = {v: r.snaptime for v, r in refresh_ok(project).items()}
     assert quiet["accts"] == quiet["by_region"] != quiet["rich"]  # a group shares its stamp
+    assert quiet == states[-1][0]
 
     for view in QUERIES:
         history = project.history(view, 10)
@@ -77,7 +78,7 @@ def test_history_records_versions_and_views_read_as_of_a_source_time(project, db
     for view in QUERIES:
         for n, (stamps, expected) in enumerate(states):
             stamp = stamps[view]
-            following = states[n + 1][0][view] if n + 1 < len(states) else quiet[view]
+            following = states[n + 1][0][view] if n + 1 < len(states) else quiet[view] + timedelta(seconds=1)
             for at in (stamp, stamp + timedelta(microseconds=1), following - timedelta(microseconds=1)):
                 version, reflected = mvn.version_as_of(view, at, config_path=config_path)
                 assert reflected == stamp, (view, n, at)

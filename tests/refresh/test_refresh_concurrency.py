@@ -66,7 +66,7 @@ def test_independent_units_refresh_at_once_and_stay_separate(db, make_project, m
     monkeypatch.setattr(mvlog.refresh, "checkpoint", meet_after_stamp)
     results = project.refresh()
     assert [r.view for r in results] == [v["name"] for v in VIEWS]
-    assert [(r.error, r.method.value) for r in results] == [(None, "fast")] * 4
+    assert [(r.error, str(r.method)) for r in results] == [(None, "fast")] * 4
     assert met == [True, True, True]
     group = [r for r in results if r.view.startswith("branch_")]
     assert group[0].snaptime == group[1].snaptime  # the group still shares one stamp

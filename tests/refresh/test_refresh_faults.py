@@ -79,7 +79,7 @@ def test_sigkill_at_every_point_then_refresh_converges(db, tmp_path, connect_eng
                                                                  "after_stamp")), point
             results = project.refresh()
             assert [r.error for r in results] == [None] * len(VIEWS), (point, results)
-            assert {r.method for r in results} == {"fast"}, point
+            assert {r.method for r in results} <= {"fast", "fresh"}, point
             assert_views_match(project, VIEWS)
             assert db.execute("SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0] == 0
             # Every log row was consumed by every view, and purged.

@@ -143,7 +143,7 @@ def random_dml_then_refresh(project, db, ops) -> None:
                 if op[0] == "refresh":
                     conn.commit()
                     results = refresh_ok(project)
-                    assert {r.method for r in results.values()} == {"fast"}
+                    assert {r.method for r in results.values()} <= {"fast", "fresh"}
                     check_all(project)
                 elif op[0] == "txn":
                     for inner in op[1]:
@@ -156,7 +156,7 @@ def random_dml_then_refresh(project, db, ops) -> None:
     finally:
         conn.close()
     results = refresh_ok(project)
-    assert {r.method for r in results.values()} == {"fast"}
+    assert {r.method for r in results.values()} <= {"fast", "fresh"}
     check_all(project)
 
 
@@ -276,7 +276,7 @@ def test_force_refreshes_completely_when_the_window_changed_much_of_a_table(db, 
     project = make_project(["items"], views)
     project.apply()
     db.execute("UPDATE items SET qty = qty + 1 WHERE id <= 9")  # 9 % of the rows: still fast
-    assert {r.method for r in refresh_ok(project).values()} == {"fast"}
+    assert {r.method for r in refresh_ok(project).values()} <= {"fast", "fresh"}
     db.execute("UPDATE items SET grp = 1, label = 'moved' WHERE id > 80")  # 20 %
     results = refresh_ok(project)
     assert results["v_force"].method == "complete" and "20% of public.items" in results["v_force"].reason

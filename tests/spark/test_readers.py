@@ -112,7 +112,7 @@ def test_every_view_class_is_read_exactly_by_readers_without_spark(db, make_proj
 
     db.execute(DML)
     results = refresh_ok(project)
-    assert {r.method for r in results.values()} == {"fast"}, {v: r.method for v, r in results.items()}
+    assert {r.method for r in results.values()} <= {"fast", "fresh"}, {v: r.method for v, r in results.items()}
     assert_views_match(project, VIEWS)
     for view in VIEWS:
         path = project.config.view_location(view["name"])
