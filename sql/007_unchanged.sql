@@ -8,8 +8,9 @@
 -- tables) began. DDL logged after it may change what the view means: such a view is not
 -- "unchanged" until a refresh has checked it again. NULL: never checked (not skipped).
 ALTER TABLE mvlog.views ADD COLUMN IF NOT EXISTS checked_at timestamptz;
--- The query reads the clock or random numbers (now(), random(), ...): its result changes while its
--- tables do not, so it is never skipped as unchanged. NULL until apply registers the view again.
+-- The query reads the clock or random numbers (now(), random(), ...), or a PostgreSQL view (whose
+-- CREATE OR REPLACE no log records): its result can change while its logs hold nothing, so it is
+-- never skipped as unchanged. NULL until apply registers the view again.
 ALTER TABLE mvlog.views ADD COLUMN IF NOT EXISTS volatile boolean;
 
 -- A member of the partition tree (or inheritance tree) of logged table `root` that its log does not

@@ -46,7 +46,7 @@ class ViewCheck:
     signature: str
     key_changed: tuple[str, ...]
     columns: tuple[str, ...]  # the columns a complete refresh writes (the query's and hidden keys)
-    volatile: bool = False  # the query reads the clock or random numbers (see restrictions.reads_volatile)
+    volatile: bool = False  # it reads the clock or random numbers (restrictions.reads_volatile), or a PostgreSQL view
 
 
 @dataclass
@@ -158,8 +158,10 @@ class Registrar:
                 shape = downgrade(shape, query, f"mvlog cannot key this view for fast refresh: {exc}")
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
             raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
+        # Its result can change with nothing in its logs: it reads the clock, or a PostgreSQL view
+        # (a CREATE OR REPLACE VIEW logs nothing a refresh could find without checking the view).
         return ViewCheck(shape, expansion.signature(described), tuple(key_changed), written,
-                         reads_volatile(analysis.tree))
+                         reads_volatile(analysis.tree) or bool(expansion.pg_views))
 
     def _exact(self, cur: Cursor, shape: ViewShape) -> ViewShape:
         """``shape``, its groups recomputed if it keeps sums of floating-point inputs by deltas

@@ -136,6 +136,7 @@ def test_transactions_committing_after_the_snapshot_are_the_next_refreshs(bank, 
     them, so this refresh leaves them (the sum stays exact) and the next applies them. A stamp
     that ignored visibility would consume their keys at a snapshot without their changes, and
     lose them for good (checked: this test fails then)."""
+    db.execute("UPDATE accounts SET balance = balance WHERE id = 60")  # a change: the refresh stamps (not fresh)
     monkeypatch.setenv("MVLOG_PAUSE", "after_snapshot:1.5")
     refreshing = threading.Thread(target=lambda: refresh_ok(bank, ["balances"]))  # one unit: one snapshot
     refreshing.start()
