@@ -93,6 +93,7 @@ def test_a_view_another_session_is_refreshing_is_waited_for_then_skipped(db, mak
     db.execute(SCHEMA)
     project = make_project(["customers", "orders"], VIEWS[:1])
     project.apply()
+    change(db, 1)  # something to apply: a view with nothing would be recorded fresh, without its lock
     holder = db.connect(autocommit=True)
     with holder.cursor() as cur:  # what a running refresh holds
         cur.execute("SELECT pg_backend_pid()")
