@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from psycopg2 import sql
 
-from mvlog.model import MVLOG_SCHEMA, LogInfo, TableInfo
+from mvlog.model import LogInfo, TableInfo
 from mvlog.postgres.capture import Capture
-from mvlog.postgres.capture.triggers import TriggerCapture, drop_triggers
+from mvlog.postgres.capture.triggers import TriggerCapture
 from mvlog.postgres.source import Cursor, fetch_row, table_identifier
 
 PUBLICATION = "mvlog"
@@ -64,10 +64,6 @@ class LogicalCapture(Capture):
                 sql.SQL(", ").join(sql.Identifier(k) for k in keys)))
         # In the same transaction: a writer waits for it (DROP TRIGGER locks the table against
         # writes), so each write is logged by the triggers before, or decoded after, never neither.
-        drop_triggers(cur, table_identifier(table), ("insert", "update", "delete"))
-        for event in ("insert", "update", "delete"):
-            cur.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(
-                sql.Identifier(MVLOG_SCHEMA, f"{log.log_name}${event}")))
         TriggerCapture().install_truncate(cur, table, log)
 
     def current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:

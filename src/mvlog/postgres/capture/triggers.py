@@ -39,6 +39,13 @@ def drop_triggers(cur: Cursor, table: sql.Composable, events: tuple[str, ...] = 
         cur.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(f"mvlog${event}"), table))
 
 
+def _drop_functions(cur: Cursor, log: LogInfo, events: tuple[str, ...]) -> None:
+    """Drop the log's trigger functions of ``events``, if they exist."""
+    for event in events:
+        cur.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(
+            sql.Identifier(MVLOG_SCHEMA, f"{log.log_name}${event}")))
+
+
 class TriggerCapture(Capture):
     """The log's triggers on its table (and on every member of a partitioned table)."""
 
@@ -52,8 +59,12 @@ class TriggerCapture(Capture):
         return self._current(cur, table, log, EVENTS)
 
     def install_truncate(self, cur: Cursor, table: TableInfo, log: LogInfo) -> None:
-        """The TRUNCATE trigger alone (``sql/log_truncate_trigger.sql``): what a log captured by
-        logical decoding keeps, since a TRUNCATE aimed at a partition is not published."""
+        """The TRUNCATE trigger alone (``sql/log_truncate_trigger.sql``), the others and their
+        functions off: what a log captured by logical decoding keeps, since a TRUNCATE aimed at a
+        partition is not published."""
+        dml = ("insert", "update", "delete")
+        drop_triggers(cur, table_identifier(table), dml)
+        _drop_functions(cur, log, dml)
         body = self._trigger_bodies(cur, table, log)["truncate"]
         cur.execute(sql.SQL(read_sql("log_truncate_trigger.sql")).format(
             table=table_identifier(table), fn_truncate=sql.Identifier(MVLOG_SCHEMA, f"{log.log_name}$truncate"),
@@ -89,9 +100,7 @@ class TriggerCapture(Capture):
                     "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE p.table_oid = %s", (log.table_oid,))
         for schema, name in cur.fetchall():
             drop_triggers(cur, sql.Identifier(schema, name))
-        for event in EVENTS:
-            cur.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(
-                sql.Identifier(MVLOG_SCHEMA, f"{log.log_name}${event}")))
+        _drop_functions(cur, log, EVENTS)
 
     def _trigger_bodies(self, cur: Cursor, table: TableInfo, log: LogInfo) -> dict[str, str]:
         """The rendered PL/pgSQL bodies of the log's trigger functions, by event."""
