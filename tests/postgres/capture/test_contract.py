@@ -1,0 +1,224 @@
+"""The capture contract, over every capture kind, without Spark (#48).
+
+What a refresh relies on, whoever fills the logs: a stamp S taken at a snapshot gives, for a
+consumer at the previous stamp, a window that holds every key changed by the transactions S sees
+and the previous stamp did not (none missing), and no key that no committed transaction
+touched (none invented; a key logged twice, or early, only re-reads that key at S). A
+TRUNCATE that S sees is reported (the refresh goes complete). A transaction that commits while
+the stamp is being taken belongs to this window or to the next, never to neither.
+
+Hypothesis draws the writes: inserts, updates, primary-key updates (across partitions too),
+deletes, TRUNCATEs of a table or of one partition, multi-statement and rolled-back
+transactions, and a transaction that commits at a random moment during a stamp. The examples
+are random, so they differ between runs (``derandomize=False``); a failure prints its seed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mvlog.postgres.capture import CAPTURE_KINDS
+from mvlog.postgres.capture.decoding import Decoding
+from mvlog.sql.changes import changed_keys_sql
+from mvlog.sql.sqltree import DIALECT
+from tests.conftest import examples
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = """
+CREATE TABLE t (id int PRIMARY KEY, v int);
+CREATE TABLE p (id int PRIMARY KEY, v int) PARTITION BY RANGE (id);
+CREATE TABLE p_lo PARTITION OF p FOR VALUES FROM (MINVALUE) TO (7);
+CREATE TABLE p_hi PARTITION OF p DEFAULT;
+"""
+TABLES = ("t", "p")
+KEYS = st.integers(1, 12)  # the writer's keys; a racing transaction's are 100..107: no lock waits between them
+RACING_KEYS = st.integers(100, 107)
+
+
+def writes(keys: st.SearchStrategy[int], truncate: bool) -> st.SearchStrategy[tuple]:
+    table = st.sampled_from(TABLES)
+    kinds = [
+        st.tuples(st.just("insert"), table, keys, st.integers(0, 9)),
+        st.tuples(st.just("update"), table, keys, st.integers(0, 9)),
+        st.tuples(st.just("rekey"), table, keys, keys),
+        st.tuples(st.just("delete"), table, keys),
+    ]
+    if truncate:
+        kinds.append(st.tuples(st.just("truncate"), st.sampled_from(["t", "p", "p_lo"])))
+    return st.one_of(*kinds)
+
+
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("txn"), st.lists(writes(KEYS, truncate=False), min_size=1, max_size=4), st.booleans()),
+        st.tuples(st.just("txn"), st.lists(writes(KEYS, truncate=True), min_size=1, max_size=2), st.just(True)),
+        st.tuples(st.just("stamp"), st.lists(writes(RACING_KEYS, truncate=False), max_size=3),
+                  st.floats(0, 0.15)),
+    ),
+    min_size=3, max_size=12,
+)
+
+
+@dataclass
+class Txn:
+    """A committed transaction: its xid, the keys it touched and the tables it truncated."""
+
+    xid: str
+    keys: dict[str, set[int]] = field(default_factory=dict)
+    truncated: set[str] = field(default_factory=set)
+
+
+def run_write(cur, op: tuple, txn: Txn) -> None:
+    """Run one write, and note in ``txn`` what it touched (from RETURNING: no model of the rows)."""
+    kind, table = op[0], op[1]
+    if kind == "truncate":
+        cur.execute(f"TRUNCATE {table}")
+        txn.truncated.add("p" if table.startswith("p") else table)
+        return
+    if kind == "insert":
+        cur.execute(f"INSERT INTO {table} VALUES (%s, %s) ON CONFLICT (id) DO NOTHING RETURNING id", (op[2], op[3]))
+    elif kind == "update":
+        cur.execute(f"UPDATE {table} SET v = %s WHERE id = %s RETURNING id", (op[3], op[2]))
+    elif kind == "rekey":
+        cur.execute(f"UPDATE {table} SET id = %s WHERE id = %s AND NOT EXISTS (SELECT FROM {table} WHERE id = %s) "
+                    f"RETURNING id", (op[3], op[2], op[3]))
+        if cur.fetchall():
+            txn.keys.setdefault(table, set()).update({op[2], op[3]})
+        return
+    else:
+        cur.execute(f"DELETE FROM {table} WHERE id = %s RETURNING id", (op[2],))
+    txn.keys.setdefault(table, set()).update(row[0] for row in cur.fetchall())
+
+
+def xid_of(cur) -> str:
+    cur.execute("SELECT pg_current_xact_id()::text")
+    return cur.fetchone()[0]
+
+
+@pytest.fixture(params=[*CAPTURE_KINDS, "logical+capture"])
+def captured(request, db, make_project):
+    """A project whose two tables (one partitioned) are captured by the kind under test, and its
+    logs; ``logical+capture``: with a capture running beside, writing while stamps are taken."""
+    kind, _, beside = request.param.partition("+")
+    db.execute(SCHEMA)
+    project = make_project([{"table": t, "capture": kind} for t in TABLES], [])
+    project.apply()
+    logs = {log.table_name: log for log in project.logs.registered().values()}
+    if not beside:
+        yield project, logs
+        return
+    stop = threading.Event()
+    capture = threading.Thread(target=lambda: list(Decoding(project.source).run(interval=0.005, stop=stop.is_set)))
+    capture.start()
+    try:
+        yield project, logs
+    finally:
+        stop.set()
+        capture.join()
+
+
+class Contract:
+    """Runs the drawn steps, stamping as told, and checks each stamp's windows against what committed."""
+
+    def __init__(self, project, db, logs):
+        self.project, self.db, self.logs = project, db, logs
+        self.unseen: list[Txn] = []  # committed, not visible to any stamp yet
+        self.touched: dict[str, set[int]] = {t: set() for t in TABLES}  # by any committed transaction
+        self.after = None
+        self.after = self.stamp([])[0]  # a baseline: what earlier examples left is windowed here
+
+    def run(self, steps) -> None:
+        conn = self.db.connect()
+        try:
+            for step in steps:
+                if step[0] == "txn":
+                    self.transaction(conn, step[1], commit=step[2])
+                else:
+                    self.check(step[1], step[2])
+            self.check([], 0.0)
+            self.check([], 0.0)  # a racing transaction of the last stamp may be visible only now
+            assert not self.unseen, "a committed transaction was seen by no stamp"
+        finally:
+            conn.close()
+
+    def transaction(self, conn, ops, commit: bool) -> None:
+        with conn.cursor() as cur:
+            txn = Txn(xid_of(cur))
+            for op in ops:
+                run_write(cur, op, txn)
+        if commit:
+            conn.commit()
+            self.committed(txn)
+        else:
+            conn.rollback()
+
+    def committed(self, txn: Txn) -> None:
+        self.unseen.append(txn)
+        for table, keys in txn.keys.items():
+            self.touched[table] |= keys
+
+    def check(self, racing_ops, delay: float) -> None:
+        """A stamp while a transaction (``racing_ops``) commits ``delay`` seconds after it starts;
+        its windows against the transactions the stamp's snapshot sees."""
+        racer = None
+        if racing_ops:
+            conn = self.db.connect()
+            with conn.cursor() as cur:
+                txn = Txn(xid_of(cur))
+                for op in racing_ops:
+                    run_write(cur, op, txn)
+
+            def commit() -> None:
+                time.sleep(delay)
+                conn.commit()
+                conn.close()
+            racer = threading.Thread(target=commit)
+            racer.start()
+        try:
+            stamp, windows, replaced, visible = self.stamp([t.xid for t in self.unseen] + ([txn.xid] if racer else []))
+        finally:
+            if racer:
+                racer.join()
+                self.committed(txn)
+        seen = [t for t in self.unseen if visible[t.xid]]
+        self.unseen = [t for t in self.unseen if not visible[t.xid]]
+        for table in TABLES:
+            truncated = any(table in t.truncated for t in seen)
+            if truncated:
+                assert replaced[table], f"{table}: a TRUNCATE the stamp sees is not reported"
+            elif not any(table in t.truncated for t in self.unseen):
+                assert not replaced[table], f"{table}: reported replaced, and nothing truncated it"
+            if not truncated:
+                want = set().union(*(t.keys.get(table, set()) for t in seen))
+                assert want <= windows[table], f"{table}: keys missing from the window: {want - windows[table]}"
+            invented = windows[table] - self.touched[table]
+            assert not invented, f"{table}: keys in the window that no committed transaction touched: {invented}"
+        self.after = stamp
+
+    def stamp(self, xids: list[str]):
+        """Stamp both logs; each log's window for a consumer at the last stamp, whether it reports a
+        TRUNCATE, and which of ``xids`` the stamp's snapshot sees."""
+        after = self.after
+        logs = list(self.logs.values())
+        with self.project.logs.stamp(logs) as stamped:
+            windows = {table: {row[0] for row in stamped.query(changed_keys_sql(log, after).sql(dialect=DIALECT))}
+                       for table, log in self.logs.items()}
+            replaced = {table: stamped.replaced_since(log, after) is not None for table, log in self.logs.items()}
+            visible = {xid: bool(stamped.query("SELECT pg_visible_in_snapshot(%s::xid8, pg_current_snapshot())",
+                                               (xid,))[0][0]) for xid in xids}
+            return stamped.time, windows, replaced, visible
+
+
+@settings(max_examples=examples(15), derandomize=False, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(steps=STEPS)
+def test_every_committed_change_is_in_the_window_of_the_stamp_that_sees_it(captured, db, steps):
+    project, logs = captured
+    Contract(project, db, logs).run(steps)
