@@ -246,7 +246,7 @@ class Refresher:
                 logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
                 self.catalog.close_interrupted(names)
                 checkpoint("before_stamp")
-                with self.logs.stamp(logs, self.config.source.capture_wait) as stamped:
+                with self.logs.stamp(logs, self.config.source.capture_wait, self.progress) as stamped:
                     checkpoint("after_stamp")
                     prepared = time.monotonic()
                     results = [self._refresh_one(p, stamped, started[p.view.name],
@@ -271,7 +271,7 @@ class Refresher:
             return []
         try:
             if self.logs.decoding.exists():
-                self.logs.decoding.reach_now(self.config.source.capture_wait)
+                self.logs.decoding.reach_now(self.config.source.capture_wait, self.progress)
             found = self.catalog.unchanged_views([v.name for v in candidates])
         except MvlogError:
             return []  # the refresh proper meets the problem and says what it is

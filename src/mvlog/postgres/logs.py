@@ -194,7 +194,8 @@ class Logs:
     # -- stamping, windows, purging --------------------------------------------------------
 
     @contextlib.contextmanager
-    def stamp(self, logs: Sequence[LogInfo], capture_wait: float = CAPTURE_WAIT) -> Iterator[StampedSnapshot]:
+    def stamp(self, logs: Sequence[LogInfo], capture_wait: float = CAPTURE_WAIT,
+              report: Callable[[str], None] = lambda _: None) -> Iterator[StampedSnapshot]:
         """Stamp every sentinel row of these logs with one new S, and hold the snapshot the stamp saw.
 
         The refresh reads everything at that snapshot, so it sees the base tables exactly as
@@ -216,7 +217,7 @@ class Logs:
         """
         ordered = sorted(logs, key=lambda log: log.table_oid)
         for attempt in range(1, STAMP_ATTEMPTS + 1):
-            holder, stamp, snapshot, late = self._stamp_once(ordered, capture_wait)
+            holder, stamp, snapshot, late = self._stamp_once(ordered, capture_wait, report)
             if len(late) <= LATE_ROWS_MAX:
                 break
             holder.close()  # its rows stay stamped: the next stamp's window holds them, and sees them
@@ -231,7 +232,7 @@ class Logs:
         finally:
             holder.close()
 
-    def _stamp_once(self, ordered: Sequence[LogInfo], capture_wait: float
+    def _stamp_once(self, ordered: Sequence[LogInfo], capture_wait: float, report: Callable[[str], None]
                     ) -> tuple[psycopg2.extensions.connection, datetime, str, LateRows]:
         """One stamp of :meth:`stamp`: the connection holding its snapshot, S, the snapshot, and
         the rows of transactions S sees that the capture wrote after S (its late rows)."""
@@ -264,7 +265,7 @@ class Logs:
                     stamp, decoded = fetch_row(cur)
                     late = LateRows(stamp)
                     if decoded:
-                        late = self._decoded_rows(cur, ordered, capture_wait, stamp)
+                        late = self._decoded_rows(cur, ordered, capture_wait, stamp, report)
                     for log in ordered:
                         cur.execute(
                             sql.SQL('UPDATE {} SET "snaptime$$" = %s WHERE "snaptime$$" = %s AND "xid$$" IS NULL')
@@ -300,7 +301,7 @@ class Logs:
         return self._decoded_rows(at_snapshot, logs, wait, None)
 
     def _decoded_rows(self, at_snapshot: Cursor, logs: Sequence[LogInfo], wait: float,
-                      stamp: datetime | None) -> LateRows:
+                      stamp: datetime | None, report: Callable[[str], None] = lambda _: None) -> LateRows:
         """Wait for the capture to pass the snapshot S of ``at_snapshot``; then the decoded sentinel
         rows of the transactions S sees (stamped with ``stamp`` if given): those written after S,
         which S cannot see, as LateRows (a refresh adds them to its windows).
@@ -315,7 +316,7 @@ class Logs:
                             .format(sql.SQL(WRITTEN_SQL)))
         snapshot, written, insert = fetch_row(at_snapshot)
         if written is not None:
-            self.decoding.reach(lsn_value(insert), wait)
+            self.decoding.reach(lsn_value(insert), wait, report)
         late = LateRows(stamp or SENTINEL_TIME)
         params = {"stamp": stamp, "sentinel": SENTINEL, "snapshot": snapshot, "written": written or "0/0"}
         with self.source.transaction() as cur:  # a snapshot that sees what the capture wrote

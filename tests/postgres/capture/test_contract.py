@@ -103,9 +103,11 @@ def xid_of(cur) -> str:
 
 
 @pytest.fixture(params=[*CAPTURE_KINDS, "logical+capture"])
-def captured(request, db, make_project):
+def captured(request, db, make_project, monkeypatch):
     """A project whose two tables (one partitioned) are captured by the kind under test, and its
-    logs; ``logical+capture``: with a capture running beside, writing while stamps are taken."""
+    logs; ``logical+capture``: with a capture running beside, writing while stamps are taken
+    (each stamp pauses after its snapshot, when a racing commit is not in it but the capture
+    may write its keys)."""
     kind, _, beside = request.param.partition("+")
     db.execute(SCHEMA)
     project = make_project([{"table": t, "capture": kind} for t in TABLES], [])
@@ -114,6 +116,7 @@ def captured(request, db, make_project):
     if not beside:
         yield project, logs
         return
+    monkeypatch.setenv("MVLOG_PAUSE", "after_snapshot:0.08")
     stop = threading.Event()
     capture = threading.Thread(target=lambda: list(Decoding(project.source).run(interval=0.005, stop=stop.is_set)))
     capture.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import psycopg2.extensions
 from psycopg2 import sql
@@ -10,6 +11,22 @@ from psycopg2 import sql
 from mvlog.errors import SourceError
 from mvlog.model import MVLOG_SCHEMA
 from mvlog.postgres.capture.pgoutput import Change, full_xid, lsn_text
+from mvlog.postgres.source import fetch_row
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one capture pass did: log rows written, how far (``written``), and its seconds."""
+
+    rows: int
+    written: int
+    seconds: float
+    lost: bool = False  # the slot was lost (changes not decoded) and made again
+
+    @property
+    def position(self) -> str:
+        """``written`` as PostgreSQL writes a WAL position."""
+        return lsn_text(self.written)
 
 
 def copy_text(value: str | None) -> str:
@@ -22,14 +39,18 @@ def copy_text(value: str | None) -> str:
 
 
 class LogRows:
-    """Log rows waiting to be copied, per log, as COPY text lines."""
+    """Log rows waiting to be copied, per log: COPY text lines without their transaction columns,
+    which are filled in when written (:meth:`write` reads the 64-bit epoch of the xids then)."""
 
     def __init__(self) -> None:
-        self.lines: dict[str, tuple[tuple[str, ...], list[str]]] = {}
+        self.lines: dict[str, tuple[tuple[str, ...], list[tuple[str, Change]]]] = {}
         self._orders: dict[tuple[str, tuple[str, ...]], list[int]] = {}  # key columns' places in a tuple
-        self._tails: dict[tuple[int, int], str] = {}  # a transaction's xact_time$$, xid$$ and lsn$$ columns
+        self.count = 0
 
-    def add(self, log: tuple[str, tuple[str, ...]], change: Change, next_xid: int) -> None:
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, log: tuple[str, tuple[str, ...]], change: Change) -> None:
         name, keys = log
         entry = self.lines.get(name)
         if entry is None:
@@ -46,17 +67,26 @@ class LogRows:
                 order = self._orders[(name, change.columns)] = [change.columns.index(k) for k in keys]
             values = change.key
             key = "\t".join([copy_text(values[i]) for i in order])
-        tail = self._tails.get((change.xid, change.commit_lsn))
-        if tail is None:
-            tail = self._tails[(change.xid, change.commit_lsn)] = (
-                f"\t{change.commit_time.isoformat()}\t{full_xid(change.xid, next_xid)}\t"
-                f"{lsn_text(change.commit_lsn)}\n")
-        entry[1].append(f"{key}\t{change.dmltype}\t{change.old_new}{tail}")
+        entry[1].append((f"{key}\t{change.dmltype}\t{change.old_new}", change))
+        self.count += 1
 
     def write(self, conn: psycopg2.extensions.connection) -> int:
+        """COPY the rows in ``conn``'s transaction (not committed); how many."""
         rows = 0
         with conn.cursor() as cur:
-            for name, (keys, lines) in self.lines.items():
+            # every transaction of these rows committed, so started before the next xid of now
+            cur.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+            next_xid = int(fetch_row(cur)[0])
+            tails: dict[tuple[int, int], str] = {}  # a transaction's xact_time$$, xid$$ and lsn$$ columns
+            for name, (keys, entries) in self.lines.items():
+                lines = []
+                for head, change in entries:
+                    tail = tails.get((change.xid, change.commit_lsn))
+                    if tail is None:
+                        tail = tails[(change.xid, change.commit_lsn)] = (
+                            f"\t{change.commit_time.isoformat()}\t{full_xid(change.xid, next_xid)}\t"
+                            f"{lsn_text(change.commit_lsn)}\n")
+                    lines.append(head + tail)
                 columns = sql.SQL(", ").join(sql.Identifier(c) for c in
                                              (*keys, "dmltype$$", "old_new$$", "xact_time$$", "xid$$", "lsn$$"))
                 cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(

@@ -27,37 +27,25 @@ from psycopg2 import sql
 from mvlog.errors import SourceError, UsageError
 from mvlog.faults import checkpoint
 from mvlog.model import MVLOG_SCHEMA, SENTINEL
-from mvlog.postgres.capture.batch import LogRows
+from mvlog.postgres.capture.batch import LogRows, Pass
 from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication, slot_name, unpublish
 from mvlog.postgres.capture.pgoutput import Decoder, lsn_text, lsn_value
 from mvlog.postgres.capture.slot import SLOT_WAIT, create_slot
+from mvlog.postgres.capture.stream import WAKE_CHANNEL, ReplicationRefused, Stream
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
-CAPTURE_LOCK = 0x6D766C63  # "mvlc": the advisory lock one capture pass holds
+CAPTURE_LOCK = 0x6D766C63  # "mvlc": the advisory lock one capture pass, or the stream, holds
+REPORT_EVERY = 2.0  # seconds between reports of what a wait for the capture waits for
 FETCH_ROWS = 20_000  # messages fetched from the slot at a time
 BATCH_ROWS = 100_000  # log rows written per committed batch
+CHUNK_BYTES = 64 << 20  # WAL a pass decodes before it records its position and advances the slot
 # Read at a refresh's snapshot: how far the capture had written then (every row of a transaction that
 # committed before it was committed by then), and when a lost slot was last replaced.
 WRITTEN_SQL = "SELECT written_lsn::text FROM mvlog.capture_state LIMIT 1"
 REPLACED_SQL = "SELECT max(replaced_at) FROM mvlog.capture_state"
 LOST_REASON = ("the replication slot of mvlog's logical capture lost WAL it had not decoded "
                "(max_slot_wal_keep_size): changes were not captured")
-
-
-@dataclass(frozen=True)
-class Pass:
-    """What one capture pass did: log rows written, how far (``written``), and its seconds."""
-
-    rows: int
-    written: int
-    seconds: float
-    lost: bool = False  # the slot was lost (changes not decoded) and made again
-
-    @property
-    def position(self) -> str:
-        """``written`` as PostgreSQL writes a WAL position."""
-        return lsn_text(self.written)
 
 
 @dataclass(frozen=True)
@@ -82,9 +70,10 @@ class SlotStatus:
 class Decoding:
     """The logical capture of one database."""
 
-    def __init__(self, source: Source, batch_rows: int = BATCH_ROWS):
+    def __init__(self, source: Source, batch_rows: int = BATCH_ROWS, chunk_bytes: int = CHUNK_BYTES):
         self.source = source
         self.batch_rows = batch_rows
+        self.chunk_bytes = chunk_bytes
 
     # -- the slot ---------------------------------------------------------------------------
 
@@ -207,50 +196,106 @@ class Decoding:
 
     def run(self, once: bool = False, interval: float = 1.0,
             stop: Callable[[], bool] = lambda: False) -> Iterator[Pass]:
-        """Capture: a pass (``once``; another process capturing is a UsageError), or passes until
-        ``stop()``, pausing ``interval`` seconds after one that found nothing (or found another
-        process capturing); yields each pass that wrote rows (``once``: the one pass)."""
-        while True:
+        """Capture: one pass (``once``; another process capturing is a UsageError), or until
+        ``stop()`` a stream of the slot (:mod:`.stream`: each change decoded once) while this
+        process holds the capture, waiting ``interval`` seconds between tries while another
+        does. Yields each write of log rows. Where PostgreSQL refuses this role a replication
+        connection (``pg_hba.conf``), it captures by passes instead, pausing ``interval`` seconds
+        after one that found nothing."""
+        if once:
             done = self.catch_up()
-            if once:
-                if done is None:
-                    raise UsageError("another process is running the logical capture of this database")
-                yield done
-                return
-            if done is not None and done.rows:
-                yield done
-            if stop():
-                return
+            if done is None:
+                raise UsageError("another process is running the logical capture of this database")
+            yield done
+            return
+        streaming = True
+        while not stop():
+            with self._exclusive() as got:
+                if got and streaming:
+                    first = self._pass(None)  # replaces a lost slot; the stream starts where it ends
+                    if first.rows:
+                        yield first
+                    try:
+                        yield from Stream(self, stop, interval).run()
+                    except ReplicationRefused:
+                        streaming = False
+                    except psycopg2.Error as exc:
+                        raise self.source.error(exc, "logical capture") from None
+                    continue
+                done = self._pass(None) if got else None
+                if done is not None and done.rows:
+                    yield done
             if done is None or not done.rows:
                 time.sleep(interval)
 
-    def reach_now(self, timeout: float) -> None:
+    def reach_now(self, timeout: float, report: Callable[[str], None] = lambda _: None) -> None:
         """:meth:`reach` the WAL insert position of now: every transaction committed before this
         call has its keys in the logs when it returns."""
-        self.reach(lsn_value(self.source.query("SELECT pg_current_wal_insert_lsn()::text")[0][0]), timeout)
+        self.reach(lsn_value(self.source.query("SELECT pg_current_wal_insert_lsn()::text")[0][0]), timeout, report)
 
-    def reach(self, lsn: int, timeout: float) -> None:
-        """Wait (capturing, or for the capture of another process) until everything that committed
-        before ``lsn`` is in the logs; SourceError after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
+    def reach(self, lsn: int, timeout: float, report: Callable[[str], None] = lambda _: None) -> None:
+        """Wait until everything that committed before ``lsn`` is in the logs: capturing, or, while
+        another process captures, asking it for ``lsn`` and saying every REPORT_EVERY seconds
+        what it waits for (``report``); SourceError after ``timeout`` seconds."""
+        started = time.monotonic()
+        asked = reported = started
+        self._wake(lsn)
         while True:
             written = self.written()
             if written >= lsn:
                 return
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now - started > timeout:
                 raise SourceError(f"the logical capture did not reach WAL position {lsn_text(lsn)} within "
                                   f"{timeout:g} s (it is at {lsn_text(written)}); nothing was stamped — see "
                                   f"'mvlog status' for the slot's lag")
             done = self.catch_up(lsn)
-            if done is None:
-                time.sleep(0.02)
-            elif done.lost:  # after the snapshot: this refresh cannot know what it missed
+            if done is not None and done.lost:  # after the snapshot: this refresh cannot know what it missed
                 raise SourceError(f"{LOST_REASON}; the views of logical logs refresh completely from the next "
                                   f"refresh on", transient=True)
+            if done is None:  # another process captures
+                if now - asked >= 0.5:
+                    self._wake(lsn)
+                    asked = now
+                if now - reported >= REPORT_EVERY:
+                    report(self._waiting_for(lsn, written, now - started))
+                    reported = now
+                time.sleep(0.01)
+
+    def _wake(self, lsn: int) -> None:
+        """Flush the WAL up to ``lsn`` (decoding reads only flushed WAL) and ask a running stream
+        to record how far it has written once it is past ``lsn``."""
+        conn = self.source.connect()
+        try:
+            self._flush_to(conn, lsn)
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_notify(%s, %s)", (WAKE_CHANNEL, lsn_text(lsn)))
+            conn.commit()
+        except psycopg2.Error as exc:
+            raise self.source.error(exc) from None
+        finally:
+            conn.close()
+
+    def _waiting_for(self, lsn: int, written: int, seconds: float) -> str:
+        """What a wait for the capture waits for, in one sentence."""
+        rows = self.source.query(
+            "SELECT a.pid, a.application_name, a.state, extract(epoch FROM now() - a.state_change) "
+            "FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objid = 0 AND l.objsubid = 2 AND l.granted",
+            (CAPTURE_LOCK,))
+        behind = f"{(lsn - written) / 1e6:.1f} MB of WAL behind" if lsn > written else "behind"
+        who = (f"the logical capture of process {rows[0][0]} ({rows[0][1] or 'no application name'}, "
+               f"{rows[0][2]} for {float(rows[0][3] or 0):.0f} s)" if rows else "the logical capture")
+        return (f"waiting {seconds:.0f} s for {who} to write up to WAL position {lsn_text(lsn)}: it is at "
+                f"{lsn_text(written)}, {behind}")
 
     def _pass(self, upto: int | None) -> Pass:
+        """Decode what committed before ``upto`` (default: everything flushed now), CHUNK_BYTES of
+        WAL at a time: each chunk's rows and position are committed, and the slot advanced,
+        before the next, so a long backlog is not decoded again from its start if stopped."""
         started = time.monotonic()
         reader, writer = self.source.connect(), self.source.connect()
+        rows = 0
         try:
             with reader.cursor() as cur:
                 slot = slot_name(cur)
@@ -267,27 +312,40 @@ class Decoding:
                     return Pass(0, self.written(), time.monotonic() - started, lost=True)
                 if upto is not None:
                     self._flush_to(writer, upto)
-                cur.execute("SELECT pg_current_wal_flush_lsn()::text, "
-                            "pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
-                flush, next_xid = fetch_row(cur)
-                target = min(upto, lsn_value(flush)) if upto is not None else lsn_value(flush)
-                if target <= written:
-                    reader.rollback()
-                    return Pass(0, written, time.monotonic() - started)
-                rows = self._decode(reader, writer, slot, written, target, next_xid)
+                cur.execute("SELECT pg_current_wal_flush_lsn()::text")
+                flush = lsn_value(fetch_row(cur)[0])
             reader.rollback()
-            with writer.cursor() as out:
-                out.execute("UPDATE mvlog.capture_state SET written_lsn = %s, written_at = clock_timestamp(), "
-                            "keys_written = keys_written + %s WHERE slot_name = %s", (lsn_text(target), rows, slot))
-            writer.commit()
-            writer.autocommit = True
-            with writer.cursor() as out:  # only now may the slot forget these changes
-                out.execute("SELECT pg_replication_slot_advance(%s, %s)", (slot, lsn_text(target)))
-            self._settle()
-            return Pass(rows, target, time.monotonic() - started)
+            target = min(upto, flush) if upto is not None else flush
+            while written < target:
+                chunk = min(target, written + self.chunk_bytes)
+                rows += self._decode(reader, writer, slot, written, chunk)
+                reader.rollback()
+                self.record(writer, slot, chunk, rows)
+                written = chunk
+            return Pass(rows, written, time.monotonic() - started)
         finally:
             reader.close()
             writer.close()
+
+    def record(self, writer: psycopg2.extensions.connection, slot: str, position: int, rows: int,
+               advance: bool = True) -> None:
+        """Commit the rows written in ``writer``'s transaction with the capture's new position;
+        then let the slot forget what lies before it (``advance``; a stream tells its server
+        instead), and finish the hand-overs it passed."""
+        with writer.cursor() as out:
+            out.execute("UPDATE mvlog.capture_state SET written_lsn = greatest(written_lsn, %s::pg_lsn), "
+                        "written_at = clock_timestamp(), keys_written = keys_written + %s WHERE slot_name = %s",
+                        (lsn_text(position), rows, slot))
+        writer.commit()
+        if not advance:
+            self._settle()
+            return
+        with writer.cursor() as out:  # only now may the slot forget these changes
+            out.execute("SELECT pg_replication_slot_advance(%s, %s) "
+                        "FROM pg_replication_slots WHERE slot_name = %s AND confirmed_flush_lsn < %s::pg_lsn",
+                        (slot, lsn_text(position), slot, lsn_text(position)))
+        writer.commit()
+        self._settle()
 
     @staticmethod
     def _flush_to(conn: psycopg2.extensions.connection, lsn: int) -> None:
@@ -303,11 +361,12 @@ class Decoding:
         conn.commit()
 
     def _decode(self, reader: psycopg2.extensions.connection, writer: psycopg2.extensions.connection,
-                slot: str, written: int, target: int, next_xid: int) -> int:
+                slot: str, written: int, target: int) -> int:
         """Peek the slot up to ``target`` and write the log rows of every transaction that
-        committed at or after ``written``; commits every BATCH_ROWS rows. Returns rows written."""
-        logs = self._logs(writer)
-        decoder, batch, total, pending = Decoder(), LogRows(), 0, 0
+        committed at or after ``written``, committing every ``batch_rows`` rows and leaving the
+        last ones uncommitted in ``writer``. Returns rows written."""
+        logs = self.log_keys(writer)
+        decoder, batch, total = Decoder(), LogRows(), 0
         with reader.cursor(name="mvlog_capture") as changes:
             changes.itersize = FETCH_ROWS
             changes.execute("SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
@@ -318,21 +377,20 @@ class Decoding:
                         continue
                     log = logs.get(change.relation)
                     if log is None:
-                        logs = self._logs(writer)  # a log created since this pass started
+                        logs = self.log_keys(writer)  # a log created since this pass started
                         log = logs.get(change.relation)
                         if log is None:  # a table whose log is being dropped
                             continue
-                    batch.add(log, change, next_xid)
-                    pending += 1
-                if pending >= self.batch_rows:
+                    batch.add(log, change)
+                if len(batch) >= self.batch_rows:
                     total += batch.write(writer)
                     writer.commit()
                     checkpoint("capture_batch")
-                    batch, pending = LogRows(), 0
+                    batch = LogRows()
         return total + batch.write(writer)
 
     @staticmethod
-    def _logs(conn: psycopg2.extensions.connection) -> dict[int, tuple[str, tuple[str, ...]]]:
+    def log_keys(conn: psycopg2.extensions.connection) -> dict[int, tuple[str, tuple[str, ...]]]:
         """Registered logs by table oid: (log table, key columns), read in a transaction of its own."""
         with conn.cursor() as cur:
             found = Catalog.log_keys(cur)

@@ -132,6 +132,12 @@ def _string(data: bytes, offset: int) -> tuple[str, int]:
     return data[offset:end].decode(), end + 1
 
 
+def commit_end(message: bytes | memoryview) -> int:
+    """The end of the commit record of a Commit message: every transaction that committed
+    before it has been sent when it arrives."""
+    return _I64.unpack_from(bytes(message), 10)[0]
+
+
 def full_xid(xid: int, next_full_xid: int) -> int:
     """The 64-bit id of a 32-bit ``xid`` that started before the transaction ``next_full_xid``
     (a committed transaction is at most 2^31 transactions old: PostgreSQL's wraparound guard)."""

@@ -1,0 +1,228 @@
+"""Decode once: the running capture reads the slot as a stream (``START_REPLICATION``).
+
+A pass of :class:`~mvlog.postgres.capture.decoding.Decoding` peeks the slot, and PostgreSQL
+decodes each peek again from the slot's restart position: while a transaction stays open, every
+pass re-reads all the WAL written since it began. ``mvlog capture`` and the scheduler's capture
+thread instead hold one logical replication connection (psycopg2's), on which the server decodes
+each change once and sends it as it commits.
+
+What is written, and when:
+
+- the keys of the transactions received are copied into the logs in batches, at transaction
+  boundaries: when the stream has nothing more to read, or ``batch_rows`` are waiting (a
+  transaction larger than that is written in several batches and, if the capture stops in its
+  middle, again in full: at least once);
+- with its last rows, the position every transaction that committed before has been written
+  up to (``mvlog.capture_state``); only after that commit is the slot told it may forget them
+  (the standby status update's flush position);
+- between transactions the position may move past WAL that holds nothing of the logs (other
+  databases, unlogged tables): the slot is told at once, so an idle database on a busy cluster
+  retains no WAL; the recorded position follows every ``IDLE_WRITE`` seconds, or at once when a
+  refresh asks for it (``NOTIFY`` on ``WAKE_CHANNEL`` with the WAL position it waits for).
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, cast
+
+import psycopg2
+import psycopg2.extensions
+import psycopg2.extras
+from psycopg2 import sql
+
+from mvlog.errors import SourceError
+from mvlog.faults import checkpoint
+from mvlog.postgres.capture.batch import LogRows, Pass
+from mvlog.postgres.capture.logical import PUBLICATION, slot_name
+from mvlog.postgres.capture.pgoutput import Decoder, commit_end, lsn_value
+from mvlog.postgres.source import fetch_row
+
+if TYPE_CHECKING:
+    from mvlog.postgres.capture.decoding import Decoding
+
+WAKE_CHANNEL = "mvlog_capture"
+IDLE_WRITE = 1.0  # seconds between writes of a position that moved past nothing of the logs
+ASK_EVERY = 0.02  # while a refresh waits: how often to ask the server how far it has sent
+FEEDBACK_EVERY = 10.0  # seconds between status updates to the server when nothing else is sent
+
+
+class ReplicationRefused(Exception):
+    """PostgreSQL refuses this role a replication connection (``pg_hba.conf``, no REPLICATION)."""
+
+
+class Stream:
+    """One streaming session of the capture: from the recorded position until ``stop()`` or an error."""
+
+    def __init__(self, decoding: Decoding, stop: Callable[[], bool], interval: float):
+        self.decoding = decoding
+        self.stop = stop
+        self.interval = interval
+        self.batch = LogRows()
+        self.in_transaction = False
+        self.received = 0  # WAL position the server has sent up to, at a transaction boundary
+        self.confirmed = 0  # what the slot was last told
+        self.recorded = 0  # the position in mvlog.capture_state
+        self.recorded_at = time.monotonic()
+        self.wanted = 0  # the furthest position a waiting refresh asked for
+        self.asked_at = 0.0
+        self.fed_at = time.monotonic()
+        self.batch_started = time.monotonic()
+        self.slot = ""
+
+    def run(self) -> Iterator[Pass]:
+        """Stream and write; yields each write of log rows as a :class:`Pass`."""
+        source = self.decoding.source
+        writer = source.connect()
+        listener = source.connect()
+        try:
+            replication = source.connect(connection_factory=psycopg2.extras.LogicalReplicationConnection)
+        except SourceError as exc:
+            writer.close()
+            listener.close()
+            if "replication" in str(exc) or "WAL sender" in str(exc):
+                raise ReplicationRefused(str(exc)) from None
+            raise
+        try:
+            listener.autocommit = True
+            with listener.cursor() as cur:
+                cur.execute(sql.SQL("LISTEN {}").format(sql.Identifier(WAKE_CHANNEL)))
+                slot = slot_name(cur)
+                cur.execute("SELECT written_lsn::text FROM mvlog.capture_state WHERE slot_name = %s", (slot,))
+                self.recorded = self.received = self.confirmed = lsn_value(fetch_row(cur)[0])
+            self.slot = slot
+            self.logs = self.decoding.log_keys(writer)
+            cursor = cast(psycopg2.extras.ReplicationCursor, replication.cursor())
+            cursor.start_replication(slot_name=slot, decode=False, start_lsn=self.recorded,
+                                     options={"proto_version": "1", "publication_names": PUBLICATION})
+            decoder = Decoder()
+            while not self.stop():
+                message = cursor.read_message()
+                if message is not None:
+                    done = self._receive(decoder, message.payload, writer, cursor)
+                    if done is not None:
+                        yield done
+                    continue
+                done = self._idle(writer, cursor)
+                if done is not None:
+                    yield done
+                self._wait(cursor, listener)
+            if not self.in_transaction:
+                done = self._write(writer, cursor, self.received)
+                if done is not None:
+                    yield done
+        finally:
+            replication.close()
+            _released(listener, self.slot)
+            listener.close()
+            writer.close()
+
+    def _receive(self, decoder: Decoder, payload: bytes, writer: psycopg2.extensions.connection,
+                 cursor: psycopg2.extras.ReplicationCursor) -> Pass | None:
+        kind = payload[:1]
+        if kind == b"B":
+            self.in_transaction = True
+        for change in decoder.decode(payload):
+            if change.commit_lsn < self.recorded:  # written before the capture last stopped
+                continue
+            log = self.logs.get(change.relation)
+            if log is None:
+                self.logs = self.decoding.log_keys(writer)  # a log created since
+                log = self.logs.get(change.relation)
+                if log is None:  # a table whose log is being dropped
+                    continue
+            if not self.batch:
+                self.batch_started = time.monotonic()
+            self.batch.add(log, change)
+        if kind == b"C":
+            self.in_transaction = False
+            self.received = max(self.received, commit_end(payload))
+            if len(self.batch) >= self.decoding.batch_rows:
+                return self._write(writer, cursor, self.received)
+        elif len(self.batch) >= self.decoding.batch_rows:  # a large transaction: its rows so far
+            rows = self.batch.write(writer)
+            writer.commit()
+            checkpoint("capture_batch")
+            self.batch = LogRows()
+            return _pass(rows, self.recorded, self.batch_started)
+        return None
+
+    def _idle(self, writer: psycopg2.extensions.connection,
+              cursor: psycopg2.extras.ReplicationCursor) -> Pass | None:
+        """Nothing more to read now: write what waits, and move the position if it is time to."""
+        if self.in_transaction:
+            return None
+        self.received = max(self.received, cursor.wal_end)  # a keepalive: the server sent all before it
+        if self.batch:
+            return self._write(writer, cursor, self.received)
+        if self.received > self.confirmed:  # other databases' WAL: the slot need not keep it
+            self._confirm(cursor, self.received)
+        due = time.monotonic() - self.recorded_at >= IDLE_WRITE or self.wanted > self.recorded
+        if due and self.received > self.recorded:
+            self._write(writer, cursor, self.received)
+        return None
+
+    def _write(self, writer: psycopg2.extensions.connection, cursor: psycopg2.extras.ReplicationCursor,
+               position: int) -> Pass | None:
+        """Commit the waiting rows with the position, then confirm it to the slot."""
+        rows = self.batch.write(writer) if self.batch else 0
+        if position > self.recorded or rows:
+            self.decoding.record(writer, self.slot, max(position, self.recorded), rows, advance=False)
+            self.recorded = max(position, self.recorded)
+            self.recorded_at = time.monotonic()
+        else:
+            writer.rollback()
+        self._confirm(cursor, self.recorded)
+        started, self.batch = self.batch_started, LogRows()
+        return _pass(rows, self.recorded, started) if rows else None
+
+    def _confirm(self, cursor: psycopg2.extras.ReplicationCursor, position: int) -> None:
+        cursor.send_feedback(write_lsn=position, flush_lsn=position)
+        self.confirmed = max(self.confirmed, position)
+        self.fed_at = time.monotonic()
+
+    def _wait(self, cursor: psycopg2.extras.ReplicationCursor, listener: psycopg2.extensions.connection) -> None:
+        """Sleep until the server sends something or a refresh asks; keep the server answering
+        while one waits."""
+        now = time.monotonic()
+        if self.wanted > self.recorded:
+            if now - self.asked_at >= ASK_EVERY:
+                cursor.send_feedback(reply=True)  # the server answers with how far it has sent
+                self.asked_at = self.fed_at = now
+            timeout = ASK_EVERY
+        else:
+            if now - self.fed_at >= FEEDBACK_EVERY:
+                cursor.send_feedback()
+                self.fed_at = now
+            timeout = min(self.interval, IDLE_WRITE)
+        ready, _, _ = select.select([cursor.connection, listener], [], [], timeout)
+        if listener in ready:
+            listener.poll()
+            for note in listener.notifies:
+                try:
+                    self.wanted = max(self.wanted, lsn_value(note.payload))
+                except ValueError:
+                    continue
+            listener.notifies.clear()
+
+
+def _released(conn: psycopg2.extensions.connection, slot: str, timeout: float = 5.0) -> None:
+    """Wait (a little) for the server to let go of the slot after the stream closed, so that the
+    next capture, or a DROP DATABASE, finds it free."""
+    deadline = time.monotonic() + timeout
+    try:
+        with conn.cursor() as cur:
+            while time.monotonic() < deadline:
+                cur.execute("SELECT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = %s AND active)",
+                            (slot,))
+                if not fetch_row(cur)[0]:
+                    return
+                time.sleep(0.02)
+    except psycopg2.Error:
+        return  # the capture is stopping anyway; the next one waits for the slot in its turn
+
+
+def _pass(rows: int, position: int, started: float) -> Pass:
+    return Pass(rows, position, time.monotonic() - started)

@@ -1,0 +1,143 @@
+"""Decode once, never a silent wait (#48, items 2 and 3), PostgreSQL only.
+
+The running capture (``mvlog capture``, the scheduler's thread) streams the slot over a logical
+replication connection: the server decodes each change once. An idle database on a busy cluster
+retains no WAL. A refresh waits for the running capture instead of decoding, says what it waits
+for while it does, and gives up after ``capture_wait`` with one sentence. A pass without a
+running capture records its position chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg2
+import pytest
+
+from mvlog.errors import SourceError
+from mvlog.postgres.capture import decoding as decoding_module
+from mvlog.postgres.capture.decoding import CAPTURE_LOCK, Decoding
+from mvlog.postgres.capture.pgoutput import lsn_value
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def logical(db, make_project):
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    project = make_project([{"table": "t", "capture": "logical"}], [])
+    project.apply()
+    return project
+
+
+@contextlib.contextmanager
+def running_capture(project) -> Iterator[list]:
+    """``mvlog capture`` in a thread: the passes it yields, until the block ends."""
+    stop, passes = threading.Event(), []
+    thread = threading.Thread(target=lambda: passes.extend(Decoding(project.source).run(stop=stop.is_set)))
+    thread.start()
+    try:
+        yield passes
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+def slot_row(db) -> tuple:
+    """The slot: whether a walsender streams it, and the WAL it retains (bytes)."""
+    return db.execute("SELECT s.active, r.pid IS NOT NULL, "
+                      "pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint "
+                      "FROM pg_replication_slots AS s LEFT JOIN pg_stat_replication AS r ON r.pid = s.active_pid "
+                      "WHERE s.database = current_database()")[0]
+
+
+def logged_keys(db) -> set[int]:
+    ((log,),) = db.execute("SELECT log_name FROM mvlog.logs")
+    return {row[0] for row in db.execute(f'SELECT id FROM mvlog."{log}"')}
+
+
+def wait_for(condition, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_the_running_capture_streams_the_slot_and_a_refresh_waits_for_it(logical, db):
+    with running_capture(logical) as passes:
+        wait_for(lambda: slot_row(db)[0])
+        active, walsender, _ = slot_row(db)
+        assert active and walsender  # a replication connection, not passes of the SQL functions
+        db.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 500) g")
+        db.execute("UPDATE t SET id = id + 1000 WHERE id <= 10")
+        (log,) = logical.logs.registered().values()
+        decoded = []
+        original = Decoding._decode
+        Decoding._decode = lambda self, *args: decoded.append(args) or original(self, *args)  # type: ignore
+        try:
+            with logical.logs.stamp([log]) as stamped:  # waits for the stream; decodes nothing itself
+                ((keys,),) = stamped.query(f'SELECT count(DISTINCT id) FROM mvlog."{log.log_name}"')
+        finally:
+            Decoding._decode = original  # type: ignore
+        assert keys == 510 and not decoded
+        wait_for(lambda: sum(p.rows for p in passes) >= 510)
+    assert logged_keys(db) == set(range(11, 501)) | set(range(1, 11)) | set(range(1001, 1011))
+    assert not slot_row(db)[0]  # the slot is free again when the capture stops
+
+
+def test_an_idle_database_on_a_busy_cluster_retains_no_wal(logical, db, pg):
+    other = psycopg2.connect(pg.dsn())
+    other.autocommit = True
+    try:
+        with other.cursor() as cur, running_capture(logical):
+            cur.execute("CREATE TABLE IF NOT EXISTS busy (id int, pad text)")
+            for _ in range(5):
+                cur.execute("INSERT INTO busy SELECT g, repeat('x', 500) FROM generate_series(1, 20000) g")
+            cur.execute("CHECKPOINT")  # restart positions move with the running-transactions records
+            cur.execute("SELECT pg_current_wal_lsn()::text")
+            busy_end = lsn_value(cur.fetchone()[0])
+            wait_for(lambda: lsn_value(db.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                                                  "WHERE database = current_database()")[0][0]) >= busy_end)
+            cur.execute("DROP TABLE busy")
+        retained = slot_row(db)[2]
+        assert retained < 8 << 20, retained  # the other database wrote ~60 MB
+    finally:
+        other.close()
+
+
+def test_a_wait_for_a_stuck_capture_says_what_it_waits_for_then_gives_up(logical, db, pg):
+    holder = psycopg2.connect(db.dsn, application_name="stuck-capture")
+    holder.autocommit = True
+    messages: list[str] = []
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid(), pg_advisory_lock(%s, 0)", (CAPTURE_LOCK,))
+            pid = cur.fetchone()[0]
+        db.execute("INSERT INTO t VALUES (1, 1)")
+        (log,) = logical.logs.registered().values()
+        started = time.monotonic()
+        with pytest.raises(SourceError) as failed, logical.logs.stamp([log], capture_wait=5, report=messages.append):
+            pass
+        waited = time.monotonic() - started
+    finally:
+        holder.close()
+    assert 5 <= waited < 15, waited
+    assert messages and all(f"process {pid} (stuck-capture" in m for m in messages), messages
+    assert "did not reach WAL position" in str(failed.value) and "nothing was stamped" in str(failed.value)
+    assert db.execute("SELECT count(*) FROM mvlog.logs WHERE last_stamp IS NOT NULL") == [(0,)]
+
+
+def test_a_pass_records_its_position_chunk_by_chunk(logical, db, monkeypatch):
+    db.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 30000) g")
+    recorded: list[int] = []
+    original = Decoding.record
+    monkeypatch.setattr(Decoding, "record", lambda self, writer, slot, position, rows, advance=True: (
+        recorded.append(position), original(self, writer, slot, position, rows, advance))[1])
+    done = Decoding(logical.source, chunk_bytes=256 << 10).catch_up()
+    assert done is not None and done.rows >= 30000
+    assert len(recorded) > 3 and recorded == sorted(recorded), recorded
+    assert logged_keys(db) == set(range(1, 30001))
+    assert decoding_module.CHUNK_BYTES >= 1 << 20  # the default chunk is not the test's
