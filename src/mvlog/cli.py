@@ -127,14 +127,16 @@ def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: s
 @cli.command()
 @click.option("--once", is_flag=True, help="One pass: write what has committed, then exit.")
 @click.option("--interval", type=click.FloatRange(0.05), default=1.0, show_default=True, metavar="SECONDS",
-              help="Pause between passes that found nothing to write.")
+              help="Pause between tries while another process captures (and between passes that found "
+                   "nothing, where PostgreSQL refuses a replication connection).")
 @click.option("--batch-rows", type=click.IntRange(1), default=100_000, show_default=True, metavar="N",
               help="Commit the log rows a pass writes every N rows.")
 @click.pass_context
 def capture(ctx: click.Context, once: bool, interval: float, batch_rows: int) -> None:
-    """Run the logical capture (capture: logical): decode the database's replication slot into the
-    logs until Ctrl-C. A refresh captures what it needs itself; this keeps the slot's backlog, and
-    each refresh's wait, small. One process captures at a time; others wait their turn."""
+    """Run the logical capture (capture: logical): stream the database's replication slot into the
+    logs until Ctrl-C, each change decoded once. A refresh captures what it needs itself when no
+    capture runs, and waits for this one when it does; this keeps the slot's backlog, and each
+    refresh's wait, small. One process captures at a time; others wait their turn."""
     import signal
 
     stopping = []

@@ -8,8 +8,8 @@ committing here is in it, its decoded rows late), ``after_snapshot``
 (log rows stamped, nothing read), ``after_read`` (rows read from PostgreSQL, Delta untouched),
 ``during_merge`` (half a second into the Delta MERGE), ``after_delta_commit`` (Delta
 committed, last_V and key map not yet recorded), ``after_record`` (last_V recorded, logs
-not purged). And in a logical capture pass: ``capture_batch`` (a batch of log rows committed,
-the pass's position not yet recorded, the slot not advanced).
+not purged). And in the logical capture: ``capture_batch`` (a batch of log rows committed, the
+slot not advanced; in a pass, its position not yet recorded either).
 """
 
 from __future__ import annotations

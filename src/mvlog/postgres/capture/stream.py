@@ -18,7 +18,15 @@ What is written, and when:
 - between transactions the position may move past WAL that holds nothing of the logs (other
   databases, unlogged tables): the slot is told at once, so an idle database on a busy cluster
   retains no WAL; the recorded position follows every ``IDLE_WRITE`` seconds, or at once when a
-  refresh asks for it (``NOTIFY`` on ``WAKE_CHANNEL`` with the WAL position it waits for).
+  refresh asks for it (``NOTIFY`` on ``WAKE_CHANNEL`` with the WAL position it waits for);
+- rows never wait unwritten for more than ``write_every`` seconds, even in the middle of a
+  transaction. psycopg2 moves the flush position it reports to the server up to a keepalive's
+  WAL position whenever the client has confirmed the last data message, and in the middle of a
+  transaction that message carries no position (the server sends one only with a commit). The
+  server sends a keepalive in the middle of a transaction only when half of
+  ``wal_sender_timeout`` has passed without a status update from the client; writing (and
+  updating) more often than that keeps every transaction whose rows are not committed in the
+  logs after the position the server may hear.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ if TYPE_CHECKING:
 WAKE_CHANNEL = "mvlog_capture"
 IDLE_WRITE = 1.0  # seconds between writes of a position that moved past nothing of the logs
 ASK_EVERY = 0.02  # while a refresh waits: how often to ask the server how far it has sent
-FEEDBACK_EVERY = 10.0  # seconds between status updates to the server when nothing else is sent
+WRITE_EVERY = 1.0  # seconds rows may wait unwritten (at most a quarter of wal_sender_timeout)
 
 
 class ReplicationRefused(Exception):
@@ -92,11 +100,15 @@ class Stream:
                 slot = slot_name(cur)
                 cur.execute("SELECT written_lsn::text FROM mvlog.capture_state WHERE slot_name = %s", (slot,))
                 self.recorded = self.received = self.confirmed = lsn_value(fetch_row(cur)[0])
+                cur.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'wal_sender_timeout'")
+                timeout = fetch_row(cur)[0] / 1000
             self.slot = slot
+            self.write_every = min(WRITE_EVERY, timeout / 4) if timeout > 0 else WRITE_EVERY
             self.logs = self.decoding.log_keys(writer)
             cursor = cast(psycopg2.extras.ReplicationCursor, replication.cursor())
             cursor.start_replication(slot_name=slot, decode=False, start_lsn=self.recorded,
                                      options={"proto_version": "1", "publication_names": PUBLICATION})
+            self._confirm(cursor, self.recorded)
             decoder = Decoder()
             while not self.stop():
                 message = cursor.read_message()
@@ -147,13 +159,16 @@ class Stream:
             checkpoint("capture_batch")
             self.batch = LogRows()
             return _pass(rows, self.recorded, self.batch_started)
+        if self.batch and time.monotonic() - self.fed_at >= self.write_every:
+            return self._write(writer, cursor, self.received)
         return None
 
     def _idle(self, writer: psycopg2.extensions.connection,
               cursor: psycopg2.extras.ReplicationCursor) -> Pass | None:
         """Nothing more to read now: write what waits, and move the position if it is time to."""
         if self.in_transaction:
-            return None
+            overdue = self.batch and time.monotonic() - self.fed_at >= self.write_every
+            return self._write(writer, cursor, self.received) if overdue else None
         self.received = max(self.received, cursor.wal_end)  # a keepalive: the server sent all before it
         if self.batch:
             return self._write(writer, cursor, self.received)
@@ -172,6 +187,7 @@ class Stream:
             self.decoding.record(writer, self.slot, max(position, self.recorded), rows, advance=False)
             self.recorded = max(position, self.recorded)
             self.recorded_at = time.monotonic()
+            checkpoint("capture_batch")
         else:
             writer.rollback()
         self._confirm(cursor, self.recorded)
@@ -179,7 +195,7 @@ class Stream:
         return _pass(rows, self.recorded, started) if rows else None
 
     def _confirm(self, cursor: psycopg2.extras.ReplicationCursor, position: int) -> None:
-        cursor.send_feedback(write_lsn=position, flush_lsn=position)
+        cursor.send_feedback(write_lsn=position, flush_lsn=position, force=True)
         self.confirmed = max(self.confirmed, position)
         self.fed_at = time.monotonic()
 
@@ -193,10 +209,10 @@ class Stream:
                 self.asked_at = self.fed_at = now
             timeout = ASK_EVERY
         else:
-            if now - self.fed_at >= FEEDBACK_EVERY:
-                cursor.send_feedback()
+            if now - self.fed_at >= self.write_every:
+                cursor.send_feedback(force=True)  # keeps the server from asking, mid-transaction
                 self.fed_at = now
-            timeout = min(self.interval, IDLE_WRITE)
+            timeout = min(self.interval, self.write_every)
         ready, _, _ = select.select([cursor.connection, listener], [], [], timeout)
         if listener in ready:
             listener.poll()
