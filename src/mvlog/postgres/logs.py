@@ -29,7 +29,7 @@ from mvlog.model import (
     checked_snapshot_id,
     log_name_for,
 )
-from mvlog.postgres.capture import Capture, prerequisites
+from mvlog.postgres.capture import Capture, needs_switch_position, state_after
 from mvlog.postgres.capture.decoding import WRITTEN_SQL, Decoding
 from mvlog.postgres.capture.logical import LogicalCapture
 from mvlog.postgres.capture.pgoutput import lsn_value
@@ -87,13 +87,10 @@ class Logs:
         """
         if not table.key:
             raise ConfigError(f"table {table.qualified} has no primary key, so it cannot have a materialized view log")
-        refusal = self.source.log_refusal(cur, table)
+        method = CAPTURES[capture]
+        refusal = self.source.log_refusal(cur, table) or method.refusal(cur, table)
         if refusal:
             raise ConfigError(refusal)
-        if capture == "logical":
-            refusal = prerequisites.replica_identity_refusal(cur, table.oid, table.qualified)
-            if refusal:
-                raise ConfigError(refusal)
         cur.execute(
             "SELECT log_name, key_columns, key_types, capture FROM mvlog.logs "
             "WHERE table_schema = %s AND table_name = %s",
@@ -102,10 +99,9 @@ class Logs:
         row = cur.fetchone()
         log = LogInfo.for_table(table, row[0] if row else log_name_for(table))
         was = row[3] if row else None
-        now = "handover" if capture == "trigger" and was in ("logical", "handover") else capture
+        now = state_after(capture, was)
         log = dataclasses.replace(log, capture=now)
         outcome = "created"
-        method = CAPTURES[capture]
         rekeyed = row is not None and (tuple(row[1]), tuple(row[2])) != (log.key_columns, log.key_types)
         if row and not rekeyed and was == now and self._table_current(cur, log) and method.current(cur, table, log):
             return log, "unchanged" if not self._cover_partitions(cur, table, "drifted") else "created"
@@ -129,7 +125,7 @@ class Logs:
             (table.schema, table.name, table.oid, log.log_name, list(log.key_columns), list(log.key_types), now),
         )
         method.install(cur, table, log)
-        if now == "handover" and was == "logical":
+        if needs_switch_position(now, was):
             # Transactions that wrote the table before this one took its lock committed before this
             # position: once the capture has written past it, the log is the triggers' alone.
             cur.execute("UPDATE mvlog.logs SET switched_lsn = pg_current_wal_insert_lsn() WHERE log_name = %s",
@@ -246,7 +242,7 @@ class Logs:
                 stamper.autocommit = True
                 with stamper.cursor() as cur:
                     lock_stamping(cur, ordered)
-                if any(log.capture != "trigger" for log in ordered):
+                if any(log.decoded for log in ordered):
                     self.decoding.catch_up()  # now, so that few rows arrive after the snapshot
                 checkpoint("before_snapshot")
                 stamper.autocommit = False
@@ -296,7 +292,7 @@ class Logs:
         """The unstamped rows of ``logs`` that the snapshot of ``at_snapshot`` cannot see, of
         transactions it sees (for reading windows at a snapshot that is not a refresh's: verify).
         Nothing for logs that only triggers fill."""
-        if not any(log.capture != "trigger" for log in logs):
+        if not any(log.decoded for log in logs):
             return LateRows(SENTINEL_TIME)
         return self._decoded_rows(at_snapshot, logs, wait, None)
 
@@ -344,7 +340,7 @@ class Logs:
             return
         self.decoding.catch_up()
         logs = sorted(self.registered().values(), key=lambda log: log.table_oid)
-        if any(log.capture != "trigger" for log in logs):
+        if any(log.decoded for log in logs):
             return
         conn = self.source.connect()
         try:

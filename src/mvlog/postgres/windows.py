@@ -97,7 +97,7 @@ class StampedSnapshot:
         if self._window_has(log, after, sql.SQL("\"dmltype$$\" = 'P'")):
             return (f"a partition of {log.qualified_table} was dropped, or its partitions changed while mvlog's "
                     f"event triggers were not installed")
-        if log.capture != "trigger":
+        if log.decoded:
             lost = self.query(REPLACED_SQL)[0][0]
             if lost is not None and (after is None or lost > after):
                 return LOST_REASON

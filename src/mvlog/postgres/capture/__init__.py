@@ -17,6 +17,20 @@ from mvlog.model import LogInfo, TableInfo
 from mvlog.postgres.source import Cursor
 
 CAPTURE_KINDS = ("trigger", "logical")
+HANDOVER = "handover"  # back to triggers, while the capture still writes rows from before the switch
+
+
+def state_after(asked: str, was: str | None) -> str:
+    """A log's capture state once ``apply`` installs the ``asked`` kind over state ``was``: back to
+    triggers from logical decoding it is HANDOVER, until the capture has written every
+    transaction from before the switch (:meth:`~mvlog.postgres.capture.decoding.Decoding._settle`)."""
+    return HANDOVER if asked == "trigger" and was in ("logical", HANDOVER) else asked
+
+
+def needs_switch_position(state: str, was: str | None) -> bool:
+    """Whether a switch into ``state`` from ``was`` must record the WAL position the capture has
+    to pass before the hand-over ends."""
+    return state == HANDOVER and was == "logical"
 
 
 class Capture(ABC):
@@ -32,6 +46,10 @@ class Capture(ABC):
     @abstractmethod
     def current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:
         """Whether ``table``'s capture is installed exactly as this version of mvlog renders it."""
+
+    def refusal(self, cur: Cursor, table: TableInfo) -> str | None:
+        """Why this kind cannot capture ``table`` (one sentence), or None."""
+        return None
 
     @abstractmethod
     def remove(self, cur: Cursor, log: LogInfo) -> None:

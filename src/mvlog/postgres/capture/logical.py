@@ -66,6 +66,11 @@ class LogicalCapture(Capture):
         # writes), so each write is logged by the triggers before, or decoded after, never neither.
         TriggerCapture().install_truncate(cur, table, log)
 
+    def refusal(self, cur: Cursor, table: TableInfo) -> str | None:
+        from mvlog.postgres.capture.prerequisites import replica_identity_refusal  # it reads the slot's name here
+
+        return replica_identity_refusal(cur, table.oid, table.qualified)
+
     def current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:
         columns = published_columns(cur, table.schema, table.name)
         if columns is None or sorted(columns) != sorted(c.name for c in table.key):
