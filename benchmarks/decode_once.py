@@ -88,7 +88,7 @@ def main() -> None:
             idle_pass = time.perf_counter() - started
             note("stream")
             stop = threading.Event()
-            thread = threading.Thread(target=lambda: list(Decoding(project.source).run(stop=stop.is_set)))
+            thread = threading.Thread(target=lambda: list(project.capture(stop=stop.is_set)))
             thread.start()
             try:
                 streamed = rounds(dsn, args.rounds, lambda: decoding.reach_now(600))

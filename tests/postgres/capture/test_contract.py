@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mvlog.postgres.capture import CAPTURE_KINDS
-from mvlog.postgres.capture.decoding import Decoding
 from mvlog.sql.changes import changed_keys_sql
 from mvlog.sql.sqltree import DIALECT
 from tests.conftest import examples
@@ -118,7 +117,7 @@ def captured(request, db, make_project, monkeypatch):
         return
     monkeypatch.setenv("MVLOG_PAUSE", "after_snapshot:0.08")
     stop = threading.Event()
-    capture = threading.Thread(target=lambda: list(Decoding(project.source).run(interval=0.005, stop=stop.is_set)))
+    capture = threading.Thread(target=lambda: list(project.capture(interval=0.005, stop=stop.is_set)))
     capture.start()
     try:
         yield project, logs

@@ -37,7 +37,7 @@ def logical(db, make_project):
 def running_capture(project) -> Iterator[list]:
     """``mvlog capture`` in a thread: the passes it yields, until the block ends."""
     stop, passes = threading.Event(), []
-    thread = threading.Thread(target=lambda: passes.extend(Decoding(project.source).run(stop=stop.is_set)))
+    thread = threading.Thread(target=lambda: passes.extend(project.capture(stop=stop.is_set)))
     thread.start()
     try:
         yield passes

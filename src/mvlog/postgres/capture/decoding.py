@@ -263,18 +263,15 @@ class Decoding:
                 time.sleep(0.01)
 
     def _wake(self, lsn: int) -> None:
-        """Flush the WAL up to ``lsn`` (decoding reads only flushed WAL) and ask a running stream
-        to record how far it has written once it is past ``lsn``."""
-        conn = self.source.connect()
-        try:
-            self._flush_to(conn, lsn)
-            with conn.cursor() as cur:
-                cur.execute("SELECT pg_notify(%s, %s)", (WAKE_CHANNEL, lsn_text(lsn)))
-            conn.commit()
-        except psycopg2.Error as exc:
-            raise self.source.error(exc) from None
-        finally:
-            conn.close()
+        """Flush the WAL up to ``lsn`` (decoding reads only flushed WAL: a committed transaction
+        with an xid flushes everything before its commit record) and ask a running stream to
+        record how far it has written once it is past ``lsn``."""
+        with self.source.transaction() as cur:
+            cur.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (lsn_text(lsn),))
+            if not fetch_row(cur)[0]:
+                cur.execute("SET LOCAL synchronous_commit = on")
+                cur.execute("SELECT pg_current_xact_id()")
+            cur.execute("SELECT pg_notify(%s, %s)", (WAKE_CHANNEL, lsn_text(lsn)))
 
     def _waiting_for(self, lsn: int, written: int, seconds: float) -> str:
         """What a wait for the capture waits for, in one sentence."""
