@@ -30,7 +30,8 @@ from mvlog.model import (
     log_name_for,
 )
 from mvlog.postgres.capture import Capture, needs_switch_position, state_after
-from mvlog.postgres.capture.decoding import WRITTEN_SQL, Decoding
+from mvlog.postgres.capture.decoding import Decoding
+from mvlog.postgres.capture.handover import WRITTEN_SQL
 from mvlog.postgres.capture.logical import LogicalCapture
 from mvlog.postgres.capture.pgoutput import lsn_value
 from mvlog.postgres.capture.triggers import TriggerCapture

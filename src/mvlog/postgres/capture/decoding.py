@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import psycopg2
 import psycopg2.errors
@@ -26,11 +24,11 @@ from psycopg2 import sql
 
 from mvlog.errors import SourceError, UsageError
 from mvlog.faults import checkpoint
-from mvlog.model import MVLOG_SCHEMA, SENTINEL
 from mvlog.postgres.capture.batch import LogRows, Pass
-from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication, slot_name, unpublish
+from mvlog.postgres.capture.handover import as_trigger_rows, settle
+from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication, slot_name
 from mvlog.postgres.capture.pgoutput import Decoder, lsn_text, lsn_value
-from mvlog.postgres.capture.slot import SLOT_WAIT, create_slot
+from mvlog.postgres.capture.slot import SLOT_WAIT, SlotStatus, create_slot, slot_status
 from mvlog.postgres.capture.stream import WAKE_CHANNEL, ReplicationRefused, Stream
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.source import Cursor, Source, fetch_row
@@ -40,31 +38,10 @@ REPORT_EVERY = 2.0  # seconds between reports of what a wait for the capture wai
 FETCH_ROWS = 20_000  # messages fetched from the slot at a time
 BATCH_ROWS = 100_000  # log rows written per committed batch
 CHUNK_BYTES = 64 << 20  # WAL a pass decodes before it records its position and advances the slot
-# Read at a refresh's snapshot: how far the capture had written then (every row of a transaction that
-# committed before it was committed by then), and when a lost slot was last replaced.
-WRITTEN_SQL = "SELECT written_lsn::text FROM mvlog.capture_state LIMIT 1"
+# Read at a refresh's snapshot: when a lost slot was last replaced.
 REPLACED_SQL = "SELECT max(replaced_at) FROM mvlog.capture_state"
 LOST_REASON = ("the replication slot of mvlog's logical capture lost WAL it had not decoded "
                "(max_slot_wal_keep_size): changes were not captured")
-
-
-@dataclass(frozen=True)
-class SlotStatus:
-    """The slot as ``mvlog status`` and the metrics show it."""
-
-    slot: str
-    active: bool
-    wal_status: str | None  # reserved, extended, unreserved, lost (PostgreSQL's words)
-    retained_bytes: int  # WAL the slot keeps from being removed
-    lag_bytes: int  # WAL written since the capture's position
-    lag_seconds: float | None  # since the capture last wrote its position
-    written_lsn: str
-    keys_written: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"slot": self.slot, "active": self.active, "wal_status": self.wal_status,
-                "retained_bytes": self.retained_bytes, "lag_bytes": self.lag_bytes,
-                "lag_seconds": self.lag_seconds, "written_lsn": self.written_lsn, "keys_written": self.keys_written}
 
 
 class Decoding:
@@ -140,7 +117,7 @@ class Decoding:
                 self._pass(None)
             except psycopg2.Error as exc:
                 raise self.source.error(exc, "logical capture") from None
-            self._as_trigger_rows()
+            as_trigger_rows(self.source)
             conn = self.source.connect()
             try:
                 conn.autocommit = True
@@ -396,43 +373,6 @@ class Decoding:
 
     # -- hand-overs, lost slots, status -------------------------------------------------------
 
-    def _settle(self) -> None:
-        """Finish the hand-overs the capture has passed: a log switched back to triggers
-        (``handover``) whose switch the capture has written past, and whose decoded rows have all
-        been stamped, is the triggers' alone and leaves the publication."""
-        with self.source.transaction() as cur:
-            cur.execute(WRITTEN_SQL)
-            row = cur.fetchone()
-            for schema, name, log_name in Catalog.handovers_through(cur, row[0]) if row else []:
-                if _unstamped_decoded(cur, log_name):
-                    continue  # the next refresh stamps them
-                cur.execute("SAVEPOINT settle")
-                try:
-                    Catalog.end_handover(cur, log_name)
-                    unpublish(cur, schema, name)
-                except psycopg2.errors.InsufficientPrivilege:  # a refresh role: the next apply finishes it
-                    cur.execute("ROLLBACK TO SAVEPOINT settle")
-
-    def _as_trigger_rows(self, timeout: float = 10.0) -> None:
-        """Make every unstamped decoded row a trigger row (xid$$ NULL: stamped by the first snapshot
-        that sees the row), once its transaction is visible to every snapshot from now on. For
-        dropping the capture, with every log's stamping lock held."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = False
-            with self.source.transaction() as cur:
-                for log_name, _ in Catalog.log_keys(cur).values():
-                    cur.execute(sql.SQL('UPDATE {} SET "xid$$" = NULL WHERE "snaptime$$" = %s AND "xid$$" IS NOT NULL '
-                                        'AND pg_visible_in_snapshot("xid$$", pg_current_snapshot())')
-                                .format(sql.Identifier(MVLOG_SCHEMA, log_name)), (SENTINEL,))
-                    left = left or _unstamped_decoded(cur, log_name)
-            if not left:
-                return
-            if time.monotonic() > deadline:
-                raise SourceError("rows of the logical capture belong to transactions that are not visible yet; "
-                                  "run the command again")
-            time.sleep(0.05)
-
     def _replace_lost(self, slot: str) -> None:
         """A slot PostgreSQL invalidated (or that was dropped under mvlog) is made again; the views
         of logically captured logs are marked for a complete refresh."""
@@ -446,21 +386,7 @@ class Decoding:
 
     def status(self) -> list[SlotStatus]:
         """The slot: retained WAL, the capture's lag, PostgreSQL's verdict on it."""
-        rows = self.source.query(
-            "SELECT s.slot_name, coalesce(r.active, false), r.wal_status, "
-            "       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), r.restart_lsn), 0)::bigint, "
-            "       greatest(pg_wal_lsn_diff(pg_current_wal_lsn(), s.written_lsn), 0)::bigint, "
-            "       CASE WHEN pg_current_wal_lsn() > s.written_lsn "
-            "            THEN extract(epoch FROM clock_timestamp() - s.written_at) END, "
-            "       s.written_lsn::text, s.keys_written "
-            "FROM mvlog.capture_state AS s LEFT JOIN pg_replication_slots AS r ON r.slot_name = s.slot_name")
-        return [SlotStatus(slot, bool(active), status if status is not None else "lost", int(retained), int(lag),
-                           float(seconds) if seconds is not None else None, written, int(keys))
-                for slot, active, status, retained, lag, seconds, written, keys in rows]
+        return slot_status(self.source)
 
-
-def _unstamped_decoded(cur: Cursor, log_name: str) -> bool:
-    """Whether the log holds decoded rows that no refresh has stamped yet."""
-    cur.execute(sql.SQL('SELECT EXISTS (SELECT FROM {} WHERE "snaptime$$" = %s AND "xid$$" IS NOT NULL)')
-                .format(sql.Identifier(MVLOG_SCHEMA, log_name)), (SENTINEL,))
-    return bool(fetch_row(cur)[0])
+    def _settle(self) -> None:
+        settle(self.source)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import psycopg2
 import psycopg2.errors
@@ -104,3 +106,37 @@ def create_slot(source: Source, slot: str, timeout: float, report: Callable[[str
         return str(result["lsn"])
     finally:
         creator.close()
+
+
+@dataclass(frozen=True)
+class SlotStatus:
+    """The slot as ``mvlog status`` and the metrics show it."""
+
+    slot: str
+    active: bool
+    wal_status: str | None  # reserved, extended, unreserved, lost (PostgreSQL's words)
+    retained_bytes: int  # WAL the slot keeps from being removed
+    lag_bytes: int  # WAL written since the capture's position
+    lag_seconds: float | None  # since the capture last wrote its position
+    written_lsn: str
+    keys_written: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"slot": self.slot, "active": self.active, "wal_status": self.wal_status,
+                "retained_bytes": self.retained_bytes, "lag_bytes": self.lag_bytes,
+                "lag_seconds": self.lag_seconds, "written_lsn": self.written_lsn, "keys_written": self.keys_written}
+
+
+def slot_status(source: Source) -> list[SlotStatus]:
+    """The slot: retained WAL, the capture's lag, PostgreSQL's verdict on it."""
+    rows = source.query(
+        "SELECT s.slot_name, coalesce(r.active, false), r.wal_status, "
+        "       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), r.restart_lsn), 0)::bigint, "
+        "       greatest(pg_wal_lsn_diff(pg_current_wal_lsn(), s.written_lsn), 0)::bigint, "
+        "       CASE WHEN pg_current_wal_lsn() > s.written_lsn "
+        "            THEN extract(epoch FROM clock_timestamp() - s.written_at) END, "
+        "       s.written_lsn::text, s.keys_written "
+        "FROM mvlog.capture_state AS s LEFT JOIN pg_replication_slots AS r ON r.slot_name = s.slot_name")
+    return [SlotStatus(slot, bool(active), status if status is not None else "lost", int(retained), int(lag),
+                       float(seconds) if seconds is not None else None, written, int(keys))
+            for slot, active, status, retained, lag, seconds, written, keys in rows]
