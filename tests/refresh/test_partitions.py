@@ -152,14 +152,6 @@ def test_random_dml_on_parent_and_partitions_with_attach_and_detach(events_proje
     random_dml_then_refresh(events_project, db, ops)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("events_project", ["logical"], indirect=True)
-@settings(max_examples=examples(1))  # every log captured by logical decoding (#41)
-@given(ops=operations)
-def test_random_dml_on_parent_and_partitions_with_logical_capture(events_project, db, ops):
-    random_dml_then_refresh(events_project, db, ops)
-
-
 def random_dml_then_refresh(events_project, db, ops) -> None:
     reset(db)
     refresh_ok(events_project)

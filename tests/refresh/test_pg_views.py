@@ -91,14 +91,6 @@ def test_random_dml_under_views_of_views_refreshes_fast_and_exactly(shop, db, op
     random_dml_then_refresh(shop, db, ops)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("shop", ["logical"], indirect=True)
-@settings(max_examples=examples(1))  # every log captured by logical decoding (#41)
-@given(ops=ops)
-def test_random_dml_under_views_of_views_with_logical_capture(shop, db, ops):
-    random_dml_then_refresh(shop, db, ops)
-
-
 def random_dml_then_refresh(shop, db, ops) -> None:
     db.execute("DELETE FROM orders; DELETE FROM customers")
     refresh_ok(shop)

@@ -109,7 +109,7 @@ CONNECT_VIEWS = [v for v in VIEWS if v["name"] in {
 
 @pytest.fixture(scope="module", params=SPARK_MODES)
 def built_shop(request, pg, tmp_path_factory):
-    views = VIEWS if request.param == "local" else CONNECT_VIEWS  # connect, logical: the same code on a subset
+    views = VIEWS if request.param == "local" else CONNECT_VIEWS  # connect: the same code on a subset
     with shared_shop(request, pg, tmp_path_factory.mktemp("shop"), views, request.param) as built:
         yield built
 
@@ -135,14 +135,6 @@ def test_fixed_scenario(built_shop):
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):
     random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("built_shop", ["logical"], indirect=True)
-@settings(max_examples=examples(1))  # every log captured by logical decoding (#41)
-@given(sequence=sequences)
-def test_random_dml_then_fast_refresh_with_logical_capture(built_shop, sequence):
-    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, built_shop.views)
 
 
 def test_outer_join_refresh_reads_only_affected_rows(db, make_project):

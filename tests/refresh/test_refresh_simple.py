@@ -125,14 +125,6 @@ def test_random_dml_then_fast_refresh_over_connect(items_project, db, ops):
     random_dml_then_refresh(items_project, db, ops)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("items_project", ["logical"], indirect=True)
-@settings(max_examples=examples(1))  # every log captured by logical decoding (#41)
-@given(ops=operations)
-def test_random_dml_then_fast_refresh_with_logical_capture(items_project, db, ops):
-    random_dml_then_refresh(items_project, db, ops)
-
-
 def random_dml_then_refresh(project, db, ops) -> None:
     db.execute("DELETE FROM items")  # every example starts from an empty table (a logged delete)
     refresh_ok(project)
