@@ -27,6 +27,7 @@ def refusal(cur: Cursor) -> str | None:
         return "capture: logical needs a free replication slot (every one of max_replication_slots is in use)"
     return None
 
+
 def wal_bound_warning(cur: Cursor) -> str | None:
     """What to change when nothing bounds the WAL a slot may retain (a capture that stops would
     let it fill the disk); None when ``max_slot_wal_keep_size`` is set."""
@@ -36,6 +37,7 @@ def wal_bound_warning(cur: Cursor) -> str | None:
     return ("max_slot_wal_keep_size is unlimited: if the logical capture stops, its replication slot keeps "
             "every WAL file from then on; bound it (ALTER SYSTEM SET max_slot_wal_keep_size = '20GB'; "
             "SELECT pg_reload_conf()) — a slot that passes it is invalidated and its views refresh completely")
+
 
 def replica_identity_refusal(cur: Cursor, oid: int, qualified: str) -> str | None:
     """Why a table cannot be captured logically, or None: its replica identity must be its
