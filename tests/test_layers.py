@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, set[str], set[str]]] = [  # (layer, its modules or packa
     ("sql", {"mvlog.sql"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("postgres", {"mvlog.postgres"}, {"pyspark", "py4j", "rich", "click"}),
     ("spark", {"mvlog.spark"}, {"psycopg2", "rich", "click"}),
-    ("pipeline", {"mvlog.plan", "mvlog.apply", "mvlog.refresh", "mvlog.maintenance"},
+    ("pipeline", {"mvlog.plan", "mvlog.apply", "mvlog.refresh", "mvlog.refresh_result", "mvlog.maintenance"},
      {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("ops", {"mvlog.ops"}, {"psycopg2", "rich", "click"}),
     ("facade", {"mvlog.project"}, {"psycopg2", "rich", "click"}),

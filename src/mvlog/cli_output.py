@@ -24,7 +24,7 @@ from mvlog.progress import Reporter
 
 if TYPE_CHECKING:
     from mvlog.project import ApplyReport
-    from mvlog.refresh import RefreshResult
+    from mvlog.refresh_result import RefreshResult
     from mvlog.spark.engine import EngineInfo
     from mvlog.sql.explain import Explanation
 

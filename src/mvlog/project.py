@@ -29,7 +29,8 @@ from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Source, dsn_secrets
 from mvlog.progress import Reporter
-from mvlog.refresh import Refresher, RefreshResult
+from mvlog.refresh import Refresher
+from mvlog.refresh_result import RefreshResult
 from mvlog.spark.remote import configured_remote, remote_address, remote_secrets
 from mvlog.spark.session import remote_url
 from mvlog.spark.settings import conf_secrets, for_project

@@ -14,18 +14,16 @@ import contextlib
 import dataclasses
 import threading
 import time
-import traceback
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
 
 from mvlog import plan as planner
 from mvlog.apply import Registrar, definition_hash
 from mvlog.config import Config, ViewConfig
-from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError, RefreshRefused
+from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError
 from mvlog.faults import arm, checkpoint
 from mvlog.model import ROW_HASH_COLUMN, UNCHANGED, RefreshMethod
 from mvlog.plan import RefreshPlan, plan_refresh
@@ -35,93 +33,13 @@ from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
+from mvlog.refresh_result import Phases, RefreshResult
 from mvlog.spark.warehouse import Warehouse, WriteCounts
 from mvlog.sql import aggdelta
 from mvlog.sql.analysis import DIALECT
 from mvlog.sql.dependencies import ViewGraph
 from mvlog.sql.shape import ViewShape
 from mvlog.sql.strategies import strategy_of
-
-
-@dataclass
-class RefreshResult:
-    """The outcome of refreshing one view (``method`` None: the refresh could not start)."""
-
-    view: str
-    method: RefreshMethod | Literal["fresh"] | None  # fresh: nothing changed, nothing done (model.UNCHANGED)
-    reason: str
-    snaptime: datetime | None
-    keys_read: int = 0
-    rows_inserted: int = 0
-    rows_updated: int = 0
-    rows_deleted: int = 0
-    row_count: int | None = None
-    seconds: float = 0.0
-    error: str | None = None
-    transient: bool = False  # the error may go away by itself (retried by the scheduler)
-    # Where the seconds went: prepare (lock, check, plan, stamp; shared by a group's views),
-    # read (from PostgreSQL, staged), write (the Delta commit; a complete refresh reads here
-    # too), record (key map and catalog).
-    phases: dict[str, float] = field(default_factory=dict)
-    skipped: bool = False  # another process was refreshing the view: not a failure (reason says who)
-    detail: str | None = None  # a failure's traceback, with the error it reports (``mvlog --debug``)
-
-    @classmethod
-    def failed(cls, view: str, exc: MvlogError, started: float, plan: RefreshPlan | None = None,
-               snaptime: datetime | None = None) -> RefreshResult:
-        """A refresh that failed; a refused one (a ``fast`` view that needs a complete refresh)
-        ran no method, and its reason is the refusal's."""
-        if isinstance(exc, RefreshRefused):
-            return cls(view, None, exc.reason, snaptime, error=str(exc), seconds=time.monotonic() - started,
-                       detail=_traceback(exc))
-        return cls(view, plan.method if plan else None, plan.reason if plan else "-", snaptime, error=str(exc),
-                   seconds=time.monotonic() - started, transient=exc.transient, detail=_traceback(exc))
-
-    @classmethod
-    def busy(cls, view: str, exc: ConcurrentRefreshError, started: float) -> RefreshResult:
-        """Skipped: another process is refreshing the view (``exc`` says who)."""
-        return cls(view, None, f"being refreshed by {exc.holder}", None, seconds=time.monotonic() - started,
-                   skipped=True)
-
-    @property
-    def status(self) -> str:
-        return "failed" if self.error else "skipped" if self.skipped else "succeeded"
-
-    def to_json(self) -> dict[str, Any]:
-        """The result as ``mvlog refresh --json`` prints it (docs/json.md)."""
-        data = asdict(self)
-        del data["transient"], data["skipped"], data["detail"]
-        data["status"] = self.status
-        data["method"] = str(self.method) if self.method else "-"
-        data["snaptime"] = self.snaptime.isoformat() if self.snaptime else None
-        data["seconds"] = round(self.seconds, 3)
-        data["phases"] = {name: round(seconds, 3) for name, seconds in self.phases.items()}
-        return data
-
-
-def _traceback(exc: BaseException) -> str:
-    """The traceback of ``exc``, preceded by that of the error it was raised from or while handling
-    (mvlog words errors in one sentence ``from None``; the cause is what --debug is for)."""
-    parts = traceback.format_exception(exc)
-    inner = exc.__cause__ or exc.__context__
-    if inner is not None and exc.__suppress_context__:
-        parts = traceback.format_exception(inner) + ["\nreported by mvlog as:\n\n"] + parts
-    return "".join(parts)
-
-
-class Phases:
-    """Seconds spent per phase of a refresh."""
-
-    def __init__(self, **seconds: float):
-        self.seconds = dict(seconds)
-
-    @contextlib.contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
 
 
 def refresh_units(views: list[ViewConfig], graph: ViewGraph | None = None) -> list[list[ViewConfig]]:

@@ -246,7 +246,7 @@ def test_debug_prints_a_failed_refresh_s_traceback_and_its_cause(tmp_path, monke
     from mvlog.cli import main
     from mvlog.errors import SourceError
     from mvlog.project import Project
-    from mvlog.refresh import RefreshResult
+    from mvlog.refresh_result import RefreshResult
 
     def failing_refresh(self, *args, **kwargs):
         try:

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from mvlog.errors import ConcurrentRefreshError, SourceError
 from mvlog.model import RefreshMethod
-from mvlog.refresh import RefreshResult
+from mvlog.refresh_result import RefreshResult
 from mvlog.render import result_line, results_table
 
 S = datetime(2026, 11, 22, 3, 1, 2, tzinfo=UTC)
