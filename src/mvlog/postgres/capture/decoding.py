@@ -26,9 +26,9 @@ from mvlog.errors import SourceError, UsageError
 from mvlog.faults import checkpoint
 from mvlog.postgres.capture.batch import LogRows, Pass
 from mvlog.postgres.capture.handover import as_trigger_rows, settle
-from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication, slot_name
+from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication
 from mvlog.postgres.capture.pgoutput import Decoder, lsn_text, lsn_value
-from mvlog.postgres.capture.slot import SLOT_WAIT, SlotStatus, create_slot, slot_status
+from mvlog.postgres.capture.slot import SLOT_WAIT, SlotStatus, create_slot, slot_name, slot_status
 from mvlog.postgres.capture.stream import WAKE_CHANNEL, ReplicationRefused, Stream
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.source import Cursor, Source, fetch_row

@@ -11,16 +11,11 @@ from psycopg2 import sql
 
 from mvlog.model import LogInfo, TableInfo
 from mvlog.postgres.capture import Capture
+from mvlog.postgres.capture.prerequisites import replica_identity_refusal
 from mvlog.postgres.capture.triggers import TriggerCapture
 from mvlog.postgres.source import Cursor, fetch_row, table_identifier
 
 PUBLICATION = "mvlog"
-
-
-def slot_name(cur: Cursor) -> str:
-    """The name of the database's replication slot for mvlog: ``mvlog_<database oid>``."""
-    cur.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
-    return f"mvlog_{fetch_row(cur)[0]}"
 
 
 def ensure_publication(cur: Cursor) -> None:
@@ -67,8 +62,6 @@ class LogicalCapture(Capture):
         TriggerCapture().install_truncate(cur, table, log)
 
     def refusal(self, cur: Cursor, table: TableInfo) -> str | None:
-        from mvlog.postgres.capture.prerequisites import replica_identity_refusal  # it reads the slot's name here
-
         return replica_identity_refusal(cur, table.oid, table.qualified)
 
     def current(self, cur: Cursor, table: TableInfo, log: LogInfo) -> bool:

@@ -3,7 +3,7 @@ with one sentence each; and what it should change (the WAL a slot may keep)."""
 
 from __future__ import annotations
 
-from mvlog.postgres.capture.logical import slot_name
+from mvlog.postgres.capture.slot import slot_name
 from mvlog.postgres.source import Cursor, fetch_row
 
 

@@ -20,10 +20,17 @@ import psycopg2
 import psycopg2.errors
 
 from mvlog.errors import SourceError
-from mvlog.postgres.source import Source, fetch_row
+from mvlog.postgres.source import Cursor, Source, fetch_row
 
 SLOT_WAIT = 60.0  # seconds a slot creation may wait for open transactions (source.capture_wait's default)
 WATCH_INTERVAL = 2.0  # seconds between looks at what a waiting slot creation waits for
+
+
+def slot_name(cur: Cursor) -> str:
+    """The name of the database's replication slot for mvlog: ``mvlog_<database oid>``."""
+    cur.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+    return f"mvlog_{fetch_row(cur)[0]}"
+
 
 # The sessions the creating backend waits for, oldest transaction first.
 BLOCKERS_SQL = """

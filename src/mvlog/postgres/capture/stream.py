@@ -44,8 +44,9 @@ from psycopg2 import sql
 from mvlog.errors import SourceError
 from mvlog.faults import checkpoint
 from mvlog.postgres.capture.batch import LogRows, Pass
-from mvlog.postgres.capture.logical import PUBLICATION, slot_name
+from mvlog.postgres.capture.logical import PUBLICATION
 from mvlog.postgres.capture.pgoutput import Decoder, commit_end, lsn_value
+from mvlog.postgres.capture.slot import slot_name
 from mvlog.postgres.source import fetch_row
 
 if TYPE_CHECKING:
