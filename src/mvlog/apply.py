@@ -22,6 +22,7 @@ from mvlog.errors import ConfigError, RefreshError
 from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, TableInfo, log_name_for
 from mvlog.postgres.capture import prerequisites
 from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
+from mvlog.postgres.late import LateRows
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
@@ -153,7 +154,11 @@ class Registrar:
                 shape = self._exact(cur, shape)
                 if check_refresh_sql:
                     strategy = strategy_of(shape)
-                    self.source.check_statements(cur, strategy.statements(CHECK_SINCE), strategy.stand_in_sql())
+                    statements = strategy.statements(CHECK_SINCE)
+                    # as a refresh runs them when the capture wrote rows after its snapshot
+                    late = LateRows.stand_in([log for log in shape.logs if log.decoded])
+                    statements = [*statements, *(late.resolve(s) for s in statements)] if late else statements
+                    self.source.check_statements(cur, statements, strategy.stand_in_sql())
             except ConfigError as exc:
                 shape = downgrade(shape, query, f"mvlog cannot key this view for fast refresh: {exc}")
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
