@@ -20,7 +20,7 @@ from mvlog import plan as planner
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, RefreshError
 from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, TableInfo, log_name_for
-from mvlog.postgres.capture import prerequisites
+from mvlog.postgres.capture import is_decoded, needs_slot, prerequisites
 from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.logs import Logs
@@ -156,7 +156,7 @@ class Registrar:
                     strategy = strategy_of(shape)
                     statements = strategy.statements(CHECK_SINCE)
                     # as a refresh runs them when the capture wrote rows after its snapshot
-                    late = LateRows.stand_in([log for log in shape.logs if log.decoded])
+                    late = LateRows.stand_in([log for log in shape.logs if is_decoded(log)])
                     statements = [*statements, *(late.resolve(s) for s in statements)] if late else statements
                     self.source.check_statements(cur, statements, strategy.stand_in_sql())
             except ConfigError as exc:
@@ -306,7 +306,7 @@ class Registrar:
 
     def wants_logical(self) -> bool:
         """Whether ``logs:`` asks for a log captured by logical decoding (it may match no table yet)."""
-        return any(self.config.capture_of(entry) == "logical" for entry in self.config.logs)
+        return needs_slot(self.config.capture_of(entry) for entry in self.config.logs)
 
     def declared_logs(self, cur: Cursor) -> dict[int, LogInfo]:
         """Logs as they are, or as ``apply`` would create them for the tables under ``logs:``."""
@@ -325,7 +325,7 @@ class Registrar:
         self.catalog.install(cur)
         logs: dict[int, LogInfo] = {}
         declared = self.declared_tables(cur, report.logs_skipped)
-        if any(capture == "logical" for _, _, capture in declared):
+        if needs_slot(capture for _, _, capture in declared):
             refusal = prerequisites.refusal(cur)
             if refusal:
                 raise ConfigError(refusal)

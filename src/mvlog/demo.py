@@ -14,6 +14,7 @@ from rich.table import Table
 
 from mvlog.config import load_config
 from mvlog.model import HIDDEN_PREFIX
+from mvlog.postgres.capture import needs_slot
 from mvlog.postgres.pgtemp import TempPostgres
 from mvlog.project import Project
 from mvlog.render import results_table
@@ -68,7 +69,7 @@ def run_demo(keep: bool = False, warehouse: str | None = None, console: Console 
         config_text = (shop / "mvlog.yaml").read_text()
         if warehouse:
             config_text = config_text.replace("warehouse: ./warehouse", f"warehouse: {Path(warehouse).resolve()}")
-        if capture != "trigger":
+        if needs_slot([capture]):
             doc = yaml.safe_load(config_text)
             config_text = yaml.safe_dump({**doc, "source": {**doc["source"], "capture": capture}}, sort_keys=False)
         (workdir / "mvlog.yaml").write_text(config_text)
@@ -76,7 +77,7 @@ def run_demo(keep: bool = False, warehouse: str | None = None, console: Console 
         config = load_config(workdir / "mvlog.yaml")
         with Project(config, progress=lambda m: console.print(f"   [dim]… {m}[/dim]")) as project:
             console.print("[bold]2. mvlog apply[/bold]: logs, "
-                          + ("a replication slot" if capture == "logical" else "triggers")
+                          + ("a replication slot" if needs_slot([capture]) else "triggers")
                           + " and a complete build of every view")
             report = project.apply()
             console.print(results_table(report.builds))

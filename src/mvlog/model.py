@@ -81,13 +81,6 @@ class LogInfo:
     def qualified_table(self) -> str:
         return f"{self.table_schema}.{self.table_name}"
 
-    @property
-    def decoded(self) -> bool:
-        """Whether the capture may write rows of this log after their transactions commit
-        (``logical``, and ``handover`` until it ends): a stamp then waits for it and stamps by
-        transaction visibility; a log only triggers fill is stamped as its snapshot sees it."""
-        return self.capture != "trigger"
-
     @classmethod
     def for_table(cls, table: TableInfo, log_name: str) -> LogInfo:
         """The log ``log_name`` of ``table``, keyed by the table's primary key."""

@@ -19,6 +19,7 @@ from psycopg2 import sql
 
 from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import LogInfo, RefreshMethod
+from mvlog.postgres.capture import DECODED_LOGS
 from mvlog.postgres.catalog_rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
 from mvlog.postgres.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
 from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
@@ -144,7 +145,7 @@ class Catalog:
     def mark_captured_needs_complete(cur: Cursor, reason: str) -> None:
         """Every view reading a log that logical decoding fills (or filled, in a hand-over) needs a
         complete refresh next, for ``reason``."""
-        Catalog._mark_readers(cur, reason, sql.SQL("l.capture <> 'trigger'"), ())
+        Catalog._mark_readers(cur, reason, DECODED_LOGS, ())
 
     @staticmethod
     def _mark_readers(cur: Cursor, reason: str, logs: sql.Composable, params: tuple) -> None:

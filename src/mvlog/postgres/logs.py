@@ -29,7 +29,7 @@ from mvlog.model import (
     checked_snapshot_id,
     log_name_for,
 )
-from mvlog.postgres.capture import Capture, needs_switch_position, state_after
+from mvlog.postgres.capture import DECODED_LOGS, Capture, is_decoded, needs_switch_position, state_after
 from mvlog.postgres.capture.decoding import Decoding
 from mvlog.postgres.capture.handover import WRITTEN_SQL
 from mvlog.postgres.capture.logical import LogicalCapture
@@ -243,7 +243,7 @@ class Logs:
                 stamper.autocommit = True
                 with stamper.cursor() as cur:
                     lock_stamping(cur, ordered)
-                if any(log.decoded for log in ordered):
+                if any(is_decoded(log) for log in ordered):
                     self.decoding.catch_up()  # now, so that few rows arrive after the snapshot
                 checkpoint("before_snapshot")
                 stamper.autocommit = False
@@ -254,10 +254,10 @@ class Logs:
                     held.execute("SELECT pg_export_snapshot()")  # outlives the stamp's transaction
                     snapshot = checked_snapshot_id(fetch_row(held)[0])
                     checkpoint("after_snapshot")
-                    cur.execute(
-                        "SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond'), "
-                        "       bool_or(capture <> 'trigger') "
-                        "FROM mvlog.logs WHERE log_name = ANY(%s)", (names,),
+                    cur.execute(sql.SQL(
+                        "SELECT greatest(clock_timestamp(), max(l.last_stamp) + interval '1 microsecond'), "
+                        "       bool_or({}) FROM mvlog.logs AS l WHERE l.log_name = ANY(%s)").format(DECODED_LOGS),
+                        (names,),
                     )
                     stamp, decoded = fetch_row(cur)
                     late = LateRows(stamp)
@@ -293,7 +293,7 @@ class Logs:
         """The unstamped rows of ``logs`` that the snapshot of ``at_snapshot`` cannot see, of
         transactions it sees (for reading windows at a snapshot that is not a refresh's: verify).
         Nothing for logs that only triggers fill."""
-        if not any(log.decoded for log in logs):
+        if not any(is_decoded(log) for log in logs):
             return LateRows(SENTINEL_TIME)
         return self._decoded_rows(at_snapshot, logs, wait, None)
 
@@ -341,7 +341,7 @@ class Logs:
             return
         self.decoding.catch_up()
         logs = sorted(self.registered().values(), key=lambda log: log.table_oid)
-        if any(log.decoded for log in logs):
+        if any(is_decoded(log) for log in logs):
             return
         conn = self.source.connect()
         try:

@@ -12,6 +12,7 @@ import psycopg2.extensions
 from psycopg2 import sql
 
 from mvlog.model import SENTINEL_TIME, LogInfo, WindowSize
+from mvlog.postgres.capture import is_decoded
 from mvlog.postgres.capture.decoding import LOST_REASON, REPLACED_SQL
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import ESTIMATED_ROWS, Source, log_identifier
@@ -97,7 +98,7 @@ class StampedSnapshot:
         if self._window_has(log, after, sql.SQL("\"dmltype$$\" = 'P'")):
             return (f"a partition of {log.qualified_table} was dropped, or its partitions changed while mvlog's "
                     f"event triggers were not installed")
-        if log.decoded:
+        if is_decoded(log):
             lost = self.query(REPLACED_SQL)[0][0]
             if lost is not None and (after is None or lost > after):
                 return LOST_REASON

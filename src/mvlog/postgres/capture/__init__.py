@@ -12,12 +12,30 @@ decoding").
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
+
+from psycopg2 import sql
 
 from mvlog.model import LogInfo, TableInfo
 from mvlog.postgres.source import Cursor
 
 CAPTURE_KINDS = ("trigger", "logical")
 HANDOVER = "handover"  # back to triggers, while the capture still writes rows from before the switch
+# The logs (``mvlog.logs`` rows, as ``l``) the capture step may still write rows into after their
+# transactions commit: logical, and hand-overs until they end.
+DECODED_LOGS = sql.SQL("l.capture <> 'trigger'")
+
+
+def is_decoded(log: LogInfo) -> bool:
+    """Whether the capture step may write rows of ``log`` after their transactions commit (as
+    registered when ``log`` was read): a stamp then waits for it and stamps by transaction
+    visibility, and a lost slot counts as the log replaced."""
+    return log.capture != "trigger"
+
+
+def needs_slot(kinds: Iterable[str]) -> bool:
+    """Whether logs captured by these kinds need the database's replication slot."""
+    return "logical" in kinds
 
 
 def state_after(asked: str, was: str | None) -> str:
