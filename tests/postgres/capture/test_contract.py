@@ -32,7 +32,7 @@ from mvlog.postgres.capture import CAPTURE_KINDS
 from mvlog.postgres.capture.decoding import Decoding
 from mvlog.sql.changes import changed_keys_sql
 from mvlog.sql.sqltree import DIALECT
-from tests.conftest import examples
+from tests.conftest import examples, project_maker
 
 pytestmark = pytest.mark.integration
 
@@ -118,26 +118,33 @@ def xid_of(cur) -> str:
     return cur.fetchone()[0]
 
 
-@pytest.fixture(params=[*CAPTURE_KINDS, "logical+capture"])
-def captured(request, db, make_project, monkeypatch):
-    """A project whose two tables (one partitioned) are captured by the kind under test, and its
-    logs; ``logical+capture``: with a capture running beside, writing while stamps are taken
-    (each stamp pauses after its snapshot, when a racing commit is not in it but the capture
-    may write its keys)."""
-    kind, _, beside = request.param.partition("+")
+@pytest.fixture(params=[*CAPTURE_KINDS, "logical+capture", "trigger@18", "logical+capture@18"])
+def captured(request, tmp_path, monkeypatch):
+    """A database, a project whose two tables (one partitioned) are captured by the kind under
+    test, and its logs; ``+capture``: with a capture running beside, writing while stamps are
+    taken (each stamp pauses after its snapshot, when a racing commit is not in it but the
+    capture may write its keys); ``@18``: on PostgreSQL 18."""
+    variant, _, version = request.param.partition("@")
+    kind, _, beside = variant.partition("+")
+    db = request.getfixturevalue("db18" if version else "db")
     db.execute(SCHEMA)
-    project = make_project([{"table": t, "capture": kind} for t in TABLES], [])
-    project.apply()
-    logs = {log.table_name: log for log in project.logs.registered().values()}
-    if not beside:
-        yield project, logs, kind
-        return
+    with project_maker(db, tmp_path, request) as make:
+        project = make([{"table": t, "capture": kind} for t in TABLES], [])
+        project.apply()
+        logs = {log.table_name: log for log in project.logs.registered().values()}
+        if not beside:
+            yield db, project, logs, kind
+            return
+        yield from with_capture_beside(db, project, logs, variant, monkeypatch)
+
+
+def with_capture_beside(db, project, logs, variant: str, monkeypatch):
     monkeypatch.setenv("MVLOG_PAUSE", "after_snapshot:0.08")
     stop = threading.Event()
     capture = threading.Thread(target=lambda: list(project.capture(interval=0.005, stop=stop.is_set)))
     capture.start()
     try:
-        yield project, logs, request.param
+        yield db, project, logs, variant
     finally:
         stop.set()
         capture.join()
@@ -297,6 +304,6 @@ class DyingAtCommit:
 @settings(max_examples=examples(15), derandomize=False, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(steps=STEPS)
-def test_every_committed_change_is_in_the_window_of_the_stamp_that_sees_it(captured, db, steps):
-    project, logs, kind = captured
+def test_every_committed_change_is_in_the_window_of_the_stamp_that_sees_it(captured, steps):
+    db, project, logs, kind = captured
     Contract(project, db, logs, kind).run(steps)
