@@ -3,7 +3,7 @@
     python benchmarks/decode_once.py --rows 200000 --rounds 10
 
 One throwaway PostgreSQL (default durability), one table of --rows rows captured logically, and
-another session holding a transaction (with an xid) open for the whole run, so the slot's
+another session holding a transaction that wrote a row open for the whole run, so the slot's
 restart position cannot move. --rounds rounds per mode, each one ``UPDATE`` of every row in one
 transaction, then the time until the capture has written everything committed before it:
 
@@ -80,7 +80,11 @@ def main() -> None:
         holder = connect(dsn)
         with holder as held, held.cursor() as cur:
             held.autocommit = False
-            cur.execute("SELECT pg_current_xact_id()")  # open, with an xid, until the end
+            # open until the end, with a change of its own: the slot's restart position stays
+            # before it (a transaction that wrote nothing would not hold it)
+            cur.execute("CREATE TABLE IF NOT EXISTS held (id int)")
+            held.commit()
+            cur.execute("INSERT INTO held VALUES (1)")
             note("passes")
             passes = rounds(dsn, args.rounds, decoding.catch_up)
             started = time.perf_counter()
