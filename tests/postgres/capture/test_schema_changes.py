@@ -21,14 +21,6 @@ from mvlog.errors import ConfigError
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def logical(db, make_project):
-    db.execute("CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t SELECT g, g FROM generate_series(1, 20) g")
-    project = make_project([{"table": "t", "capture": "logical"}], [])
-    project.apply()
-    return project
-
-
 def window_keys(project) -> set[int]:
     """The keys of every log row a new stamp holds (all of them: no consumer has read any)."""
     (log,) = project.logs.registered().values()
@@ -38,6 +30,7 @@ def window_keys(project) -> set[int]:
 
 
 def test_a_replica_identity_changed_after_apply_stops_writers_not_the_capture(logical, db):
+    db.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 20) g")
     db.execute("ALTER TABLE t REPLICA IDENTITY FULL")
     with pytest.raises(psycopg2.Error, match="replica identity"):
         db.execute("UPDATE t SET v = 0 WHERE id = 1")  # PostgreSQL's own refusal: nothing goes by
@@ -53,6 +46,7 @@ def test_a_replica_identity_changed_after_apply_stops_writers_not_the_capture(lo
 
 
 def test_column_types_changed_while_the_capture_streams_lose_no_write(logical, db):
+    db.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 20) g")
     stop = threading.Event()
     capture = threading.Thread(target=lambda: list(logical.capture(stop=stop.is_set)))
     capture.start()

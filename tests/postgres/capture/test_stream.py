@@ -25,14 +25,6 @@ from mvlog.postgres.capture.pgoutput import lsn_value
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def logical(db, make_project):
-    db.execute("CREATE TABLE t (id int PRIMARY KEY, v int)")
-    project = make_project([{"table": "t", "capture": "logical"}], [])
-    project.apply()
-    return project
-
-
 @contextlib.contextmanager
 def running_capture(project) -> Iterator[list]:
     """``mvlog capture`` in a thread: the passes it yields, until the block ends."""
