@@ -177,14 +177,16 @@ def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path, connec
             "SELECT extract(epoch FROM finished_at - oldest_change), extract(epoch FROM started_at - oldest_change) "
             "FROM mvlog.refresh_history WHERE view_name = 'fresh15' AND id > %s", (built,))
         # It let the change wait (batching) until its lag plus its estimate of the refresh, a look
-        # (3 s) and the margin (3 s) reached the target, and no longer than one look past that (the
-        # decision, as the scheduler logged it, in whole seconds). Whether the refresh then met the
-        # target depends on how long it took: status says either way.
+        # (3 s) and the margin (3 s) reached the target, and decided at the first look after that
+        # (the decision, as the scheduler logged it, in whole seconds). Looks are 3 s apart when the
+        # scheduler is idle; on a loaded machine one may come a look late (seen once in a suite
+        # run: lag 12 s + 2 s), so the bound allows two looks past the target. Whether the refresh
+        # then met the target depends on how long it took: status says either way.
         assert waited > 3, waited
         decision = next(re.search(r"fresh15: lag (\d+)s \+ last refresh (\d+)s nears", line) for line in lines
                         if "fresh15: lag" in line)
         decided = int(decision.group(1)) + int(decision.group(2)) + 3 + 3
-        assert 15 - 1 <= decided <= 15 + 3 + 1, decision.group(0)
+        assert 15 - 1 <= decided <= 15 + 2 * 3 + 1, decision.group(0)
         status = json.loads(run("status", "--json").stdout)
         # Prometheus metrics, scraped over HTTP: the refresh counted, the gauges brought up to date.
         ((updated,),) = db.execute("SELECT rows_updated FROM mvlog.refresh_history WHERE view_name = 'fresh15' "
