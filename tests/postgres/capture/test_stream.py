@@ -133,3 +133,17 @@ def test_a_pass_records_its_position_chunk_by_chunk(logical, db, monkeypatch):
     assert len(recorded) > 3 and recorded == sorted(recorded), recorded
     assert logged_keys(db) == set(range(1, 30001))
     assert decoding_module.CHUNK_BYTES >= 1 << 20  # the default chunk is not the test's
+
+
+def test_dropping_the_last_logical_log_stops_a_running_capture_instead_of_waiting_for_it(logical, db):
+    """The stream holds the capture lock as long as it runs: dropping the capture (the last
+    logical log dropped) asks it to let go, rather than waiting for it forever."""
+    db.execute("INSERT INTO t VALUES (1, 1)")
+    with running_capture(logical):
+        wait_for(lambda: slot_row(db)[0])
+        dropped = threading.Thread(target=logical.drop_log, args=("t",))
+        dropped.start()
+        dropped.join(60)
+        assert not dropped.is_alive(), "drop_log waited for the running capture"
+    assert db.execute("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()") == [(0,)]
+    assert db.execute("SELECT count(*) FROM mvlog.logs") == [(0,)]

@@ -29,7 +29,7 @@ from mvlog.postgres.capture.handover import as_trigger_rows, settle
 from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication
 from mvlog.postgres.capture.pgoutput import Decoder, lsn_text, lsn_value
 from mvlog.postgres.capture.slot import SLOT_WAIT, SlotStatus, create_slot, slot_name, slot_status
-from mvlog.postgres.capture.stream import WAKE_CHANNEL, ReplicationRefused, Stream
+from mvlog.postgres.capture.stream import RELEASE, WAKE_CHANNEL, ReplicationRefused, Stream
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
@@ -111,7 +111,9 @@ class Decoding:
     def drop(self) -> None:
         """Drop the slot, the publication and the capture's state (no log is captured logically any
         more): a last pass, then the rows it wrote that no refresh stamped yet become trigger rows.
-        The caller holds every log's stamping lock."""
+        The caller holds every log's stamping lock. A running stream is asked to let go first."""
+        with self.source.transaction() as cur:
+            cur.execute("SELECT pg_notify(%s, %s)", (WAKE_CHANNEL, RELEASE))
         with self._exclusive(wait=True):
             try:
                 self._pass(None)
@@ -188,6 +190,8 @@ class Decoding:
         streaming = True
         while not stop():
             with self._exclusive() as got:
+                if got and not self.exists():
+                    return  # the capture was dropped (no log is captured logically any more)
                 if got and streaming:
                     first = self._pass(None)  # replaces a lost slot; the stream starts where it ends
                     if first.rows:

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from mvlog.postgres.capture.decoding import Decoding
 
 WAKE_CHANNEL = "mvlog_capture"
+RELEASE = "release"  # the payload that asks a running stream to let go of the slot and the capture lock
 IDLE_WRITE = 1.0  # seconds between writes of a position that moved past nothing of the logs
 ASK_EVERY = 0.02  # while a refresh waits: how often to ask the server how far it has sent
 WRITE_EVERY = 1.0  # seconds rows may wait unwritten (at most a quarter of wal_sender_timeout)
@@ -80,6 +81,7 @@ class Stream:
         self.fed_at = time.monotonic()
         self.batch_started = time.monotonic()
         self.slot = ""
+        self.releasing = False  # asked to let go (the capture is being dropped)
 
     def run(self) -> Iterator[Pass]:
         """Stream and write; yields each write of log rows as a :class:`Pass`."""
@@ -96,6 +98,7 @@ class Stream:
             raise
         try:
             listener.autocommit = True
+            self.listener = listener
             with listener.cursor() as cur:
                 cur.execute(sql.SQL("LISTEN {}").format(sql.Identifier(WAKE_CHANNEL)))
                 slot = slot_name(cur)
@@ -111,7 +114,7 @@ class Stream:
                                      options={"proto_version": "1", "publication_names": PUBLICATION})
             self._confirm(cursor, self.recorded)
             decoder = Decoder()
-            while not self.stop():
+            while not self.stop() and not self.releasing:
                 message = cursor.read_message()
                 if message is not None:
                     done = self._receive(decoder, message.payload, writer, cursor)
@@ -151,6 +154,7 @@ class Stream:
             self.batch.add(log, change)
         if kind == b"C":
             self.in_transaction = False
+            self._notes(self.listener)  # a busy stream still hears a request to let go
             self.received = max(self.received, commit_end(payload))
             if len(self.batch) >= self.decoding.batch_rows:
                 return self._write(writer, cursor, self.received)
@@ -216,13 +220,20 @@ class Stream:
             timeout = min(self.interval, self.write_every)
         ready, _, _ = select.select([cursor.connection, listener], [], [], timeout)
         if listener in ready:
-            listener.poll()
-            for note in listener.notifies:
-                try:
-                    self.wanted = max(self.wanted, lsn_value(note.payload))
-                except ValueError:
-                    continue
-            listener.notifies.clear()
+            self._notes(listener)
+
+    def _notes(self, listener: psycopg2.extensions.connection) -> None:
+        """Take the requests waiting on ``listener``: a WAL position a refresh waits for, or RELEASE."""
+        listener.poll()
+        for note in listener.notifies:
+            if note.payload == RELEASE:
+                self.releasing = True
+                continue
+            try:
+                self.wanted = max(self.wanted, lsn_value(note.payload))
+            except ValueError:
+                continue
+        listener.notifies.clear()
 
 
 def _released(conn: psycopg2.extensions.connection, slot: str, timeout: float = 5.0) -> None:
