@@ -261,6 +261,16 @@ def make_project(db, tmp_path, request) -> Iterator[Callable[..., Project]]:
         yield make
 
 
+@pytest.fixture
+def logical(db, make_project) -> Project:
+    """A project (no views, applied) whose one table ``t (id int PRIMARY KEY, v int)``, empty, is
+    captured by logical decoding (the capture tests)."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    project = make_project([{"table": "t", "capture": "logical"}], [])
+    project.apply()
+    return project
+
+
 def visible_columns(columns: list[str]) -> list[str]:
     return [c for c in columns if not c.startswith("_mvlog_")]
 
