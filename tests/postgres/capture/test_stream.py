@@ -147,3 +147,24 @@ def test_dropping_the_last_logical_log_stops_a_running_capture_instead_of_waitin
         assert not dropped.is_alive(), "drop_log waited for the running capture"
     assert db.execute("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()") == [(0,)]
     assert db.execute("SELECT count(*) FROM mvlog.logs") == [(0,)]
+
+
+def test_where_a_replication_connection_is_refused_the_capture_runs_passes(logical, db, monkeypatch):
+    """pg_hba.conf without a replication line for the role: the capture falls back to passes."""
+    from mvlog.postgres.source import Source
+
+    connect, refused = Source.connect, []
+
+    def refusing(self, **kwargs):
+        if "connection_factory" in kwargs:
+            refused.append(True)
+            raise SourceError('cannot connect to PostgreSQL: no pg_hba.conf entry for replication connection '
+                              'from host "127.0.0.1", user "mvlog"')
+        return connect(self, **kwargs)
+    monkeypatch.setattr(Source, "connect", refusing)
+    with running_capture(logical) as passes:
+        wait_for(lambda: refused)  # the stream was tried and refused: what follows is the fallback's
+        db.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 50) g")
+        wait_for(lambda: sum(p.rows for p in passes) >= 50)
+        assert not slot_row(db)[1]  # no walsender: passes of the SQL functions
+    assert logged_keys(db) == set(range(1, 51))
