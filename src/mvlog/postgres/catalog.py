@@ -2,8 +2,9 @@
 
 :class:`Catalog` is the one owner of ``mvlog.views``, ``mvlog.view_logs``,
 ``mvlog.refresh_history`` and ``mvlog.ddl_log``: installing and checking the schema,
-registering views, the typed state a refresh starts from and records, history rows,
-status rows, and the advisory locks that keep two refreshes of one view apart. The rows are
+registering views, the typed state a refresh starts from and records, status rows, and the
+advisory locks that keep two refreshes of one view apart; the rows a refresh writes to and
+reads back from its history are :class:`~mvlog.postgres.history.RefreshHistory`'s. The rows are
 typed values of :mod:`mvlog.postgres.catalog_rows`.
 """
 
@@ -13,7 +14,6 @@ import contextlib
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any
 
 from psycopg2 import sql
 
@@ -21,6 +21,7 @@ from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.postgres.capture import DECODED_LOGS
 from mvlog.postgres.catalog_rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
+from mvlog.postgres.history import RefreshHistory
 from mvlog.postgres.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
 from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
 from mvlog.sql.aggdelta import drop_groups_sql
@@ -33,7 +34,7 @@ UNCHANGED_REASON = "nothing changed since the last refresh"  # a refresh that ap
 __all__ = ["Catalog", "HistoryRow", "LogStatusRow", "ViewRegistration", "ViewState", "ViewStatusRow"]
 
 
-class Catalog:
+class Catalog(RefreshHistory):
     """The ``mvlog`` schema of one database."""
 
     def __init__(self, source: Source):
@@ -302,49 +303,6 @@ class Catalog:
 
     # -- history ----------------------------------------------------------------------------------
 
-    def close_interrupted(self, names: Sequence[str]) -> None:
-        """Refreshes still 'running' while we hold the view locks died (killed, crashed): say so."""
-        self.source.query(
-            "UPDATE mvlog.refresh_history SET status = 'failed', finished_at = clock_timestamp(), "
-            "error = 'interrupted: the refresh process ended before finishing' "
-            "WHERE view_name = ANY(%s) AND status = 'running'",
-            (list(names),),
-        )
-
-    def history_start(self, view: str, method: RefreshMethod, reason: str, stamp: datetime) -> int:
-        rows = self.source.query(
-            """
-            INSERT INTO mvlog.refresh_history (view_name, started_at, method, reason, snaptime, status)
-            VALUES (%s, now(), %s, %s, %s, 'running') RETURNING id
-            """,
-            (view, method.value, reason, stamp),
-        )
-        return rows[0][0]
-
-    def history_end(self, history_id: int, counts: Any, error: str | None = None,
-                    method: RefreshMethod | None = None, reason: str | None = None,
-                    oldest_change: datetime | None = None) -> None:
-        """Finish a history row: failed with ``error``, else succeeded (with the method and reason
-        the refresh ended with). ``counts``: keys_read, rows_inserted/updated/deleted and the Delta
-        version written; a success that wrote nothing records the version of the view's last
-        success, which still holds it."""
-        self.source.query(
-            """
-            UPDATE mvlog.refresh_history AS h SET finished_at = clock_timestamp(), status = %s, error = %s,
-                   keys_read = %s, rows_inserted = %s, rows_updated = %s, rows_deleted = %s,
-                   method = coalesce(%s, method), reason = coalesce(%s, reason), oldest_change = %s,
-                   delta_version = CASE WHEN %s IS NOT NULL THEN NULL ELSE coalesce(%s, (
-                       SELECT p.delta_version FROM mvlog.refresh_history AS p
-                       WHERE p.view_name = h.view_name AND p.id < h.id AND p.status = 'succeeded'
-                         AND p.delta_version IS NOT NULL
-                       ORDER BY p.id DESC LIMIT 1)) END
-            WHERE id = %s
-            """,
-            ("failed" if error else "succeeded", error, counts.keys_read, counts.rows_inserted, counts.rows_updated,
-             counts.rows_deleted, method.value if method else None, reason, oldest_change, error, counts.version,
-             history_id),
-        )
-
     def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
         """The most recent refreshes of a view, newest first."""
         if not self.is_registered(name):
@@ -359,40 +317,6 @@ class Catalog:
             (name, limit),
         )
         return [HistoryRow(*row) for row in rows]
-
-    def versions_as_of(self, names: Sequence[str], at: datetime) -> tuple[datetime, dict[str, int | None]] | None:
-        """The newest stamp at or before ``at`` that every one of ``names`` was refreshed to (a refresh
-        group's views share their stamps), and the Delta version each was left at by that refresh
-        (None where the history predates recorded versions); None if there is no such stamp."""
-        rows = self.source.query(
-            """
-            WITH common AS (
-                SELECT snaptime FROM mvlog.refresh_history
-                WHERE view_name = ANY(%(names)s) AND status = 'succeeded' AND snaptime <= %(at)s
-                GROUP BY snaptime HAVING count(DISTINCT view_name) = %(n)s
-                ORDER BY snaptime DESC LIMIT 1)
-            SELECT DISTINCT ON (h.view_name) h.view_name, h.snaptime, h.delta_version
-            FROM mvlog.refresh_history AS h JOIN common USING (snaptime)
-            WHERE h.view_name = ANY(%(names)s) AND h.status = 'succeeded'
-            ORDER BY h.view_name, h.id DESC
-            """,
-            {"names": list(names), "at": at, "n": len(set(names))},
-        )
-        if not rows:
-            return None
-        return rows[0][1], {name: version for name, _, version in rows}
-
-    def lags_since(self, name: str, since: datetime) -> list[float]:
-        """The lags (seconds) that the view's successful refreshes finished since ``since`` ended."""
-        rows = self.source.query(
-            """
-            SELECT extract(epoch FROM finished_at - oldest_change)::float8 FROM mvlog.refresh_history
-            WHERE view_name = %s AND status = 'succeeded' AND finished_at >= %s AND oldest_change IS NOT NULL
-            ORDER BY id
-            """,
-            (name, since),
-        )
-        return [row[0] for row in rows]
 
     # -- status -----------------------------------------------------------------------------------
 
