@@ -123,15 +123,18 @@ def test_a_wait_for_a_stuck_capture_says_what_it_waits_for_then_gives_up(logical
 
 
 def test_a_pass_records_its_position_chunk_by_chunk(logical, db, monkeypatch):
-    db.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 30000) g")
+    for first in (1, 10001, 20001):  # three transactions: rows in several chunks
+        db.execute("INSERT INTO t SELECT g, g FROM generate_series(%s, %s) g", (first, first + 9999))
     recorded: list[int] = []
     original = Decoding.record
     monkeypatch.setattr(Decoding, "record", lambda self, writer, slot, position, rows, advance=True: (
         recorded.append(position), original(self, writer, slot, position, rows, advance))[1])
+    before = db.execute("SELECT keys_written FROM mvlog.capture_state")[0][0]
     done = Decoding(logical.source, chunk_bytes=256 << 10).catch_up()
     assert done is not None and done.rows >= 30000
     assert len(recorded) > 3 and recorded == sorted(recorded), recorded
     assert logged_keys(db) == set(range(1, 30001))
+    assert db.execute("SELECT keys_written FROM mvlog.capture_state")[0][0] - before == done.rows  # each chunk once
     assert decoding_module.CHUNK_BYTES >= 1 << 20  # the default chunk is not the test's
 
 

@@ -296,9 +296,10 @@ class Decoding:
             target = min(upto, flush) if upto is not None else flush
             while written < target:
                 chunk = min(target, written + self.chunk_bytes)
-                rows += self._decode(reader, writer, slot, written, chunk)
+                written_now = self._decode(reader, writer, slot, written, chunk)
                 reader.rollback()
-                self.record(writer, slot, chunk, rows)
+                self.record(writer, slot, chunk, written_now)
+                rows += written_now
                 written = chunk
             return Pass(rows, written, time.monotonic() - started)
         finally:
