@@ -84,7 +84,7 @@ class Logs:
         A switch of capture is exact: both happen in this transaction, which locks the table
         against writes (trigger DDL), so every write is logged by the one before or the one after.
         Switching back to triggers leaves the log in ``handover`` until the capture has written
-        the transactions that committed before the switch (:meth:`Decoding._settle`).
+        the transactions that committed before the switch (:func:`~mvlog.postgres.capture.handover.settle`).
         """
         if not table.key:
             raise ConfigError(f"table {table.qualified} has no primary key, so it cannot have a materialized view log")

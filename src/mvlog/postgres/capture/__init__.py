@@ -41,7 +41,7 @@ def needs_slot(kinds: Iterable[str]) -> bool:
 def state_after(asked: str, was: str | None) -> str:
     """A log's capture state once ``apply`` installs the ``asked`` kind over state ``was``: back to
     triggers from logical decoding it is HANDOVER, until the capture has written every
-    transaction from before the switch (:meth:`~mvlog.postgres.capture.decoding.Decoding._settle`)."""
+    transaction from before the switch (:func:`~mvlog.postgres.capture.handover.settle`)."""
     return HANDOVER if asked == "trigger" and was in ("logical", HANDOVER) else asked
 
 

@@ -219,8 +219,8 @@ class Decoding:
         another process captures, asking it for ``lsn`` and saying every REPORT_EVERY seconds
         what it waits for (``report``); SourceError after ``timeout`` seconds."""
         started = time.monotonic()
-        asked = reported = started
-        self._wake(lsn)
+        asked: float | None = None
+        reported = started
         while True:
             written = self.written()
             if written >= lsn:
@@ -234,8 +234,8 @@ class Decoding:
             if done is not None and done.lost:  # after the snapshot: this refresh cannot know what it missed
                 raise SourceError(f"{LOST_REASON}; the views of logical logs refresh completely from the next "
                                   f"refresh on", transient=True)
-            if done is None:  # another process captures
-                if now - asked >= 0.5:
+            if done is None:  # another process captures: wake it, and again every half second
+                if asked is None or now - asked >= 0.5:
                     self._wake(lsn)
                     asked = now
                 if now - reported >= REPORT_EVERY:
@@ -316,15 +316,13 @@ class Decoding:
                         "written_at = clock_timestamp(), keys_written = keys_written + %s WHERE slot_name = %s",
                         (lsn_text(position), rows, slot))
         writer.commit()
-        if not advance:
-            self._settle()
-            return
-        with writer.cursor() as out:  # only now may the slot forget these changes
-            out.execute("SELECT pg_replication_slot_advance(%s, %s) "
-                        "FROM pg_replication_slots WHERE slot_name = %s AND confirmed_flush_lsn < %s::pg_lsn",
-                        (slot, lsn_text(position), slot, lsn_text(position)))
-        writer.commit()
-        self._settle()
+        if advance:
+            with writer.cursor() as out:  # only now may the slot forget these changes
+                out.execute("SELECT pg_replication_slot_advance(%s, %s) "
+                            "FROM pg_replication_slots WHERE slot_name = %s AND confirmed_flush_lsn < %s::pg_lsn",
+                            (slot, lsn_text(position), slot, lsn_text(position)))
+            writer.commit()
+        settle(self.source)
 
     @staticmethod
     def _flush_to(conn: psycopg2.extensions.connection, lsn: int) -> None:
@@ -392,6 +390,3 @@ class Decoding:
     def status(self) -> list[SlotStatus]:
         """The slot: retained WAL, the capture's lag, PostgreSQL's verdict on it."""
         return slot_status(self.source)
-
-    def _settle(self) -> None:
-        settle(self.source)
