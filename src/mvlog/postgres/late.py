@@ -48,6 +48,11 @@ class LateRows:
         if rows:
             self.rows.setdefault(log.log_name, (log, []))[1].extend(rows)
 
+    def extend(self, other: LateRows) -> None:
+        """Add the late rows of ``other`` (of the same stamp)."""
+        for log, rows in other.rows.values():
+            self.add(log, rows)
+
     def __bool__(self) -> bool:
         return bool(self.rows)
 

@@ -29,11 +29,9 @@ from mvlog.model import (
     checked_snapshot_id,
     log_name_for,
 )
-from mvlog.postgres.capture import DECODED_LOGS, Capture, is_decoded, needs_switch_position, state_after
+from mvlog.postgres.capture import Capture, is_decoded, needs_switch_position, stamped_as, state_after
 from mvlog.postgres.capture.decoding import Decoding
-from mvlog.postgres.capture.handover import WRITTEN_SQL
 from mvlog.postgres.capture.logical import LogicalCapture
-from mvlog.postgres.capture.pgoutput import lsn_value
 from mvlog.postgres.capture.triggers import TriggerCapture
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import (
@@ -47,7 +45,6 @@ from mvlog.postgres.source import (
 from mvlog.postgres.windows import UNCOVERED_PARTITION, Pending, StampedSnapshot, pending_sql
 
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of the advisory locks that serialize stamping a log
-CAPTURES: dict[str, Capture] = {"trigger": TriggerCapture(), "logical": LogicalCapture()}
 CAPTURE_WAIT = 60.0  # seconds a refresh waits for the logical capture to reach its snapshot
 # Rows of a stamp's window that its snapshot cannot see (written by the capture after it), above
 # which the stamp is taken again (they are read as literals in every statement of the refresh).
@@ -61,6 +58,14 @@ class Logs:
     def __init__(self, source: Source):
         self.source = source
         self.decoding = Decoding(source)
+        self.captures: dict[str, Capture] = {"trigger": TriggerCapture(), "logical": LogicalCapture(self.decoding)}
+
+    def _by_capture(self, logs: Sequence[LogInfo]) -> dict[Capture, list[LogInfo]]:
+        """``logs`` (in their order) by the capture whose rows a stamp of them deals with."""
+        groups: dict[Capture, list[LogInfo]] = {}
+        for log in logs:
+            groups.setdefault(self.captures[stamped_as(log)], []).append(log)
+        return groups
 
     def registered(self) -> dict[str, LogInfo]:
         """Registered logs by qualified table name."""
@@ -88,7 +93,7 @@ class Logs:
         """
         if not table.key:
             raise ConfigError(f"table {table.qualified} has no primary key, so it cannot have a materialized view log")
-        method = CAPTURES[capture]
+        method = self.captures[capture]
         refusal = self.source.log_refusal(cur, table) or method.refusal(cur, table)
         if refusal:
             raise ConfigError(refusal)
@@ -171,7 +176,7 @@ class Logs:
     def drop(self, cur: Cursor, log: LogInfo) -> None:
         """DROP MATERIALIZED VIEW LOG: its capture (triggers, or its place in the publication), log
         table and registry row."""
-        for capture in CAPTURES.values():
+        for capture in self.captures.values():
             capture.remove(cur, log)
         cur.execute("DELETE FROM mvlog.log_partitions AS p WHERE p.table_oid = %s", (log.table_oid,))
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(log_identifier(log)))
@@ -206,8 +211,9 @@ class Logs:
         visible in increasing order of S and no stamp commits between a snapshot and its stamp.
 
         A log captured by logical decoding gets its rows after their transactions commit, so
-        also after the snapshot: :meth:`_decoded_rows` waits for the capture to pass the
-        snapshot and stamps exactly the rows of the transactions it sees. The rows it writes
+        also after the snapshot: its capture's :meth:`~mvlog.postgres.capture.Capture.unseen`
+        waits for the capture to pass the snapshot and stamps exactly the rows of the
+        transactions it sees. The rows it writes
         after the snapshot are read as literals (:mod:`mvlog.postgres.late`); above
         LATE_ROWS_MAX of them the stamp is taken again (its rows stay stamped: a later S's
         window holds them), and after STAMP_ATTEMPTS the refresh fails in one sentence.
@@ -234,7 +240,7 @@ class Logs:
         """One stamp of :meth:`stamp`: the connection holding its snapshot, S, the snapshot, and
         the rows of transactions S sees that the capture wrote after S (its late rows)."""
         source = self.source
-        names = [log.log_name for log in ordered]
+        by_capture = self._by_capture(ordered)
         holder = source.connect()
         try:
             holder.set_session(isolation_level="REPEATABLE READ", readonly=True)
@@ -243,8 +249,8 @@ class Logs:
                 stamper.autocommit = True
                 with stamper.cursor() as cur:
                     lock_stamping(cur, ordered)
-                if any(is_decoded(log) for log in ordered):
-                    self.decoding.catch_up()  # now, so that few rows arrive after the snapshot
+                for capture in by_capture:
+                    capture.before_stamp()
                 checkpoint("before_snapshot")
                 stamper.autocommit = False
                 stamper.set_session(isolation_level="REPEATABLE READ")
@@ -254,23 +260,28 @@ class Logs:
                     held.execute("SELECT pg_export_snapshot()")  # outlives the stamp's transaction
                     snapshot = checked_snapshot_id(fetch_row(held)[0])
                     checkpoint("after_snapshot")
-                    cur.execute(sql.SQL(
-                        "SELECT greatest(clock_timestamp(), max(l.last_stamp) + interval '1 microsecond'), "
-                        "       bool_or({}) FROM mvlog.logs AS l WHERE l.log_name = ANY(%s)").format(DECODED_LOGS),
-                        (names,),
-                    )
-                    stamp, decoded = fetch_row(cur)
+                    cur.execute("SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond'), "
+                                "       json_object_agg(log_name, capture) "
+                                "FROM mvlog.logs WHERE log_name = ANY(%s)", ([log.log_name for log in ordered],))
+                    stamp, kinds = fetch_row(cur)
+                    # The captures as registered at the snapshot (an apply may have switched one
+                    # since the refresh read its logs).
+                    by_capture = self._by_capture(
+                        [dataclasses.replace(log, capture=kinds.get(log.log_name, log.capture)) for log in ordered])
                     late = LateRows(stamp)
-                    if decoded:
-                        late = self._decoded_rows(cur, ordered, capture_wait, stamp, report)
-                    for log in ordered:
+                    for capture, logs in by_capture.items():
+                        late.extend(capture.unseen(cur, logs, capture_wait, stamp, report))
+                    for log in ordered:  # the rows written in their writers' transactions
                         cur.execute(
                             sql.SQL('UPDATE {} SET "snaptime$$" = %s WHERE "snaptime$$" = %s AND "xid$$" IS NULL')
                             .format(log_identifier(log)),
                             (stamp, SENTINEL),
                         )
-                    if not decoded:
-                        cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)", (stamp, names))
+                    # (a capture that stamps apart recorded its logs' last stamp: updating that row
+                    # here too would fail this transaction's snapshot)
+                    here = [log.log_name for capture, logs in by_capture.items() if not capture.stamps_apart
+                            for log in logs]
+                    cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)", (stamp, here))
                 stamper.commit()
             finally:
                 stamper.close()  # releases the advisory locks
@@ -293,43 +304,9 @@ class Logs:
         """The unstamped rows of ``logs`` that the snapshot of ``at_snapshot`` cannot see, of
         transactions it sees (for reading windows at a snapshot that is not a refresh's: verify).
         Nothing for logs that only triggers fill."""
-        if not any(is_decoded(log) for log in logs):
-            return LateRows(SENTINEL_TIME)
-        return self._decoded_rows(at_snapshot, logs, wait, None)
-
-    def _decoded_rows(self, at_snapshot: Cursor, logs: Sequence[LogInfo], wait: float,
-                      stamp: datetime | None, report: Callable[[str], None] = lambda _: None) -> LateRows:
-        """Wait for the capture to pass the snapshot S of ``at_snapshot``; then the decoded sentinel
-        rows of the transactions S sees (stamped with ``stamp`` if given): those written after S,
-        which S cannot see, as LateRows (a refresh adds them to its windows).
-
-        Exact because: a transaction visible in S committed before S was taken, so its commit
-        record lies before L, the WAL insert position read after S. Once the capture has written
-        everything that committed before L, every row of such a transaction is in the log (none
-        missing); a row is stamped only if its transaction is visible in S (none early — the
-        others keep the sentinel for the next refresh).
-        """
-        at_snapshot.execute(sql.SQL("SELECT pg_current_snapshot()::text, ({}), pg_current_wal_insert_lsn()::text")
-                            .format(sql.SQL(WRITTEN_SQL)))
-        snapshot, written, insert = fetch_row(at_snapshot)
-        if written is not None:
-            self.decoding.reach(lsn_value(insert), wait, report)
-        late = LateRows(stamp or SENTINEL_TIME)
-        params = {"stamp": stamp, "sentinel": SENTINEL, "snapshot": snapshot, "written": written or "0/0"}
-        with self.source.transaction() as cur:  # a snapshot that sees what the capture wrote
-            for log in logs:
-                keys = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(k)) for k in log.key_columns)
-                decoded = sql.SQL('"snaptime$$" = %(sentinel)s AND "xid$$" IS NOT NULL '
-                                  'AND pg_visible_in_snapshot("xid$$", %(snapshot)s::pg_snapshot)')
-                returned = sql.SQL('{}, "dmltype$$", "old_new$$", "xact_time$$", "lsn$$" >= %(written)s::pg_lsn'
-                                   ).format(keys)
-                statement = (sql.SQL('UPDATE {} SET "snaptime$$" = %(stamp)s WHERE {} RETURNING {}') if stamp
-                             else sql.SQL("SELECT {2} FROM {0} WHERE {1}"))
-                cur.execute(statement.format(log_identifier(log), decoded, returned), params)
-                late.add(log, [r[:-1] for r in cur.fetchall() if r[-1] is not False])
-            if stamp is not None:
-                cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)",
-                            (stamp, [log.log_name for log in logs]))
+        late = LateRows(SENTINEL_TIME)
+        for capture, its_logs in self._by_capture(logs).items():
+            late.extend(capture.unseen(at_snapshot, its_logs, wait, None, lambda _: None))
         return late
 
     def settle_capture(self) -> None:

@@ -12,11 +12,13 @@ decoding").
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 
 from psycopg2 import sql
 
-from mvlog.model import LogInfo, TableInfo
+from mvlog.model import SENTINEL_TIME, LogInfo, TableInfo
+from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import Cursor
 
 CAPTURE_KINDS = ("trigger", "logical")
@@ -31,6 +33,12 @@ def is_decoded(log: LogInfo) -> bool:
     registered when ``log`` was read): a stamp then waits for it and stamps by transaction
     visibility, and a lost slot counts as the log replaced."""
     return log.capture != "trigger"
+
+
+def stamped_as(log: LogInfo) -> str:
+    """The kind of capture whose rows a stamp of ``log`` deals with: ``logical`` while the
+    capture step may still write rows of it (:func:`is_decoded`), else ``trigger``."""
+    return "logical" if is_decoded(log) else "trigger"
 
 
 def needs_slot(kinds: Iterable[str]) -> bool:
@@ -72,3 +80,23 @@ class Capture(ABC):
     @abstractmethod
     def remove(self, cur: Cursor, log: LogInfo) -> None:
         """Stop capturing the writes of ``log``'s table (the log is being dropped)."""
+
+    # -- what a refresh asks of it (``Logs.stamp``) --------------------------------------------
+
+    # Whether :meth:`unseen` stamps in a transaction of its own, and records the logs' last stamp
+    # there; otherwise the stamp's transaction records it.
+    stamps_apart = False
+
+    @abstractmethod
+    def before_stamp(self) -> None:
+        """Called with the stamping locks held, before a stamp's snapshot: write what this
+        capture can into the logs now, so that few rows arrive after the snapshot."""
+
+    def unseen(self, at_snapshot: Cursor, logs: Sequence[LogInfo], wait: float, stamp: datetime | None,
+               report: Callable[[str], None]) -> LateRows:
+        """The rows of ``logs`` that this capture writes after their transactions commit, of the
+        transactions the snapshot of ``at_snapshot`` sees, and that it cannot see (written after
+        it): a refresh reads its windows as the logs plus these. With ``stamp``, every such row
+        (seen or not) is stamped with it. Nothing for a capture that writes in the writer's
+        transaction: the snapshot sees its rows exactly when it sees their transactions."""
+        return LateRows(stamp or SENTINEL_TIME)

@@ -17,12 +17,9 @@ from psycopg2 import sql
 from mvlog.errors import SourceError
 from mvlog.model import MVLOG_SCHEMA, SENTINEL
 from mvlog.postgres.capture.logical import unpublish
+from mvlog.postgres.capture.slot import WRITTEN_SQL
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.source import Cursor, Source, fetch_row
-
-# How far the capture had written, read at a refresh's snapshot: every row of a transaction that
-# committed before is in the logs by then.
-WRITTEN_SQL = "SELECT written_lsn::text FROM mvlog.capture_state LIMIT 1"
 
 
 def settle(source: Source) -> None:

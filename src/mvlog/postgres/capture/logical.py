@@ -7,13 +7,23 @@ partitions): a TRUNCATE aimed at a partition is not published through the partit
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
 from psycopg2 import sql
 
-from mvlog.model import LogInfo, TableInfo
+from mvlog.model import SENTINEL, SENTINEL_TIME, LogInfo, TableInfo
 from mvlog.postgres.capture import Capture
+from mvlog.postgres.capture.pgoutput import lsn_value
 from mvlog.postgres.capture.prerequisites import replica_identity_refusal
+from mvlog.postgres.capture.slot import WRITTEN_SQL
 from mvlog.postgres.capture.triggers import TriggerCapture
-from mvlog.postgres.source import Cursor, fetch_row, table_identifier
+from mvlog.postgres.late import LateRows
+from mvlog.postgres.source import Cursor, fetch_row, log_identifier, table_identifier
+
+if TYPE_CHECKING:
+    from mvlog.postgres.capture.decoding import Decoding
 
 PUBLICATION = "mvlog"
 
@@ -42,9 +52,19 @@ def unpublish(cur: Cursor, schema: str, name: str) -> None:
 
 
 class LogicalCapture(Capture):
-    """The table's primary key in mvlog's publication; of its triggers only the TRUNCATE one."""
+    """The table's primary key in mvlog's publication; of its triggers only the TRUNCATE one.
+    ``decoding`` is the database's capture step, which a refresh waits for."""
 
     kind = "logical"
+    stamps_apart = True
+
+    def __init__(self, decoding: Decoding | None = None):
+        self.decoding = decoding
+
+    def _decoding(self) -> Decoding:
+        if self.decoding is None:
+            raise TypeError("this LogicalCapture was made without the database's Decoding")
+        return self.decoding
 
     def install(self, cur: Cursor, table: TableInfo, log: LogInfo) -> None:
         ensure_publication(cur)
@@ -75,3 +95,42 @@ class LogicalCapture(Capture):
                     (sql.Identifier(log.table_schema, log.table_name).as_string(cur), log.table_oid))
         if fetch_row(cur)[0]:
             unpublish(cur, log.table_schema, log.table_name)
+
+    def before_stamp(self) -> None:
+        self._decoding().catch_up()
+
+    def unseen(self, at_snapshot: Cursor, logs: Sequence[LogInfo], wait: float, stamp: datetime | None,
+               report: Callable[[str], None]) -> LateRows:
+        """Wait for the capture to pass the snapshot S of ``at_snapshot``; then the decoded
+        sentinel rows of the transactions S sees (stamped with ``stamp`` if given, and the logs'
+        last stamp recorded, in a transaction of its own): those written after S are returned.
+
+        Exact because: a transaction visible in S committed before S was taken, so its commit
+        record lies before L, the WAL insert position read after S. Once the capture has written
+        everything that committed before L, every row of such a transaction is in the log (none
+        missing); a row is stamped only if its transaction is visible in S (none early — the
+        others keep the sentinel for the next refresh).
+        """
+        decoding = self._decoding()
+        at_snapshot.execute(sql.SQL("SELECT pg_current_snapshot()::text, ({}), pg_current_wal_insert_lsn()::text")
+                            .format(sql.SQL(WRITTEN_SQL)))
+        snapshot, written, insert = fetch_row(at_snapshot)
+        if written is not None:
+            decoding.reach(lsn_value(insert), wait, report)
+        late = LateRows(stamp or SENTINEL_TIME)
+        params = {"stamp": stamp, "sentinel": SENTINEL, "snapshot": snapshot, "written": written or "0/0"}
+        with decoding.source.transaction() as cur:  # a snapshot that sees what the capture wrote
+            for log in logs:
+                keys = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(k)) for k in log.key_columns)
+                decoded = sql.SQL('"snaptime$$" = %(sentinel)s AND "xid$$" IS NOT NULL '
+                                  'AND pg_visible_in_snapshot("xid$$", %(snapshot)s::pg_snapshot)')
+                returned = sql.SQL('{}, "dmltype$$", "old_new$$", "xact_time$$", "lsn$$" >= %(written)s::pg_lsn'
+                                   ).format(keys)
+                statement = (sql.SQL('UPDATE {} SET "snaptime$$" = %(stamp)s WHERE {} RETURNING {}') if stamp
+                             else sql.SQL("SELECT {2} FROM {0} WHERE {1}"))
+                cur.execute(statement.format(log_identifier(log), decoded, returned), params)
+                late.add(log, [r[:-1] for r in cur.fetchall() if r[-1] is not False])
+            if stamp is not None:
+                cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)",
+                            (stamp, [log.log_name for log in logs]))
+        return late

@@ -24,6 +24,9 @@ from mvlog.postgres.source import Cursor, Source, fetch_row
 
 SLOT_WAIT = 60.0  # seconds a slot creation may wait for open transactions (source.capture_wait's default)
 WATCH_INTERVAL = 2.0  # seconds between looks at what a waiting slot creation waits for
+# How far the capture has written into the logs: every row of a transaction that committed before
+# that position is in them.
+WRITTEN_SQL = "SELECT written_lsn::text FROM mvlog.capture_state LIMIT 1"
 
 
 def slot_name(cur: Cursor) -> str:

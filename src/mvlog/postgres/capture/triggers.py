@@ -58,6 +58,9 @@ class TriggerCapture(Capture):
         """Its four triggers and their functions are as rendered now."""
         return self._current(cur, table, log, EVENTS)
 
+    def before_stamp(self) -> None:
+        """Nothing: every row is in the log when its writer commits."""
+
     def install_truncate(self, cur: Cursor, table: TableInfo, log: LogInfo) -> None:
         """The TRUNCATE trigger alone (``sql/log_truncate_trigger.sql``), the others and their
         functions off: what a log captured by logical decoding keeps, since a TRUNCATE aimed at a
