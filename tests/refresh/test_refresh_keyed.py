@@ -171,14 +171,6 @@ def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(built_shop, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("built_shop", ["connect"], indirect=True)
-@settings(max_examples=examples(1))  # the same refresh code on another session kind: fewer examples
-@given(sequence=sequences)
-def test_random_dml_on_all_tables_then_fast_refresh_over_connect(built_shop, sequence):
-    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("built_shop", ["logical"], indirect=True)
 @settings(max_examples=examples(1))  # every log captured by logical decoding (#41)
 @given(sequence=sequences)

@@ -84,6 +84,7 @@ def test_small_views_are_rewritten_with_the_merges_counts_and_a_change_feed_view
     check_views(shop, VIEWS)
 
 
+@pytest.mark.parametrize("built_shop", ["local"], indirect=True)  # plans only
 def test_a_view_above_the_threshold_merges(built_shop):
     shop = built_shop.seeded()
     plan = shop.plan("open_orders")
@@ -100,12 +101,4 @@ def test_a_view_above_the_threshold_merges(built_shop):
 @settings(max_examples=examples(3))
 @given(sequence=sequences)
 def test_random_dml_then_rewrites_equal_postgres(built_shop, sequence):
-    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("built_shop", ["connect"], indirect=True)
-@settings(max_examples=examples(1))
-@given(sequence=sequences)
-def test_random_dml_then_rewrites_over_connect(built_shop, sequence):
     random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)

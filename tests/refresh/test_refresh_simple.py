@@ -117,14 +117,6 @@ def test_random_dml_then_fast_refresh_equals_postgres(items_project, db, ops):
     random_dml_then_refresh(items_project, db, ops)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("items_project", ["connect"], indirect=True)
-@settings(max_examples=examples(1))  # the same refresh code on another session kind: fewer examples
-@given(ops=operations)
-def test_random_dml_then_fast_refresh_over_connect(items_project, db, ops):
-    random_dml_then_refresh(items_project, db, ops)
-
-
 def random_dml_then_refresh(project, db, ops) -> None:
     db.execute("DELETE FROM items")  # every example starts from an empty table (a logged delete)
     refresh_ok(project)
@@ -194,6 +186,7 @@ def test_fixed_dml_scenario_fast_refresh(items_project, db):
     assert operations[0] == "VACUUM END" and "OPTIMIZE" in operations, operations
 
 
+@pytest.mark.parametrize("items_project", ["local"], indirect=True)  # the stamp's business: no Spark kind of its own
 def test_open_transaction_during_refresh_is_taken_by_the_next_refresh(items_project, db):
     project = items_project
     db.execute("INSERT INTO items SELECT g, 1, 5, 1.00, 'x', true FROM generate_series(1, 10) g")
