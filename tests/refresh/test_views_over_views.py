@@ -44,6 +44,10 @@ VIEWS = [
               "JOIN nation n ON n.id = c.nation_id JOIN (SELECT customer_id, sum(amount) AS spent, count(*) AS n "
               "FROM orders WHERE status IS DISTINCT FROM 'cancelled' GROUP BY customer_id HAVING count(*) > 1) t "
               "ON t.customer_id = c.id"},
+    {"name": "segment_pairs", "refresh": "fast",  # count(*) and avg over a join with an aggregated CTE (#49)
+     "query": "WITH rev AS (SELECT customer_id, sum(amount) AS total, count(*) AS n FROM orders GROUP BY customer_id) "
+              "SELECT c.segment, sum(r.total) AS total, count(*) AS customers, avg(r.total) AS mean, "
+              "avg(r.n) AS per_customer FROM customers c JOIN rev r ON r.customer_id = c.id GROUP BY c.segment"},
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mvlog.model import Column, TableInfo
+from mvlog.sql.aggplan import plan_deltas
 from mvlog.sql.analysis import ViewClass, analyze
 
 
@@ -49,10 +50,28 @@ def test_an_aggregate_folding_the_derived_tables_aggregates_is_one_aggregate_ove
     assert analyze(query.replace("max(t.top)", "max(t.total)"), CATALOG).view_class is ViewClass.OTHER
 
 
+def test_count_of_the_pairs_and_avg_over_them_fold_into_the_aggregate_over_the_join():
+    query = (f"SELECT c.nation_id, count(*) AS customers, avg(t.total) AS mean, avg(t.n) AS per_customer "
+             f"FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY c.nation_id HAVING count(*) > 1")
+    folded = analyze(query, CATALOG, ["nation_id", "customers", "mean", "per_customer"],
+                     ["integer", "bigint", "numeric", "numeric"])
+    assert folded.view_class is ViewClass.AGGREGATE and not folded.reasons
+    sql = folded.tree.sql(dialect="postgres")
+    pairs = '("c"."id", "orders"."customer_id")'
+    # count(*) counts the pairs of a customer and a group; avg of a sum skips the groups whose sum is NULL
+    assert f'COUNT(DISTINCT {pairs}) AS "customers"' in sql and f"HAVING COUNT(DISTINCT {pairs}) > 1" in sql
+    assert (f'CAST(CAST(SUM("orders"."amount") AS DECIMAL) / COUNT(DISTINCT CASE WHEN NOT "orders"."amount" IS NULL '
+            f'THEN {pairs} END) AS DECIMAL) AS "mean"') in sql
+    assert f'CAST(CAST(COUNT(*) AS DECIMAL) / COUNT(DISTINCT {pairs}) AS DECIMAL) AS "per_customer"' in sql
+    # kept per affected group: a record's distinct count is not kept by state
+    kept = plan_deltas(folded.tree, list(folded.tree.args["group"].expressions), "km")
+    assert isinstance(kept, str) and "of a record is recomputed per affected group" in kept, kept
+
+
 @pytest.mark.parametrize("query", [
     f"SELECT c.name, t.total FROM customers c LEFT JOIN {TOTALS} t ON t.customer_id = c.id",  # outer join
-    f"SELECT c.nation_id, count(*) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",  # pairs
-    f"SELECT c.nation_id, avg(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",
+    f"SELECT c.nation_id, avg(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",  # no type
+    f"SELECT c.nation_id, count(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",
     f"SELECT c.nation_id, sum(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id "
     "WHERE t.n > 1 GROUP BY 1",  # a condition on an aggregate of the derived table
     "SELECT c.name, t.total FROM customers c JOIN (SELECT DISTINCT customer_id, sum(amount) AS total FROM orders "

@@ -68,6 +68,8 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
         counted_distinct = isinstance(argument, exp.Distinct) and isinstance(aggregate, exp.Count)
         if counted_distinct and len(argument.expressions) == 1:
             argument = argument.expressions[0]
+            if argument.find(exp.Tuple):  # pairs of a pulled-up join (sql/pullup.py): a record
+                return f"{name}(DISTINCT (…)) of a record is recomputed per affected group"
         elif isinstance(argument, exp.Distinct):
             return f"{name}(DISTINCT …) is recomputed per affected group (count(DISTINCT x) is kept by state)"
         if isinstance(argument, exp.Star):

@@ -15,7 +15,9 @@ joins on or filters by its group columns (a condition on its aggregates becomes 
 one value per group either way).
 
 An aggregate over such a join is pulled up too when each of its aggregates folds one of the
-derived table's (a sum of sums or counts, a min of mins, a max of maxes; see :func:`_flattened`).
+derived table's (a sum of sums or counts, a min of mins, a max of maxes, an avg of sums or counts)
+or counts the join's rows (``count(*)``: the pairs of table rows and groups); see
+:func:`_flattened`.
 """
 
 from __future__ import annotations
@@ -136,8 +138,22 @@ def pull_up(select: exp.Select, catalog: Catalog, output_types: list[str] | None
     if select.args.get("group") is None and not outer_aggregates:
         return _joined(select, source, inner, group, sources, catalog) if len(sources) > len(_items(inner)) else None
     if select.args.get("group") is not None and not has_grouping_sets(select.args["group"]):
-        return _flattened(select, source, inner, group, sources, output_types)
+        return _flattened(select, source, inner, group, sources, output_types, catalog)
     return None
+
+
+def _table_keys(select: exp.Select, catalog: Catalog) -> list[exp.Expr] | None:
+    """The primary-key columns of the tables ``select`` reads beside its derived table (None if
+    one has no key)."""
+    keys: list[exp.Expr] = []
+    for item in _items(select):
+        if isinstance(item, exp.Table):
+            info = _table_info(item, catalog)
+            if info is None or not info.key:
+                return None
+            here = exp.to_identifier(_alias(item), quoted=True)
+            keys += [exp.column(exp.to_identifier(c.name, quoted=True), table=here.copy()) for c in info.key]
+    return keys
 
 
 def _joined(select: exp.Select, source: exp.Subquery, inner: exp.Select, group: list[exp.Expr],
@@ -156,14 +172,9 @@ def _joined(select: exp.Select, source: exp.Subquery, inner: exp.Select, group: 
     having = _conjuncts(inner.args["having"].this) if inner.args.get("having") else []
     for condition in _conditions(outer, inner):
         (having if condition.find(exp.AggFunc) else where).append(condition)
-    keys: list[exp.Expr] = []
-    for item in _items(select):
-        if isinstance(item, exp.Table):
-            info = _table_info(item, catalog)
-            if info is None or not info.key:
-                return None
-            here = exp.to_identifier(_alias(item), quoted=True)
-            keys += [exp.column(exp.to_identifier(c.name, quoted=True), table=here.copy()) for c in info.key]
+    keys = _table_keys(select, catalog)
+    if keys is None:
+        return None
     read = [c for p in outer.selects for c in p.find_all(exp.Column)
             if c.table and identifier_name(c.args["table"]) in tables and not c.find_ancestor(exp.AggFunc)]
     grouping = {_text(e): e for e in [*keys, *read, *group]}
@@ -171,15 +182,29 @@ def _joined(select: exp.Select, source: exp.Subquery, inner: exp.Select, group: 
 
 
 def _flattened(select: exp.Select, source: exp.Subquery, inner: exp.Select, group: list[exp.Expr],
-               sources: list[exp.Expr], output_types: list[str] | None) -> exp.Select | None:
+               sources: list[exp.Expr], output_types: list[str] | None, catalog: Catalog) -> exp.Select | None:
     """An aggregate over the join whose aggregates each fold one of the derived table's:
     ``sum(t.total)`` over ``sum(x)`` (or ``count(…)``) is ``sum(x)`` (``count(…)``) over the
     join, ``min``/``max`` of a ``min``/``max`` the same — each pair of a table row and a group
-    contributes exactly its group's rows, as the join condition reads only group columns. Any
-    other aggregate (``count(*)`` counts pairs, not rows) or a condition on the derived table's
-    aggregates keeps the query as it is."""
+    contributes exactly its group's rows, as the join condition reads only group columns.
+    ``count(*)`` counts those pairs: the distinct (table keys, group values) of the join's rows;
+    ``avg`` of a numeric sum or count is that sum over the pairs divided by their count. Any other
+    aggregate, or a condition on the derived table's aggregates, keeps the query as it is."""
     if inner.args.get("having"):
         return None
+    keys = _table_keys(select, catalog)
+    if not keys:
+        return None  # no table beside the derived table: nothing to fold over
+
+    def pairs(valued: exp.Expr | None = None) -> exp.Expr:
+        """count(DISTINCT (keys, groups)) over the join's rows (with ``valued``: of the pairs whose
+        group has a non-NULL ``valued``, as avg skips a NULL sum). Records compare their NULL
+        fields as equal, as GROUP BY does."""
+        identity: exp.Expr = exp.Tuple(expressions=[k.copy() for k in keys] + [g.copy() for g in group])
+        if valued is not None:
+            identity = exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=valued.copy(), expression=exp.Null())),
+                                            true=identity)])
+        return exp.Count(this=exp.Distinct(expressions=[identity]))
     alias = _alias(source)
     texts = {_text(g) for g in group}
     outputs = {p.alias_or_name: (p.this if isinstance(p, exp.Alias) else p) for p in inner.selects}
@@ -196,20 +221,38 @@ def _flattened(select: exp.Select, source: exp.Subquery, inner: exp.Select, grou
             return identifier_name(node.this)
         return None
 
+    def output_type(node: exp.Expr) -> exp.DataType | None:
+        """The type PostgreSQL gives the output ``node`` is (None: not a whole output, or unknown)."""
+        owner = node.parent
+        if not (isinstance(owner, exp.Alias) and owner.parent is outer and types):
+            return None
+        return exp.DataType.build(types[outer.selects.index(owner)], dialect=DIALECT)
+
     for node in [a for a in outer.find_all(exp.AggFunc) if a.find_ancestor(exp.Select) is outer]:
+        if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
+            node.replace(pairs())
+            continue
         name = derived_column(node.this)
         if name is None or node.find(exp.Distinct):
             return None  # an aggregate of other values would count each group once per row
         kept = outputs[name]
-        if not (isinstance(node, exp.Sum) and isinstance(kept, (exp.Sum, exp.Count))
-                or isinstance(node, (exp.Min, exp.Max)) and type(node) is type(kept)):
-            return None
         replacement: exp.Expr = kept.copy()
-        if isinstance(node, exp.Sum) and not node.find_ancestor(exp.Having):
-            owner = node.parent  # a sum of sums (of counts) has the outer sum's type: the output's
-            if not (isinstance(owner, exp.Alias) and owner.parent is outer and types):
+        if isinstance(node, exp.Avg) and isinstance(kept, (exp.Sum, exp.Count)):
+            # PostgreSQL's avg of integers and numerics: their numeric sum / their count
+            typed = output_type(node)
+            if typed is None or not typed.is_type("decimal"):
                 return None
-            replacement = exp.cast(replacement, exp.DataType.build(types[outer.selects.index(owner)], dialect=DIALECT))
+            valued = kept.this if isinstance(kept, exp.Sum) else None
+            replacement = exp.cast(exp.Div(this=exp.cast(replacement, exp.DataType.build("numeric")),
+                                           expression=pairs(valued)), typed)
+        elif isinstance(node, exp.Sum) and isinstance(kept, (exp.Sum, exp.Count)):
+            if not node.find_ancestor(exp.Having):  # a sum of sums (of counts) has the outer sum's type
+                typed = output_type(node)
+                if typed is None:
+                    return None
+                replacement = exp.cast(replacement, typed)
+        elif not (isinstance(node, (exp.Min, exp.Max)) and type(node) is type(kept)):
+            return None
         node.replace(replacement)
     if any(derived_column(c) for c in outer.find_all(exp.Column)):
         return None  # the derived table's aggregate outside an aggregate (GROUP BY it)
