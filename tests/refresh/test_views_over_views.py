@@ -48,6 +48,9 @@ VIEWS = [
      "query": "WITH rev AS (SELECT customer_id, sum(amount) AS total, count(*) AS n FROM orders GROUP BY customer_id) "
               "SELECT c.segment, sum(r.total) AS total, count(*) AS customers, avg(r.total) AS mean, "
               "avg(r.n) AS per_customer FROM customers c JOIN rev r ON r.customer_id = c.id GROUP BY c.segment"},
+    {"name": "status_by_segment", "refresh": "fast",  # two project views joined: orders read twice (#49), and
+     "query": "SELECT s.status, l.segment, sum(l.amount) AS revenue, count(*) AS n "  # s is also order_lines' alias
+              "FROM order_lines l JOIN silver_orders s ON s.id = l.order_id GROUP BY s.status, l.segment"},
 ]
 
 
@@ -74,10 +77,11 @@ def test_views_over_views_are_fast_show_their_dag_and_refresh_from_one_stamp(bui
     explained = project.explain("gold_region").to_json()
     assert sorted(explained["upstreams"]) == ["order_lines", "silver_customers", "silver_orders"]
     assert explained["base_tables"] == ["orders", "customers", "nation"]
-    assert project.explain("silver_orders").to_json()["dependents"] == ["order_lines", "gold_status"]
+    assert project.explain("silver_orders").to_json()["dependents"] == ["order_lines", "gold_status",
+                                                                        "status_by_segment"]
     status = {v["name"]: v for v in project.status()["views"]}
     assert status["order_lines"]["upstreams"] == ["silver_customers", "silver_orders"]
-    assert status["silver_orders"]["dependents"] == ["order_lines", "gold_status"]
+    assert status["silver_orders"]["dependents"] == ["order_lines", "gold_status", "status_by_segment"]
     assert status["gold_status"]["dependents"] == []
     # Refreshing the gold view refreshes what it reads first, all from one stamp.
     db.execute("UPDATE orders SET amount = amount + 1 WHERE id = 1")

@@ -194,7 +194,8 @@ def _merge_derived_tables(select: exp.Select) -> None:
             continue
         inner = source.this
         if _plain_spj(inner) and inner.args.get("from_"):
-            taken = {_source_alias(s) for s, _ in _from_items(select) if s is not source and s.alias}
+            # its own alias too: an inner alias equal to it would read as the derived table's
+            taken = {_source_alias(s) for s, _ in _from_items(select) if s.alias}
             _merge_spj(select, position, source, join, taken)
         elif (position == 0 and len(items) == 1 and inner.args.get("group") is not None
               and not inner.args.get("distinct") and _plain_outer(select)):
