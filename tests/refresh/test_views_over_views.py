@@ -51,6 +51,9 @@ VIEWS = [
     {"name": "status_by_segment", "refresh": "fast",  # two project views joined: orders read twice (#49), and
      "query": "SELECT s.status, l.segment, sum(l.amount) AS revenue, count(*) AS n "  # s is also order_lines' alias
               "FROM order_lines l JOIN silver_orders s ON s.id = l.order_id GROUP BY s.status, l.segment"},
+    {"name": "large_orders", "refresh": "fast",  # a CTE nested in a CTE (#49)
+     "query": "WITH v AS (WITH a AS (SELECT id, customer_id, amount FROM orders WHERE amount > 1) "
+              "SELECT a.id, a.amount FROM a) SELECT v.id, v.amount FROM v"},
 ]
 
 

@@ -41,6 +41,13 @@ def _analyze(query: str):
         # the same CTE twice: the second copy's alias is renamed
         ("WITH o AS (SELECT * FROM orders) SELECT a.id, b.id AS other FROM o a JOIN o b ON b.customer_id = a.id",
          ViewClass.JOIN, '"public"."orders" AS "orders_2"'),
+        # a CTE nested in a CTE (#49): the inner one is inlined from the outer one's copy
+        ("WITH v AS (WITH a AS (SELECT id, customer_id, amount FROM orders WHERE amount > 1) "
+         "SELECT a.id, a.amount FROM a) SELECT v.id, v.amount FROM v",
+         ViewClass.SIMPLE, 'FROM "public"."orders" AS "orders" WHERE "orders"."amount" > 1'),
+        # a derived table whose own FROM item has its alias (#49): renamed apart, not read as it
+        ("SELECT s.id, o.name FROM (SELECT s.id, s.customer_id FROM orders s) s JOIN customers o "
+         "ON o.id = s.customer_id", ViewClass.JOIN, '"public"."orders" AS "s_2"'),
         # a semi-join: the FROM table keys the view
         ("SELECT id FROM customers WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = customers.id)",
          ViewClass.JOIN, "EXISTS("),

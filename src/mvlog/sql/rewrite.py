@@ -148,19 +148,21 @@ def _top_selects(tree: exp.Expr) -> list[exp.Select]:
 
 
 def _inline_ctes(tree: exp.Query) -> exp.Query:
-    """Every reference to a CTE replaced by its body as a derived table (bodies may use earlier CTEs)."""
-    for holder in [tree, *[n for n in tree.find_all(exp.Select, exp.SetOperation) if n is not tree]]:
-        with_ = holder.args.get("with_")
-        if with_ is None:
-            continue
-        bodies: dict[str, exp.Expr] = {}
-        for cte in with_.expressions:
-            body = cte.this.copy()
-            _replace_cte_refs(body, bodies)
-            bodies[identifier_name(cte.args["alias"].this)] = body
-        holder.set("with_", None)
-        _replace_cte_refs(holder, bodies)
-    return tree
+    """Every reference to a CTE replaced by its body as a derived table (bodies may use earlier
+    CTEs, and have CTEs of their own: inlined in turn, from the copies the outer pass made)."""
+    while True:
+        holders = [n for n in [tree, *[n for n in tree.find_all(exp.Select, exp.SetOperation) if n is not tree]]
+                   if n.args.get("with_") is not None]
+        if not holders:
+            return tree
+        for holder in holders:
+            bodies: dict[str, exp.Expr] = {}
+            for cte in holder.args["with_"].expressions:
+                body = cte.this.copy()
+                _replace_cte_refs(body, bodies)
+                bodies[identifier_name(cte.args["alias"].this)] = body
+            holder.set("with_", None)
+            _replace_cte_refs(holder, bodies)
 
 
 def _replace_cte_refs(node: exp.Expr, bodies: dict[str, exp.Expr]) -> None:
