@@ -1,10 +1,10 @@
 """mvlog's catalog: the ``mvlog`` schema's registry of views, their state and refresh history.
 
-:class:`Catalog` is the one owner of ``mvlog.views``, ``mvlog.view_logs``,
-``mvlog.refresh_history`` and ``mvlog.ddl_log``: installing and checking the schema,
-registering views, the typed state a refresh starts from and records, status rows, and the
-advisory locks that keep two refreshes of one view apart; the rows a refresh writes to and
-reads back from its history are :class:`~mvlog.postgres.history.RefreshHistory`'s. The rows are
+:class:`Catalog` is the one owner of ``mvlog.views``, ``mvlog.view_logs`` and
+``mvlog.ddl_log``: installing and checking the schema, registering views, the typed state a
+refresh starts from and records, status rows, and the advisory locks that keep two refreshes of
+one view apart. ``mvlog.refresh_history`` is named only by its part
+:class:`~mvlog.postgres.history.RefreshHistory`: the rows a refresh writes and reads back. The rows are
 typed values of :mod:`mvlog.postgres.catalog_rows`.
 """
 
@@ -235,26 +235,12 @@ class Catalog(RefreshHistory):
         keys, the stamp they still reflect and the Delta version that still holds them) and their
         last refresh time; their stamp stays, so nothing committed since can be skipped. Returns
         each view's stamp and row count."""
-        rows = self.source.query(
-            """
-            WITH touched AS (
-                UPDATE mvlog.views SET last_refresh_at = clock_timestamp()
-                WHERE name = ANY(%(names)s) AND last_snaptime IS NOT NULL
-                RETURNING name, last_snaptime, row_count
-            ), recorded AS (
-                INSERT INTO mvlog.refresh_history (view_name, started_at, finished_at, method, reason, snaptime,
-                                                   keys_read, rows_inserted, rows_updated, rows_deleted, status,
-                                                   delta_version)
-                SELECT t.name, now(), clock_timestamp(), 'fresh', %(reason)s, t.last_snaptime, 0, 0, 0, 0,
-                       'succeeded', (SELECT p.delta_version FROM mvlog.refresh_history AS p
-                                     WHERE p.view_name = t.name AND p.status = 'succeeded'
-                                       AND p.delta_version IS NOT NULL ORDER BY p.id DESC LIMIT 1)
-                FROM touched AS t
-            )
-            SELECT name, last_snaptime, row_count FROM touched
-            """,
-            {"names": list(names), "reason": UNCHANGED_REASON},
-        )
+        with self.source.transaction() as cur:
+            cur.execute("UPDATE mvlog.views SET last_refresh_at = clock_timestamp() "
+                        "WHERE name = ANY(%s) AND last_snaptime IS NOT NULL "
+                        "RETURNING name, last_snaptime, row_count", (list(names),))
+            rows = cur.fetchall()
+            self.record_fresh(cur, [(name, stamp) for name, stamp, _ in rows], UNCHANGED_REASON)
         return {name: (stamp, row_count) for name, stamp, row_count in rows}
 
     def ddl_since(self, table_oids: Sequence[int], after: datetime | None) -> list[tuple]:
@@ -307,16 +293,7 @@ class Catalog(RefreshHistory):
         """The most recent refreshes of a view, newest first."""
         if not self.is_registered(name):
             raise UsageError(f"view {name} is not registered; run 'mvlog apply' first")
-        rows = self.source.query(
-            """
-            SELECT id, started_at, finished_at, extract(epoch FROM finished_at - started_at)::float8, status, method,
-                   reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version,
-                   extract(epoch FROM finished_at - oldest_change)::float8
-            FROM mvlog.refresh_history WHERE view_name = %s ORDER BY id DESC LIMIT %s
-            """,
-            (name, limit),
-        )
-        return [HistoryRow(*row) for row in rows]
+        return self.recent_refreshes(name, limit)
 
     # -- status -----------------------------------------------------------------------------------
 

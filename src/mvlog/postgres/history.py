@@ -1,8 +1,8 @@
 """The history of refreshes (``mvlog.refresh_history``): the row each refresh starts and ends,
 refreshes a killed process left running, the versions views were left at, and their lags.
 
-Part of :class:`~mvlog.postgres.catalog.Catalog` (which reads a view's history back for
-``mvlog history``); apart so that the catalog's registry of views reads in one sitting.
+Part of :class:`~mvlog.postgres.catalog.Catalog`, and the one module that names
+``mvlog.refresh_history``; apart so that the catalog's registry of views reads in one sitting.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from mvlog.model import RefreshMethod
-from mvlog.postgres.source import Source
+from mvlog.postgres.catalog_rows import HistoryRow
+from mvlog.postgres.source import Cursor, Source
 
 
 class RefreshHistory:
@@ -62,6 +63,39 @@ class RefreshHistory:
              counts.rows_deleted, method.value if method else None, reason, oldest_change, error, counts.version,
              history_id),
         )
+
+    def record_fresh(self, cur: Cursor, views: Sequence[tuple[str, datetime]], reason: str) -> None:
+        """In ``cur``'s transaction, a succeeded row per (view, stamp) that a refresh found unchanged:
+        method ``fresh``, 0 keys, the stamp it still reflects and the Delta version of its last
+        success, which still holds it."""
+        if not views:
+            return
+        cur.execute(
+            """
+            INSERT INTO mvlog.refresh_history (view_name, started_at, finished_at, method, reason, snaptime,
+                                               keys_read, rows_inserted, rows_updated, rows_deleted, status,
+                                               delta_version)
+            SELECT t.name, now(), clock_timestamp(), 'fresh', %s, t.stamp, 0, 0, 0, 0,
+                   'succeeded', (SELECT p.delta_version FROM mvlog.refresh_history AS p
+                                 WHERE p.view_name = t.name AND p.status = 'succeeded'
+                                   AND p.delta_version IS NOT NULL ORDER BY p.id DESC LIMIT 1)
+            FROM unnest(%s::text[], %s::timestamptz[]) AS t(name, stamp)
+            """,
+            (reason, [name for name, _ in views], [stamp for _, stamp in views]),
+        )
+
+    def recent_refreshes(self, name: str, limit: int) -> list[HistoryRow]:
+        """The ``limit`` most recent refreshes of a view, newest first."""
+        rows = self.source.query(
+            """
+            SELECT id, started_at, finished_at, extract(epoch FROM finished_at - started_at)::float8, status, method,
+                   reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version,
+                   extract(epoch FROM finished_at - oldest_change)::float8
+            FROM mvlog.refresh_history WHERE view_name = %s ORDER BY id DESC LIMIT %s
+            """,
+            (name, limit),
+        )
+        return [HistoryRow(*row) for row in rows]
 
     def versions_as_of(self, names: Sequence[str], at: datetime) -> tuple[datetime, dict[str, int | None]] | None:
         """The newest stamp at or before ``at`` that every one of ``names`` was refreshed to (a refresh
