@@ -192,9 +192,7 @@ def _flattened(select: exp.Select, source: exp.Subquery, inner: exp.Select, grou
     aggregate, or a condition on the derived table's aggregates, keeps the query as it is."""
     if inner.args.get("having"):
         return None
-    keys = _table_keys(select, catalog)
-    if not keys:
-        return None  # no table beside the derived table: nothing to fold over
+    keys = _table_keys(select, catalog) or []  # none: count(*) and avg do not fold (pairs need keys)
 
     def pairs(valued: exp.Expr | None = None) -> exp.Expr:
         """count(DISTINCT (keys, groups)) over the join's rows (with ``valued``: of the pairs whose
@@ -230,6 +228,8 @@ def _flattened(select: exp.Select, source: exp.Subquery, inner: exp.Select, grou
 
     for node in [a for a in outer.find_all(exp.AggFunc) if a.find_ancestor(exp.Select) is outer]:
         if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
+            if not keys:
+                return None
             node.replace(pairs())
             continue
         name = derived_column(node.this)
@@ -240,7 +240,7 @@ def _flattened(select: exp.Select, source: exp.Subquery, inner: exp.Select, grou
         if isinstance(node, exp.Avg) and isinstance(kept, (exp.Sum, exp.Count)):
             # PostgreSQL's avg of integers and numerics: their numeric sum / their count
             typed = output_type(node)
-            if typed is None or not typed.is_type("decimal"):
+            if typed is None or not typed.is_type("decimal") or not keys:
                 return None
             valued = kept.this if isinstance(kept, exp.Sum) else None
             replacement = exp.cast(exp.Div(this=exp.cast(replacement, exp.DataType.build("numeric")),
