@@ -58,13 +58,8 @@ class LogicalCapture(Capture):
     kind = "logical"
     stamps_apart = True
 
-    def __init__(self, decoding: Decoding | None = None):
+    def __init__(self, decoding: Decoding):
         self.decoding = decoding
-
-    def _decoding(self) -> Decoding:
-        if self.decoding is None:
-            raise TypeError("this LogicalCapture was made without the database's Decoding")
-        return self.decoding
 
     def install(self, cur: Cursor, table: TableInfo, log: LogInfo) -> None:
         ensure_publication(cur)
@@ -97,7 +92,7 @@ class LogicalCapture(Capture):
             unpublish(cur, log.table_schema, log.table_name)
 
     def before_stamp(self) -> None:
-        self._decoding().catch_up()
+        self.decoding.catch_up()
 
     def unseen(self, at_snapshot: Cursor, logs: Sequence[LogInfo], wait: float, stamp: datetime | None,
                report: Callable[[str], None]) -> LateRows:
@@ -111,7 +106,7 @@ class LogicalCapture(Capture):
         missing); a row is stamped only if its transaction is visible in S (none early — the
         others keep the sentinel for the next refresh).
         """
-        decoding = self._decoding()
+        decoding = self.decoding
         at_snapshot.execute(sql.SQL("SELECT pg_current_snapshot()::text, ({}), pg_current_wal_insert_lsn()::text")
                             .format(sql.SQL(WRITTEN_SQL)))
         snapshot, written, insert = fetch_row(at_snapshot)
