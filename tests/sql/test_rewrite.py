@@ -213,3 +213,44 @@ def test_aggregate_over_a_full_join_is_an_aggregate_over_its_two_parts():
 def test_aggregates_over_a_full_join_that_stay_complete(query, reason):
     analysis = _analyze(query)
     assert analysis.view_class is ViewClass.OTHER and any(reason in why for why in analysis.reasons), analysis.reasons
+
+
+@pytest.mark.parametrize(("query", "sql"), [
+    # inner joins in parentheses, nested: one chain, every condition on its last join (pg_ivm's shape)
+    ("SELECT o.id, n.id AS nation FROM orders o JOIN (customers c JOIN (customers n JOIN orders p ON p.id = n.id) "
+     "ON n.id = c.nation_id) ON c.id = o.customer_id",
+     'JOIN "public"."customers" AS "c" ON TRUE JOIN "public"."customers" AS "n" ON TRUE JOIN "public"."orders" AS "p" '
+     'ON ("p"."id" = "n"."id" AND "n"."id" = "c"."nation_id") AND "c"."id" = "o"."customer_id"'),
+    # a parenthesized join first in FROM, an outer join in it: joins associate to the left anyway
+    ("SELECT o.id, c.name FROM (orders o LEFT JOIN customers c ON c.id = o.customer_id) "
+     "JOIN customers d ON d.id = o.id",
+     'FROM "public"."orders" AS "o" LEFT JOIN "public"."customers" AS "c" ON "c"."id" = "o"."customer_id" '
+     'JOIN "public"."customers" AS "d" ON "d"."id" = "o"."id"'),
+])
+def test_parenthesized_joins_are_one_chain(query, sql):
+    analysis = _analyze(query)
+    assert analysis.view_class is ViewClass.JOIN and not analysis.reasons
+    assert sql in analysis.tree.sql(dialect="postgres")
+
+
+def test_a_parenthesized_join_on_the_null_extended_side_keeps_its_order():
+    analysis = _analyze("SELECT o.id, c.name FROM orders o LEFT JOIN (customers c JOIN customers d "
+                        "ON d.id = c.nation_id) ON c.id = o.customer_id")
+    assert analysis.view_class is ViewClass.OTHER
+    assert 'LEFT JOIN ("public"."customers" AS "c" JOIN' in analysis.tree.sql(dialect="postgres")
+
+
+def test_a_distinct_derived_table_is_grouped_by_its_outputs():
+    joined = _analyze("SELECT c.name, t.customer_id FROM customers c JOIN (SELECT DISTINCT customer_id, status "
+                      "FROM orders) t ON t.customer_id = c.id")
+    assert joined.view_class is ViewClass.AGGREGATE and not joined.reasons
+    grouped = 'GROUP BY "c"."id", "c"."name", "orders"."customer_id", "orders"."status"'
+    assert grouped in joined.tree.sql(dialect="postgres")
+    alone = _analyze("SELECT t.status FROM (SELECT DISTINCT status, customer_id FROM orders) t WHERE t.customer_id > 1")
+    assert alone.view_class is ViewClass.AGGREGATE and not alone.reasons
+    # an aggregate over it alone stays one over its branches; a constant output is not a GROUP BY position
+    over = _analyze("SELECT s.customer_id, count(*) AS n FROM (SELECT DISTINCT customer_id, status FROM orders) s "
+                    "GROUP BY s.customer_id")
+    assert over.view_class is ViewClass.AGGREGATE and "DISTINCT" in over.tree.sql(dialect="postgres")
+    constant = _analyze("SELECT t.x FROM (SELECT DISTINCT 1 AS x, status FROM orders) t")
+    assert constant.view_class is ViewClass.OTHER

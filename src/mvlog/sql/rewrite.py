@@ -129,6 +129,7 @@ def rewrite(tree: exp.Query, catalog: Catalog, output_names: list[str] | None = 
         raise NotMergeable(f"the query cannot be analysed: {str(exc).splitlines()[0]}") from None
     tree = _inline_ctes(tree)
     for select in list(tree.find_all(exp.Select, bfs=False))[::-1]:  # innermost first
+        _flatten_parenthesized_joins(select)
         _merge_derived_tables(select)
     if output_names:
         for select in _top_selects(tree):
@@ -173,6 +174,52 @@ def _replace_cte_refs(node: exp.Expr, bodies: dict[str, exp.Expr]) -> None:
             table.replace(exp.Subquery(this=bodies[name].copy(), alias=alias.copy()))
 
 
+def _parenthesized(item: exp.Expr) -> bool:
+    """``(B JOIN C ON p)`` as a FROM item: an unaliased Subquery around a table with joins."""
+    return (isinstance(item, exp.Subquery) and not item.alias and isinstance(item.this, exp.Table)
+            and bool(item.this.args.get("joins")))
+
+
+def _plain_inner(join: exp.Join) -> bool:
+    return join_side(join) in ("INNER", "CROSS") and not join.args.get("using")
+
+
+def _flatten_parenthesized_joins(select: exp.Select) -> None:
+    """Parenthesized joins as one chain, where that keeps the rows (PostgreSQL's planner flattens
+    them alike): ``(A LEFT JOIN B ON p) JOIN C ON q`` first in FROM is ``A LEFT JOIN B ON p JOIN C
+    ON q`` (joins associate to the left anyway); ``A JOIN (B JOIN C ON p) ON q`` with inner joins
+    only is ``A JOIN B ON true JOIN C ON p AND q``. A parenthesized join under an outer join keeps
+    its order (the analysis gives the reason)."""
+    first = select.args["from_"].this if select.args.get("from_") else None
+    leading: list[exp.Join] = []
+    if first is not None and _parenthesized(first):
+        table = first.this.copy()
+        leading = _flat_joins(table.args.get("joins") or [])
+        table.set("joins", None)
+        select.args["from_"].set("this", table)
+    joins = leading + _flat_joins(select.args.get("joins") or [])
+    if joins:
+        select.set("joins", joins)
+
+
+def _flat_joins(joins: list[exp.Join]) -> list[exp.Join]:
+    result: list[exp.Join] = []
+    for join in joins:
+        group = join.this
+        nested = _flat_joins(group.this.args.get("joins") or []) if _parenthesized(group) else []
+        if not (nested and _plain_inner(join) and all(_plain_inner(j) for j in nested)):
+            result.append(join)
+            continue
+        table = group.this.copy()
+        table.set("joins", None)
+        last = nested[-1]
+        conditions = [c for c in (last.args.get("on"), join.args.get("on")) if c is not None]
+        last.set("on", exp.and_(*conditions) if conditions else None)
+        last.set("kind", None if conditions else last.args.get("kind"))
+        result += [exp.Join(this=table, on=exp.true()), *nested]
+    return result
+
+
 def _source_alias(source: exp.Expr) -> str:
     return identifier_name(source.args["alias"].this)
 
@@ -195,6 +242,8 @@ def _merge_derived_tables(select: exp.Select) -> None:
         if not (isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) and source.alias):
             continue
         inner = source.this
+        if len(items) > 1 or _plain_outer(select):  # an aggregate over it alone: see analysis._analyze_over_union
+            _distinct_as_group_by(inner)
         if _plain_spj(inner) and inner.args.get("from_"):
             # its own alias too: an inner alias equal to it would read as the derived table's
             taken = {_source_alias(s) for s, _ in _from_items(select) if s.alias}
@@ -202,6 +251,21 @@ def _merge_derived_tables(select: exp.Select) -> None:
         elif (position == 0 and len(items) == 1 and inner.args.get("group") is not None
               and not inner.args.get("distinct") and _plain_outer(select)):
             _merge_into_aggregate(select, source)
+
+
+def _distinct_as_group_by(inner: exp.Select) -> None:
+    """A derived table ``SELECT DISTINCT a, b …`` (no aggregate, window or LIMIT) as ``SELECT a, b …
+    GROUP BY a, b``: the same rows (GROUP BY, like DISTINCT, takes NULLs as equal), and an
+    aggregated derived table is what the merges and the pull-up know."""
+    distinct = inner.args.get("distinct")
+    if (distinct is None or distinct.args.get("on") is not None or not inner.args.get("from_")
+            or any(inner.args.get(k) for k in ("group", "having", "limit", "offset", "fetch"))
+            or any(p.find(exp.AggFunc, exp.Window, exp.Star) for p in inner.selects)
+            or any(isinstance(p.unalias(), exp.Literal) for p in inner.selects)):  # GROUP BY 1 is a position
+        return
+    inner.set("distinct", None)
+    inner.set("group", exp.Group(expressions=[(p.this if isinstance(p, exp.Alias) else p).copy()
+                                              for p in inner.selects]))
 
 
 def _plain_outer(select: exp.Select) -> bool:
