@@ -19,7 +19,7 @@ logical decoding adds to the WAL is in every column, the none one included). Thr
    stay in the publication and the slot, idle during the run, stays until the logs are dropped),
    as no refresh stamps their decoded rows. After each switch: asserted that none leaves no mvlog
    trigger on the pgbench tables and no replication slot, trigger its four on each table,
-   logical none; then, when there is a slot, one capture pass (the slot passes the switch).
+   logical one (its TRUNCATE-only statement trigger); then, when there is a slot, one capture pass (the slot passes the switch).
    Before each run: the logs emptied, the pgbench tables and logs vacuumed, a capture pass
    (logical), a CHECKPOINT. After one unreported --warmup run per design, rounds rotate the
    order of the designs; each cell is the median of --repeat runs. Reported: TPS and its cost
@@ -297,7 +297,9 @@ def switch_design(dbs: dict[str, Database], design: str) -> None:
     elif design == "trigger":
         require(all(triggers.get(table) == 4 for table in LOGGED), f"trigger: mvlog triggers {triggers}")
     else:
-        require(not any(triggers.values()), f"logical: mvlog triggers left on the pgbench tables: {triggers}")
+        # the TRUNCATE-only statement trigger a logical log keeps (pgoutput does not publish a
+        # partition's TRUNCATE through the root, #48); no row trigger
+        require(all(triggers.get(table) == 1 for table in LOGGED), f"logical: mvlog triggers {triggers}")
         require(has_slot(db), f"logical: {db.name} has no replication slot")
     if has_slot(db):
         catch_up(dbs["logical"])

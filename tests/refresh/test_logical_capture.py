@@ -172,15 +172,20 @@ def test_a_capture_killed_mid_batch_again_and_again_loses_nothing(bank, db, tmp_
                     [sys.executable, "-m", "mvlog", "-q", "-c", str(config), "capture", "--batch-rows", "20"],
                     env={**env, "MVLOG_FAULT": "capture_batch"}, capture_output=True, text=True, timeout=120)
                 assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-            else:  # killed from outside, wherever it is
+            else:  # killed from outside, wherever it is, once it has recorded a batch (under load its
+                # start alone can take seconds)
+                before = db.execute("SELECT keys_written FROM mvlog.capture_state")[0][0]
                 running = subprocess.Popen(
                     [sys.executable, "-m", "mvlog", "-q", "-c", str(config), "capture", "--batch-rows", "7",
                      "--interval", "0.05"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                time.sleep(1.5 + random.random())
+                deadline = time.monotonic() + 60
+                while (db.execute("SELECT keys_written FROM mvlog.capture_state")[0][0] == before
+                       and time.monotonic() < deadline and running.poll() is None):
+                    time.sleep(0.1)
+                time.sleep(random.random())
                 running.kill()
                 running.wait(30)
-    written = db.execute("SELECT keys_written FROM mvlog.capture_state")[0][0]
-    assert written > 0
+                assert db.execute("SELECT keys_written FROM mvlog.capture_state")[0][0] > before
     results = refresh_ok(bank)
     assert {r.method for r in results.values()} <= {"fast", "fresh"}
     assert_views_match(bank, VIEWS)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SPARK_MODES, assert_views_match, examples, refresh_ok, stats_after, table_stats
+from conftest import assert_views_match, examples, refresh_ok, stats_after, table_stats
 from hypothesis import given, settings
 from shop import (
     build_large_shop,
@@ -100,17 +100,9 @@ VIEWS = [
 ]
 
 
-# Over Spark Connect, one view per way of finding the affected keys: the Spark side (JDBC read,
-# MERGE by key) is the same for all of them.
-CONNECT_VIEWS = [v for v in VIEWS if v["name"] in {
-    "left3_filtered", "right_after_inner", "agg_left_null_group", "full_then_left", "agg_full", "union_distinct",
-    "union_outer_and_total"}]
-
-
-@pytest.fixture(scope="module", params=SPARK_MODES)
+@pytest.fixture(scope="module", params=["local"])  # over Spark Connect: test_connect_paths
 def built_shop(request, pg, tmp_path_factory):
-    views = VIEWS if request.param == "local" else CONNECT_VIEWS  # connect: the same code on a subset
-    with shared_shop(request, pg, tmp_path_factory.mktemp("shop"), views, request.param) as built:
+    with shared_shop(request, pg, tmp_path_factory.mktemp("shop"), VIEWS, request.param) as built:
         yield built
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from conftest import SPARK_MODES, examples, refresh_ok, visible_columns
+from conftest import examples, refresh_ok, visible_columns
 from hypothesis import given, settings
 from shop import check_views, random_dml_then_refresh, sequences, shared_shop
 
@@ -28,7 +28,7 @@ VIEWS = [
 REWRITTEN = [v["name"] for v in VIEWS if not v.get("change_feed")]
 
 
-@pytest.fixture(scope="module", params=SPARK_MODES)
+@pytest.fixture(scope="module", params=["local"])  # over Spark Connect: test_connect_paths
 def built_shop(request, pg, tmp_path_factory):
     with shared_shop(request, pg, tmp_path_factory.mktemp("shop"), VIEWS, request.param,
                      rewrite_max_rows=1000) as built:

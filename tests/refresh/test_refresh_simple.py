@@ -7,7 +7,6 @@ import re
 import psycopg2
 import pytest
 from conftest import (
-    SPARK_MODES,
     assert_view_matches,
     assert_views_match,
     examples,
@@ -101,7 +100,7 @@ def run_op(cur, op) -> None:
         cur.execute("ROLLBACK TO SAVEPOINT op")
 
 
-@pytest.fixture(params=SPARK_MODES)
+@pytest.fixture(params=["local"])  # over Spark Connect: test_connect_paths
 def items_project(db, make_project, request):
     db.execute(ITEMS)
     project = make_project(["public.items"], SIMPLE_VIEWS, spark_mode=request.param)

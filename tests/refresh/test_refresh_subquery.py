@@ -70,6 +70,13 @@ VIEWS = [
     {"name": "agg_over_union", "refresh": "fast",
      "query": "SELECT s.segment, count(*) AS n FROM (SELECT c.segment, o.status FROM orders o JOIN customers c "
               "ON c.id = o.customer_id UNION SELECT segment, 'none' FROM customers) s GROUP BY s.segment"},
+    # pg_ivm's shapes (#49): inner joins in parentheses; a DISTINCT derived table joined to a table
+    {"name": "paren_join", "refresh": "fast",
+     "query": "SELECT o.id, c.name, n.name AS nation FROM orders o JOIN (customers c JOIN nation n "
+              "ON n.id = c.nation_id) ON c.id = o.customer_id"},
+    {"name": "distinct_joined", "refresh": "fast",
+     "query": "SELECT c.name, c.segment, t.status FROM customers c JOIN (SELECT DISTINCT customer_id, status "
+              "FROM orders) t ON t.customer_id = c.id"},
     {"name": "union_cte_exists", "refresh": "fast",
      "query": "WITH big AS (SELECT id, amount FROM orders WHERE amount > 100) SELECT id, amount FROM big "
               "UNION ALL SELECT c.id, NULL::numeric FROM customers c WHERE EXISTS "

@@ -51,6 +51,14 @@ VIEWS = [
     {"name": "status_by_segment", "refresh": "fast",  # two project views joined: orders read twice (#49), and
      "query": "SELECT s.status, l.segment, sum(l.amount) AS revenue, count(*) AS n "  # s is also order_lines' alias
               "FROM order_lines l JOIN silver_orders s ON s.id = l.order_id GROUP BY s.status, l.segment"},
+    {"name": "big_spenders", "refresh": "fast",  # a condition on the inner aggregate under an outer one (#49):
+     "query": "SELECT n.name, count(*) AS customers, sum(t.spent) AS spent, avg(t.top) AS mean_top "  # correlated
+              "FROM customers c JOIN nation n ON n.id = c.nation_id JOIN (SELECT customer_id, sum(amount) AS spent, "
+              "max(amount) AS top FROM orders WHERE status IS DISTINCT FROM 'cancelled' GROUP BY customer_id) t "
+              "ON t.customer_id = c.id WHERE t.spent > 10 GROUP BY n.name"},
+    {"name": "spenders_by_segment", "refresh": "fast",  # over a project view: counts of its rows and values
+     "query": "SELECT c.segment, count(*) AS buyers, count(t.top) AS with_top, max(t.total) AS biggest "
+              "FROM customers c JOIN customer_totals t ON t.customer_id = c.id GROUP BY c.segment"},
     {"name": "large_orders", "refresh": "fast",  # a CTE nested in a CTE (#49)
      "query": "WITH v AS (WITH a AS (SELECT id, customer_id, amount FROM orders WHERE amount > 1) "
               "SELECT a.id, a.amount FROM a) SELECT v.id, v.amount FROM v"},

@@ -46,8 +46,9 @@ def test_an_aggregate_folding_the_derived_tables_aggregates_is_one_aggregate_ove
     # a sum of sums (of counts) keeps the outer sum's type
     assert 'CAST(SUM("orders"."amount") AS DECIMAL) AS "revenue"' in sql and "CAST(COUNT(*) AS DECIMAL)" in sql
     assert 'MAX("orders"."amount") AS "top"' in sql and "HAVING COUNT(*) > 1" in sql
-    # a max of a sum is not a fold
-    assert analyze(query.replace("max(t.top)", "max(t.total)"), CATALOG).view_class is ViewClass.OTHER
+    # a max of a sum is not a fold: the derived table's values become correlated subqueries
+    unfolded = analyze(query.replace("max(t.top)", "max(t.total)"), CATALOG)
+    assert unfolded.view_class is ViewClass.AGGREGATE and unfolded.semi_joins
 
 
 def test_count_of_the_pairs_and_avg_over_them_fold_into_the_aggregate_over_the_join():
@@ -70,10 +71,8 @@ def test_count_of_the_pairs_and_avg_over_them_fold_into_the_aggregate_over_the_j
 
 @pytest.mark.parametrize("query", [
     f"SELECT c.name, t.total FROM customers c LEFT JOIN {TOTALS} t ON t.customer_id = c.id",  # outer join
-    f"SELECT c.nation_id, avg(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",  # no type
-    f"SELECT c.nation_id, count(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",
-    f"SELECT c.nation_id, sum(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id "
-    "WHERE t.n > 1 GROUP BY 1",  # a condition on an aggregate of the derived table
+    # joined on an aggregate, not on its groups: a customer row may join several groups
+    f"SELECT c.nation_id, count(*) AS n FROM customers c JOIN {TOTALS} t ON t.n = c.id GROUP BY 1",
     "SELECT c.name, t.total FROM customers c JOIN (SELECT DISTINCT customer_id, sum(amount) AS total FROM orders "
     "GROUP BY customer_id) t ON t.customer_id = c.id",
     f"SELECT c.name FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id JOIN {TOTALS} u ON u.n = t.n",
@@ -81,3 +80,32 @@ def test_count_of_the_pairs_and_avg_over_them_fold_into_the_aggregate_over_the_j
 def test_what_it_cannot_pull_up_stays_complete_only(query):
     analysis = analyze(query, CATALOG)
     assert analysis.view_class is ViewClass.OTHER and analysis.reasons, analysis.tree.sql()
+
+
+@pytest.mark.parametrize("query", [
+    f"SELECT c.nation_id, avg(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",  # no type
+    f"SELECT c.nation_id, count(t.total) FROM customers c JOIN {TOTALS} t ON t.customer_id = c.id GROUP BY 1",
+    # the "big spenders": a condition on the inner aggregate under an outer aggregate
+    f"SELECT n.name, count(*) AS customers, sum(t.total) AS spent FROM customers c JOIN nation n "
+    f"ON n.id = c.nation_id JOIN {TOTALS} t ON t.customer_id = c.id WHERE t.total > 100 GROUP BY n.name",
+])
+def test_an_aggregate_that_does_not_fold_reads_the_derived_table_as_correlated_subqueries(query):
+    analysis = analyze(query, CATALOG)
+    assert analysis.view_class is ViewClass.AGGREGATE and not analysis.reasons, analysis.reasons
+    sql = analysis.tree.sql(dialect="postgres")
+    # the group a customer joins is the one of its key; it joins one if that group exists (with
+    # the derived table's own WHERE); its values are the group's aggregates
+    assert 'EXISTS(SELECT 1 FROM "public"."orders" AS "orders" WHERE "orders"."status" <> \'x\' AND ' \
+           '"orders"."customer_id" = "c"."id")' in sql, sql
+    assert "(SELECT SUM(" in sql or "(SELECT COUNT(*)" in sql
+    assert "JOIN (SELECT" not in sql
+    # the subqueries read one table under one condition: one join of the lineage, not one each
+    assert len(analysis.semi_joins) == 1 and [t.name for t in analysis.tables].count("orders") == 1
+
+
+def test_a_having_of_the_derived_table_is_a_condition_of_each_row():
+    query = ("SELECT c.nation_id, count(*) AS n FROM customers c JOIN (SELECT customer_id, max(amount) AS top "
+             "FROM orders GROUP BY customer_id HAVING count(*) > 2) t ON t.customer_id = c.id "
+             "WHERE t.top > 5 GROUP BY c.nation_id")
+    sql = analyze(query, CATALOG).tree.sql(dialect="postgres")
+    assert '((SELECT COUNT(*) > 2 FROM "public"."orders"' in sql, sql

@@ -25,6 +25,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mvlog.model import TableInfo
+from mvlog.sql.correlate import correlated
 from mvlog.sql.restrictions import has_grouping_sets
 from mvlog.sql.rewrite import Catalog, NotMergeable, substitute_outputs
 from mvlog.sql.sqltree import DIALECT, identifier_name, join_side
@@ -137,9 +138,17 @@ def pull_up(select: exp.Select, catalog: Catalog, output_types: list[str] | None
     outer_aggregates = any(p.find(exp.AggFunc) for p in select.selects) or select.args.get("having")
     if select.args.get("group") is None and not outer_aggregates:
         return _joined(select, source, inner, group, sources, catalog) if len(sources) > len(_items(inner)) else None
-    if select.args.get("group") is not None and not has_grouping_sets(select.args["group"]):
-        return _flattened(select, source, inner, group, sources, output_types, catalog)
-    return None
+    if select.args.get("group") is not None and has_grouping_sets(select.args["group"]):
+        return None
+    if select.args.get("group") is not None:
+        flattened = _flattened(select, source, inner, group, sources, output_types, catalog)
+        if flattened is not None:
+            return flattened
+    others = [i.copy() for i in _items(select) if i is not source]
+    where = select.args["where"].this if select.args.get("where") else None
+    ons = [c for j in select.args.get("joins") or [] for c in _conjuncts(j.args.get("on"))]
+    conditions = [c.copy() for c in [*_conjuncts(where), *ons]]
+    return correlated(select, source, group, conditions, others) if others else None
 
 
 def _table_keys(select: exp.Select, catalog: Catalog) -> list[exp.Expr] | None:

@@ -27,7 +27,8 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
     rows to the FROM items' rows (or why a subquery cannot be keyed). Renames a subquery's alias
     that another table of the view already uses."""
     taken = {t.alias for t in tables}
-    semi_joins, reasons = [], []
+    semi_joins: list[SemiJoin] = []
+    reasons: list[str] = []
     for inner in [s for s in select.find_all(exp.Select) if s is not select]:
         if inner.find_ancestor(exp.Select) is not select:
             continue  # nested deeper: the enclosing subquery is refused below
@@ -76,8 +77,22 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
                                "row it reads")
             continue
         assert condition is not None  # without one, outer_refs and columns are both empty (continue above)
-        semi_joins.append(SemiJoin(tuple(refs), condition))
+        semi = SemiJoin(tuple(refs), condition)
+        if _signature(semi) not in {_signature(s) for s in semi_joins}:
+            semi_joins.append(semi)  # the same tables under the same condition: one join of the lineage
     return semi_joins, reasons
+
+
+def _signature(semi: SemiJoin) -> tuple[tuple[tuple[str | None, str], ...], str]:
+    """The tables a semi-join reads and its condition, its own aliases numbered: two subqueries
+    of one signature (``t.spent`` read twice, an EXISTS beside it) tie the same rows to a view row."""
+    numbered = {ref.alias: f"_{i}" for i, ref in enumerate(semi.tables)}
+    condition = semi.condition.copy()
+    for column in condition.find_all(exp.Column):
+        table = column.args.get("table")
+        if table is not None and identifier_name(table) in numbered:
+            column.set("table", exp.to_identifier(numbered[identifier_name(table)]))
+    return tuple((ref.schema, ref.name) for ref in semi.tables), condition.sql(dialect=DIALECT)
 
 
 def _inner_tables(inner: exp.Select) -> tuple[list[TableRef], str | None]:
