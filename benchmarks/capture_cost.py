@@ -19,7 +19,8 @@ logical decoding adds to the WAL is in every column, the none one included). Thr
    stay in the publication and the slot, idle during the run, stays until the logs are dropped),
    as no refresh stamps their decoded rows. After each switch: asserted that none leaves no mvlog
    trigger on the pgbench tables and no replication slot, trigger its four on each table,
-   logical one (its TRUNCATE-only statement trigger); then, when there is a slot, one capture pass (the slot passes the switch).
+   logical one (its TRUNCATE-only statement trigger); then, when there is a slot, one capture
+   pass (the slot passes the switch).
    Before each run: the logs emptied, the pgbench tables and logs vacuumed, a capture pass
    (logical), a CHECKPOINT. After one unreported --warmup run per design, rounds rotate the
    order of the designs; each cell is the median of --repeat runs. Reported: TPS and its cost
