@@ -327,8 +327,9 @@ def _delta_rows(location: str, names: list[str]) -> tuple[list[str], Counter, li
     if "://" in path:
         return None
     table = deltalake.DeltaTable(path)
-    if {"deletionVectors", "columnMapping"} & set(table.protocol().reader_features or []):
-        return None
+    mapped = table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
+    if mapped or "deletionVectors" in set(table.protocol().reader_features or []):
+        return None  # column mapping needs no reader feature at reader version 2: its setting says it
     arrow = table.to_pyarrow_table()
     columns = visible_columns(arrow.column_names)
     if columns != names:
@@ -403,6 +404,22 @@ def table_stats(db, table: str) -> tuple[int, int, int]:
         "SELECT coalesce(seq_tup_read, 0), coalesce(idx_scan, 0), coalesce(idx_tup_fetch, 0) "
         "FROM pg_stat_user_tables WHERE relname = %s", (table,)
     )[0]
+
+
+def stats_before(db, table: str, timeout: float = 20) -> tuple[int, int, int]:
+    """:func:`table_stats` once no other backend publishes more for ``table``: two reads 1.1 s
+    apart agree. A backend publishes its counts when idle, at most once a second, so the reads of
+    an apply's Spark connections can land late — under load once after a refresh began, where
+    they counted as its reads (a sequential scan of the whole table)."""
+    deadline = time.monotonic() + timeout
+    stats = table_stats(db, table)
+    while time.monotonic() < deadline:
+        time.sleep(1.1)
+        again = table_stats(db, table)
+        if again == stats:
+            break
+        stats = again
+    return stats
 
 
 def stats_after(db, table: str, before: tuple[int, int, int], timeout: float = 15) -> tuple[int, int, int]:

@@ -10,7 +10,7 @@ from conftest import (
     examples,
     refresh_ok,
     stats_after,
-    table_stats,
+    stats_before,
 )
 from hypothesis import given, settings
 from shop import SCHEMA, check_views, random_dml_then_refresh, sequences, shared_shop
@@ -194,7 +194,7 @@ def test_aggregate_refresh_reads_only_affected_groups(db, make_project):
     project.apply()
     db.execute("UPDATE orders SET amount = 1000 WHERE id IN (10, 20)")   # groups 10 and 20
     db.execute("UPDATE orders SET customer_id = 30 WHERE id = 40")       # group 40 -> group 30
-    before = table_stats(db, "orders")
+    before = stats_before(db, "orders")
     results = refresh_ok(project)
     after = stats_after(db, "orders", before)
     assert results["per_customer"].method == "fast" and results["per_customer"].keys_read == 4  # groups 10, 20, 30, 40

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import assert_views_match, examples, refresh_ok, stats_after, table_stats
+from conftest import assert_views_match, examples, refresh_ok, stats_after, stats_before
 from hypothesis import given, settings
 from shop import (
     build_large_shop,
@@ -154,7 +154,7 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
     db.execute("UPDATE orders SET amount = 1000 WHERE id IN (10, 20)")   # customers 11 and 21
     db.execute("UPDATE orders SET customer_id = NULL WHERE id = 40")     # leaves customer 41
     db.execute("DELETE FROM customers WHERE id = 5")                     # its 2 orders lose their name
-    before = {t: table_stats(db, t) for t in ("orders", "customers")}
+    before = {t: stats_before(db, t) for t in ("orders", "customers")}
     results = refresh_ok(project)
     after = {t: stats_after(db, t, before[t]) for t in ("orders", "customers")}
     # Keys (order, customer): 10 and 20 once; 40 as (40, 41) and (40, NULL); customer 5's two orders

@@ -12,7 +12,7 @@ from conftest import (
     examples,
     refresh_ok,
     stats_after,
-    table_stats,
+    stats_before,
     varied,
 )
 from hypothesis import given, settings
@@ -217,7 +217,7 @@ def test_fast_refresh_reads_only_changed_rows(db, make_project):
     project.apply()
     db.execute("UPDATE items SET qty = 9 WHERE id IN (7, 7000)")
     db.execute("DELETE FROM items WHERE id = 19999")
-    before = table_stats(db, "items")
+    before = stats_before(db, "items")
     results = refresh_ok(project)
     after = stats_after(db, "items", before)
     assert results["v_all"].keys_read == 3 and results["v_filtered"].keys_read == 3

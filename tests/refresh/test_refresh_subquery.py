@@ -4,7 +4,7 @@ primary-key-only logs, checked against PostgreSQL."""
 from __future__ import annotations
 
 import pytest
-from conftest import assert_view_matches, examples, refresh_ok, stats_after, table_stats
+from conftest import assert_view_matches, examples, refresh_ok, stats_after, stats_before
 from hypothesis import given, settings
 from shop import (
     build_large_shop,
@@ -127,7 +127,7 @@ def test_semi_join_refresh_reads_only_affected_rows(db, make_project):
     db.execute("UPDATE orders SET status = 'shipped' WHERE id IN (10, 100010)")  # customer 11 has no open order
     db.execute("UPDATE orders SET customer_id = NULL WHERE id = 40")             # customer 41 keeps one
     db.execute("UPDATE customers SET name = 'x' WHERE id = 5")
-    before = {t: table_stats(db, t) for t in ("orders", "customers")}
+    before = {t: stats_before(db, t) for t in ("orders", "customers")}
     results = refresh_ok(project)
     after = {t: stats_after(db, t, before[t]) for t in ("orders", "customers")}
     assert results["with_open_orders"].method == "fast"
@@ -152,7 +152,7 @@ def test_subquery_over_a_join_reads_only_affected_rows(db, make_project):
     project.apply()
     db.execute("UPDATE orders SET customer_id = 3 WHERE id = 10")     # order 10 moves to a region-1 customer
     db.execute("UPDATE customers SET nation_id = 2 WHERE id = 5")     # customer 5's two orders leave region 1
-    before = {t: table_stats(db, t) for t in ("orders", "customers")}
+    before = {t: stats_before(db, t) for t in ("orders", "customers")}
     results = refresh_ok(project)
     after = {t: stats_after(db, t, before[t]) for t in ("orders", "customers")}
     assert results["region_1_orders"].method == "fast"

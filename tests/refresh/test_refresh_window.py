@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import assert_view_matches, examples, refresh_ok, stats_after, table_stats
+from conftest import assert_view_matches, examples, refresh_ok, stats_after, stats_before
 from hypothesis import given, settings
 from shop import (
     build_large_shop,
@@ -81,7 +81,7 @@ def test_window_refresh_reads_only_affected_partitions(db, make_project):
     project.apply()
     db.execute("INSERT INTO orders VALUES (200001, 11, 'open', 1, 1)")  # customer 11's new latest
     db.execute("UPDATE orders SET customer_id = 22 WHERE id = 40")      # leaves customer 41, joins 22
-    before = {t: table_stats(db, t) for t in ("orders", "customers")}
+    before = {t: stats_before(db, t) for t in ("orders", "customers")}
     results = refresh_ok(project)
     after = {t: stats_after(db, t, before[t]) for t in ("orders", "customers")}
     assert results["latest"].method == "fast"
