@@ -75,6 +75,9 @@ def test_an_unchanged_large_key_value_is_refused_in_one_sentence():
     (731, 1000, 731),
     (4_294_967_290, (1 << 32) + 5, 4_294_967_290),  # before the epoch wrapped
     (3, (1 << 32) + 5, (1 << 32) + 3),  # after it
+    (1017, 1016, 1017),  # a reference (a snapshot's xmax) older than a decoded commit
+    (2, (1 << 32) - 3, (1 << 32) + 2),  # ... across the epoch's wrap
+    (4_294_967_294, (1 << 32) + 1, 4_294_967_294),
 ])
 def test_full_xid_puts_a_32_bit_xid_in_its_epoch(xid, next_xid, full):
     assert full_xid(xid, next_xid) == full

@@ -74,9 +74,10 @@ class LogRows:
         """COPY the rows in ``conn``'s transaction (not committed); how many."""
         rows = 0
         with conn.cursor() as cur:
-            # every transaction of these rows committed, so started before the next xid of now
+            # a 64-bit xid near every transaction of these rows (they committed recently: within
+            # 2^31 of it, before or after; see full_xid)
             cur.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
-            next_xid = int(fetch_row(cur)[0])
+            reference = int(fetch_row(cur)[0])
             tails: dict[tuple[int, int], str] = {}  # a transaction's xact_time$$, xid$$ and lsn$$ columns
             for name, (keys, entries) in self.lines.items():
                 lines = []
@@ -84,7 +85,7 @@ class LogRows:
                     tail = tails.get((change.xid, change.commit_lsn))
                     if tail is None:
                         tail = tails[(change.xid, change.commit_lsn)] = (
-                            f"\t{change.commit_time.isoformat()}\t{full_xid(change.xid, next_xid)}\t"
+                            f"\t{change.commit_time.isoformat()}\t{full_xid(change.xid, reference)}\t"
                             f"{lsn_text(change.commit_lsn)}\n")
                     lines.append(head + tail)
                 columns = sql.SQL(", ").join(sql.Identifier(c) for c in

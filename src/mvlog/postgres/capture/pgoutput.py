@@ -138,10 +138,16 @@ def commit_end(message: bytes | memoryview) -> int:
     return _I64.unpack_from(bytes(message), 10)[0]
 
 
-def full_xid(xid: int, next_full_xid: int) -> int:
-    """The 64-bit id of a 32-bit ``xid`` that started before the transaction ``next_full_xid``
-    (a committed transaction is at most 2^31 transactions old: PostgreSQL's wraparound guard)."""
-    return next_full_xid - ((next_full_xid - xid) & 0xFFFFFFFF)
+def full_xid(xid: int, reference: int) -> int:
+    """The 64-bit id of a 32-bit ``xid`` within 2^31 transactions of the 64-bit ``reference``,
+    before or after it (PostgreSQL's ``FullXidRelativeTo``). A committed transaction is at most
+    2^31 transactions old (the wraparound guard), and a snapshot's xmax can lag a commit that
+    decoding has already sent: the commit record is flushed before the transaction leaves the
+    proc array, so the reference may be older than the xid."""
+    distance = (xid - reference) & 0xFFFFFFFF
+    if distance >= 1 << 31:
+        distance -= 1 << 32
+    return reference + distance
 
 
 def lsn_text(lsn: int) -> str:
