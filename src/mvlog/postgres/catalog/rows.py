@@ -1,6 +1,6 @@
 """The rows of mvlog's catalog as typed values: what a view's registration writes, what a refresh
-starts from, what ``mvlog status`` and ``mvlog history`` show. Plain data; only
-:mod:`mvlog.postgres.catalog` reads and writes the tables they come from.
+starts from, what ``mvlog status`` and ``mvlog history`` show. Plain data; only the modules of
+:mod:`mvlog.postgres.catalog` read and write the tables they come from.
 """
 
 from __future__ import annotations

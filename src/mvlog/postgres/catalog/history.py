@@ -2,7 +2,7 @@
 refreshes a killed process left running, the versions views were left at, and their lags.
 
 Part of :class:`~mvlog.postgres.catalog.Catalog`, and the one module that names
-``mvlog.refresh_history``; apart so that the catalog's registry of views reads in one sitting.
+``mvlog.refresh_history``; apart so that the registry of views (:mod:`.views`) reads in one sitting.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from mvlog.model import RefreshMethod
-from mvlog.postgres.catalog_rows import HistoryRow
+from mvlog.postgres.catalog.rows import HistoryRow
 from mvlog.postgres.source import Cursor, Source
 
 

@@ -1,11 +1,11 @@
-"""mvlog's catalog: the ``mvlog`` schema's registry of views, their state and refresh history.
+"""The registry of views: the rows of ``mvlog.views`` and ``mvlog.view_logs`` (registering
+views, the typed state a refresh starts from and records, status rows, the purge horizon), the
+DDL recorded on their tables (``mvlog.ddl_log``), the views found unchanged before Spark starts
+(``mvlog.unchanged_views``), and the advisory locks that keep two refreshes of one view apart.
 
-:class:`Catalog` is the one owner of ``mvlog.views``, ``mvlog.view_logs`` and
-``mvlog.ddl_log``: installing and checking the schema, registering views, the typed state a
-refresh starts from and records, status rows, and the advisory locks that keep two refreshes of
-one view apart. ``mvlog.refresh_history`` is named only by its part
-:class:`~mvlog.postgres.history.RefreshHistory`: the rows a refresh writes and reads back. The rows are
-typed values of :mod:`mvlog.postgres.catalog_rows`.
+:class:`Catalog` is the package's face: this registry, with the schema
+(:class:`~mvlog.postgres.catalog.schema.CatalogSchema`) and the refresh history
+(:class:`~mvlog.postgres.catalog.history.RefreshHistory`) as its parts.
 """
 
 from __future__ import annotations
@@ -20,58 +20,23 @@ from psycopg2 import sql
 from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.postgres.capture import DECODED_LOGS
-from mvlog.postgres.catalog_rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
-from mvlog.postgres.history import RefreshHistory
+from mvlog.postgres.catalog.history import RefreshHistory
+from mvlog.postgres.catalog.rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
+from mvlog.postgres.catalog.schema import CatalogSchema
 from mvlog.postgres.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
-from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
+from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier
 from mvlog.sql.aggdelta import drop_groups_sql
 from mvlog.sql.keymap import drop_keymap_sql
 from mvlog.sql.shape import groups_name, keymap_name
 
-SCHEMA_VERSION = 6  # the newest sql/NNN_*.sql catalog version (007: views found unchanged before Spark)
 UNCHANGED_REASON = "nothing changed since the last refresh"  # a refresh that applied nothing and started no Spark
 
-__all__ = ["Catalog", "HistoryRow", "LogStatusRow", "ViewRegistration", "ViewState", "ViewStatusRow"]
 
-
-class Catalog(RefreshHistory):
+class Catalog(CatalogSchema, RefreshHistory):
     """The ``mvlog`` schema of one database."""
 
     def __init__(self, source: Source):
         self.source = source
-
-    # -- the schema ------------------------------------------------------------------------
-
-    def is_installed(self) -> bool:
-        return bool(self.source.query("SELECT to_regclass('mvlog.views') IS NOT NULL")[0][0])
-
-    def check(self) -> None:
-        """Refuse to work on a catalog that is missing or older than this mvlog."""
-        if not self.is_installed():
-            raise UsageError("mvlog is not installed in this database yet; run 'mvlog apply' first")
-        version = self.source.query("SELECT max(version) FROM mvlog.schema_version")[0][0] or 0
-        if version < SCHEMA_VERSION:
-            raise UsageError(f"the mvlog catalog in this database is version {version}, this mvlog needs "
-                             f"{SCHEMA_VERSION}; run 'mvlog apply' to upgrade it")
-
-    def install(self, cur: Cursor) -> bool:
-        """Create or upgrade the mvlog schema (inside the caller's transaction).
-
-        Returns whether DDL capture (event triggers, superuser only) is installed.
-        """
-        cur.execute(read_sql("001_schema.sql"))
-        cur.execute(read_sql("002_ddl_capture.sql"))
-        cur.execute(read_sql("004_history_versions.sql"))
-        cur.execute(read_sql("005_partitions.sql"))
-        cur.execute(read_sql("006_logical_capture.sql"))
-        cur.execute(read_sql("007_unchanged.sql"))
-        cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-        if fetch_row(cur)[0]:
-            cur.execute(read_sql("003_event_triggers.sql"))
-            return True
-        cur.execute("SELECT count(*) = 4 FROM pg_event_trigger WHERE evtname IN "
-                    "('mvlog_capture_ddl', 'mvlog_capture_drop', 'mvlog_cover_partitions', 'mvlog_partition_drop')")
-        return bool(fetch_row(cur)[0])
 
     # -- registering views ------------------------------------------------------------------
 
