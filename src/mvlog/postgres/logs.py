@@ -1,10 +1,11 @@
 """The materialized view logs: their tables and registry rows, stamping, windows and purging.
 
-A log is a table ``mvlog.mlog$_<table>_<oid>`` (``sql/log_table.sql``) and a row in
-``mvlog.logs``. What fills it is its capture (:mod:`mvlog.postgres.capture`): triggers, or the
-logical decoding of the database's replication slot. Everything here reads it the same way
-whoever filled it. Which views consume a log, and so how far it may be purged, is the catalog's
-business (:mod:`mvlog.postgres.catalog`).
+A log is a table ``mvlog.mlog$_<table>_<oid>`` (``sql/log_table.sql``) and a row in the logs'
+registry (:mod:`mvlog.postgres.catalog.log_registry`, which owns its statements). What fills it
+is its capture (:mod:`mvlog.postgres.capture`): triggers, or the logical decoding of the
+database's replication slot. Everything here reads it the same way whoever filled it. Which
+views consume a log, and so how far it may be purged, is the catalog's business
+(:mod:`mvlog.postgres.catalog`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mvlog.postgres.capture import Capture, is_decoded, needs_switch_position, s
 from mvlog.postgres.capture.decoding import Decoding
 from mvlog.postgres.capture.logical import LogicalCapture
 from mvlog.postgres.capture.triggers import TriggerCapture
+from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import (
     Cursor,
@@ -69,11 +71,7 @@ class Logs:
 
     def registered(self) -> dict[str, LogInfo]:
         """Registered logs by qualified table name."""
-        rows = self.source.query(
-            "SELECT table_schema, table_name, log_name, key_columns, key_types, table_oid, capture FROM mvlog.logs"
-        )
-        return {f"{r[0]}.{r[1]}": LogInfo(r[0], r[1], r[2], tuple(r[3]), tuple(r[4]), int(r[5]), r[6])
-                for r in rows}
+        return log_registry.registered(self.source)
 
     # -- DDL ----------------------------------------------------------------------------------
 
@@ -97,18 +95,13 @@ class Logs:
         refusal = self.source.log_refusal(cur, table) or method.refusal(cur, table)
         if refusal:
             raise ConfigError(refusal)
-        cur.execute(
-            "SELECT log_name, key_columns, key_types, capture FROM mvlog.logs "
-            "WHERE table_schema = %s AND table_name = %s",
-            (table.schema, table.name),
-        )
-        row = cur.fetchone()
-        log = LogInfo.for_table(table, row[0] if row else log_name_for(table))
-        was = row[3] if row else None
+        row = log_registry.registration(cur, table.schema, table.name)
+        log = LogInfo.for_table(table, row.log_name if row else log_name_for(table))
+        was = row.capture if row else None
         now = state_after(capture, was)
         log = dataclasses.replace(log, capture=now)
         outcome = "created"
-        rekeyed = row is not None and (tuple(row[1]), tuple(row[2])) != (log.key_columns, log.key_types)
+        rekeyed = row is not None and (row.key_columns, row.key_types) != (log.key_columns, log.key_types)
         if row and not rekeyed and was == now and self._table_current(cur, log) and method.current(cur, table, log):
             return log, "unchanged" if not self._cover_partitions(cur, table, "drifted") else "created"
         # Writers lock the table, then (their triggers) the log: lock in the same order, before the
@@ -120,22 +113,12 @@ class Logs:
             outcome = "rekeyed"
         if rekeyed or not self._table_current(cur, log):
             cur.execute(self._table_ddl(table, log))
-        cur.execute(
-            """
-            INSERT INTO mvlog.logs (table_schema, table_name, table_oid, log_name, key_columns, key_types, capture)
-            VALUES (%s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (table_schema, table_name) DO UPDATE
-            SET table_oid = excluded.table_oid, key_columns = excluded.key_columns, key_types = excluded.key_types,
-                capture = excluded.capture
-            """,
-            (table.schema, table.name, table.oid, log.log_name, list(log.key_columns), list(log.key_types), now),
-        )
+        log_registry.register(cur, table, log)  # log.capture == now
         method.install(cur, table, log)
         if needs_switch_position(now, was):
             # Transactions that wrote the table before this one took its lock committed before this
             # position: once the capture has written past it, the log is the triggers' alone.
-            cur.execute("UPDATE mvlog.logs SET switched_lsn = pg_current_wal_insert_lsn() WHERE log_name = %s",
-                        (log.log_name,))
+            log_registry.record_switch(cur, log.log_name)
         # A new or rekeyed log's views refresh completely anyway, and a switch of capture changes no
         # partition; an existing log whose partitions changed unwatched cannot tell what moved.
         drifted = row is not None and outcome == "created" and was == now
@@ -180,7 +163,7 @@ class Logs:
             capture.remove(cur, log)
         cur.execute("DELETE FROM mvlog.log_partitions AS p WHERE p.table_oid = %s", (log.table_oid,))
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(log_identifier(log)))
-        cur.execute("DELETE FROM mvlog.logs WHERE log_name = %s", (log.log_name,))
+        log_registry.unregister(cur, log.log_name)
 
     def coverage(self, log: LogInfo) -> tuple[list[str], str | None]:
         """The partitions the log of a partitioned table covers (qualified names; none for a plain
@@ -260,10 +243,7 @@ class Logs:
                     held.execute("SELECT pg_export_snapshot()")  # outlives the stamp's transaction
                     snapshot = checked_snapshot_id(fetch_row(held)[0])
                     checkpoint("after_snapshot")
-                    cur.execute("SELECT greatest(clock_timestamp(), max(last_stamp) + interval '1 microsecond'), "
-                                "       json_object_agg(log_name, capture) "
-                                "FROM mvlog.logs WHERE log_name = ANY(%s)", ([log.log_name for log in ordered],))
-                    stamp, kinds = fetch_row(cur)
+                    stamp, kinds = log_registry.new_stamp(cur, [log.log_name for log in ordered])
                     # The captures as registered at the snapshot (an apply may have switched one
                     # since the refresh read its logs).
                     by_capture = self._by_capture(
@@ -281,7 +261,7 @@ class Logs:
                     # here too would fail this transaction's snapshot)
                     here = [log.log_name for capture, logs in by_capture.items() if not capture.stamps_apart
                             for log in logs]
-                    cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)", (stamp, here))
+                    log_registry.set_last_stamp(cur, stamp, here)
                 stamper.commit()
             finally:
                 stamper.close()  # releases the advisory locks

@@ -24,13 +24,15 @@ from psycopg2 import sql
 
 from mvlog.errors import SourceError, UsageError
 from mvlog.faults import checkpoint
+from mvlog.postgres.capture import DECODED_LOGS
 from mvlog.postgres.capture.batch import LogRows, Pass
 from mvlog.postgres.capture.handover import as_trigger_rows, settle
 from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication
 from mvlog.postgres.capture.pgoutput import Decoder, lsn_text, lsn_value
 from mvlog.postgres.capture.slot import SLOT_WAIT, SlotStatus, create_slot, slot_name, slot_status
 from mvlog.postgres.capture.stream import RELEASE, WAKE_CHANNEL, ReplicationRefused, Stream
-from mvlog.postgres.catalog import Catalog
+from mvlog.postgres.catalog import log_registry
+from mvlog.postgres.catalog.views import mark_readers_needs_complete
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 CAPTURE_LOCK = 0x6D766C63  # "mvlc": the advisory lock one capture pass, or the stream, holds
@@ -106,7 +108,7 @@ class Decoding:
                     "written_at = clock_timestamp()", (slot, PUBLICATION, start))
         if lost:
             cur.execute("UPDATE mvlog.capture_state SET replaced_at = clock_timestamp() WHERE slot_name = %s", (slot,))
-            Catalog.mark_captured_needs_complete(cur, LOST_REASON)
+            mark_readers_needs_complete(cur, LOST_REASON, DECODED_LOGS)
 
     def drop(self) -> None:
         """Drop the slot, the publication and the capture's state (no log is captured logically any
@@ -370,7 +372,7 @@ class Decoding:
     def log_keys(conn: psycopg2.extensions.connection) -> dict[int, tuple[str, tuple[str, ...]]]:
         """Registered logs by table oid: (log table, key columns), read in a transaction of its own."""
         with conn.cursor() as cur:
-            found = Catalog.log_keys(cur)
+            found = log_registry.log_keys(cur)
         conn.commit()
         return found
 

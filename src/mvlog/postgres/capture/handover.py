@@ -18,7 +18,7 @@ from mvlog.errors import SourceError
 from mvlog.model import MVLOG_SCHEMA, SENTINEL
 from mvlog.postgres.capture.logical import unpublish
 from mvlog.postgres.capture.slot import WRITTEN_SQL
-from mvlog.postgres.catalog import Catalog
+from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 
@@ -29,12 +29,12 @@ def settle(source: Source) -> None:
     with source.transaction() as cur:
         cur.execute(WRITTEN_SQL)
         row = cur.fetchone()
-        for schema, name, log_name in Catalog.handovers_through(cur, row[0]) if row else []:
+        for schema, name, log_name in log_registry.handovers_through(cur, row[0]) if row else []:
             if _unstamped_decoded(cur, log_name):
                 continue  # the next refresh stamps them
             cur.execute("SAVEPOINT settle")
             try:
-                Catalog.end_handover(cur, log_name)
+                log_registry.end_handover(cur, log_name)
                 unpublish(cur, schema, name)
             except psycopg2.errors.InsufficientPrivilege:  # a refresh role: the next apply finishes it
                 cur.execute("ROLLBACK TO SAVEPOINT settle")
@@ -48,7 +48,7 @@ def as_trigger_rows(source: Source, timeout: float = 10.0) -> None:
     while True:
         left = False
         with source.transaction() as cur:
-            for log_name, _ in Catalog.log_keys(cur).values():
+            for log_name, _ in log_registry.log_keys(cur).values():
                 cur.execute(sql.SQL('UPDATE {} SET "xid$$" = NULL WHERE "snaptime$$" = %s AND "xid$$" IS NOT NULL '
                                     'AND pg_visible_in_snapshot("xid$$", pg_current_snapshot())')
                             .format(sql.Identifier(MVLOG_SCHEMA, log_name)), (SENTINEL,))

@@ -19,6 +19,7 @@ from mvlog.postgres.capture.pgoutput import lsn_value
 from mvlog.postgres.capture.prerequisites import replica_identity_refusal
 from mvlog.postgres.capture.slot import WRITTEN_SQL
 from mvlog.postgres.capture.triggers import TriggerCapture
+from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import Cursor, fetch_row, log_identifier, table_identifier
 
@@ -126,6 +127,5 @@ class LogicalCapture(Capture):
                 cur.execute(statement.format(log_identifier(log), decoded, returned), params)
                 late.add(log, [r[:-1] for r in cur.fetchall() if r[-1] is not False])
             if stamp is not None:
-                cur.execute("UPDATE mvlog.logs SET last_stamp = %s WHERE log_name = ANY(%s)",
-                            (stamp, [log.log_name for log in logs]))
+                log_registry.set_last_stamp(cur, stamp, [log.log_name for log in logs])
         return late

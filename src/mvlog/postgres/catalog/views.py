@@ -19,7 +19,7 @@ from psycopg2 import sql
 
 from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import LogInfo, RefreshMethod
-from mvlog.postgres.capture import DECODED_LOGS
+from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.catalog.history import RefreshHistory
 from mvlog.postgres.catalog.rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
 from mvlog.postgres.catalog.schema import CatalogSchema
@@ -105,39 +105,7 @@ class Catalog(CatalogSchema, RefreshHistory):
 
     def mark_needs_complete(self, cur: Cursor, log: LogInfo, reason: str) -> None:
         """Every view reading ``log`` needs a complete refresh next, for ``reason``."""
-        self._mark_readers(cur, reason, sql.SQL("l.log_name = %s"), (log.log_name,))
-
-    @staticmethod
-    def mark_captured_needs_complete(cur: Cursor, reason: str) -> None:
-        """Every view reading a log that logical decoding fills (or filled, in a hand-over) needs a
-        complete refresh next, for ``reason``."""
-        Catalog._mark_readers(cur, reason, DECODED_LOGS, ())
-
-    @staticmethod
-    def _mark_readers(cur: Cursor, reason: str, logs: sql.Composable, params: tuple) -> None:
-        cur.execute(sql.SQL("UPDATE mvlog.views SET needs_complete = %s WHERE name IN (SELECT v.view_name "
-                            "FROM mvlog.view_logs AS v JOIN mvlog.logs AS l USING (table_schema, table_name) "
-                            "WHERE {})").format(logs), (reason, *params))
-
-    # -- the logs' registry, as the logical capture reads and changes it -------------------------
-
-    @staticmethod
-    def log_keys(cur: Cursor) -> dict[int, tuple[str, tuple[str, ...]]]:
-        """Registered logs by table oid: (log table, key columns)."""
-        cur.execute("SELECT table_oid, log_name, key_columns FROM mvlog.logs")
-        return {int(oid): (name, tuple(keys)) for oid, name, keys in cur.fetchall()}
-
-    @staticmethod
-    def handovers_through(cur: Cursor, written: str) -> list[tuple[str, str, str]]:
-        """(schema, table, log table) of the logs in ``handover`` whose switch lies before ``written``."""
-        cur.execute("SELECT table_schema, table_name, log_name FROM mvlog.logs "
-                    "WHERE capture = 'handover' AND switched_lsn <= %s::pg_lsn", (written,))
-        return [tuple(r) for r in cur.fetchall()]
-
-    @staticmethod
-    def end_handover(cur: Cursor, log_name: str) -> None:
-        """The log is its triggers' alone from now on."""
-        cur.execute("UPDATE mvlog.logs SET capture = 'trigger', switched_lsn = NULL WHERE log_name = %s", (log_name,))
+        mark_readers_needs_complete(cur, reason, sql.SQL("l.log_name = %s"), (log.log_name,))
 
     # -- a view's state ---------------------------------------------------------------------------
 
@@ -247,9 +215,7 @@ class Catalog(CatalogSchema, RefreshHistory):
         )
         all_refreshed, horizon, dependents = fetch_row(cur)
         if dependents == 0:  # the log may have been dropped since it was listed: then nothing to purge
-            cur.execute("SELECT last_stamp FROM mvlog.logs WHERE log_name = %s", (log.log_name,))
-            row = cur.fetchone()
-            return row[0] if row is not None else None
+            return log_registry.last_stamp(cur, log.log_name)
         return horizon if all_refreshed else None
 
     # -- history ----------------------------------------------------------------------------------
@@ -293,3 +259,12 @@ class Catalog(CatalogSchema, RefreshHistory):
              "table": log.table_name},
         )[0]
         return LogStatusRow(rows, size, oldest, tuple(pinned_by or ()))
+
+
+def mark_readers_needs_complete(cur: Cursor, reason: str, logs: sql.Composable, params: tuple = ()) -> None:
+    """Every view reading a log that ``logs`` picks needs a complete refresh next, for ``reason``:
+    ``logs`` is a condition on the logs' registry rows (``mvlog.logs``, as ``l``) with ``params``
+    (:data:`mvlog.postgres.capture.DECODED_LOGS`: the logs logical decoding fills)."""
+    cur.execute(sql.SQL("UPDATE mvlog.views SET needs_complete = %s WHERE name IN (SELECT v.view_name "
+                        "FROM mvlog.view_logs AS v JOIN mvlog.logs AS l USING (table_schema, table_name) "
+                        "WHERE {})").format(logs), (reason, *params))
