@@ -2,10 +2,11 @@
 
 One slot (``mvlog_<database oid>``, plugin ``pgoutput``) and one publication (``mvlog``) per
 database. A *pass* peeks the slot's changes up to a WAL position, writes their keys into the logs
-(``COPY``, committed in batches) and then records how far it wrote (``mvlog.capture_state``) in
-the transaction of its last rows; only after that commit does it advance the slot. A pass killed
-anywhere leaves the slot where it was, and the next pass writes those keys again: at least once,
-never less (a key logged twice is harmless to a refresh, a key never logged is not).
+(``COPY``, committed in batches) and then records how far it wrote (the capture's state row,
+:mod:`mvlog.postgres.catalog.capture_state`) in the transaction of its last rows; only after that
+commit does it advance the slot. A pass killed anywhere leaves the slot where it was, and the next
+pass writes those keys again: at least once, never less (a key logged twice is harmless to a
+refresh, a key never logged is not).
 
 Passes are serialized by an advisory lock (and PostgreSQL lets one backend use a slot at a time):
 ``mvlog capture``, a scheduler and a refresh that finds the capture behind may all ask for one.
@@ -31,7 +32,7 @@ from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication
 from mvlog.postgres.capture.pgoutput import Decoder, lsn_text, lsn_value
 from mvlog.postgres.capture.slot import SLOT_WAIT, SlotStatus, create_slot, slot_name, slot_status
 from mvlog.postgres.capture.stream import RELEASE, WAKE_CHANNEL, ReplicationRefused, Stream
-from mvlog.postgres.catalog import log_registry
+from mvlog.postgres.catalog import capture_state, log_registry
 from mvlog.postgres.catalog.views import mark_readers_needs_complete
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
@@ -40,8 +41,6 @@ REPORT_EVERY = 2.0  # seconds between reports of what a wait for the capture wai
 FETCH_ROWS = 20_000  # messages fetched from the slot at a time
 BATCH_ROWS = 100_000  # log rows written per committed batch
 CHUNK_BYTES = 64 << 20  # WAL a pass decodes before it records its position and advances the slot
-# Read at a refresh's snapshot: when a lost slot was last replaced.
-REPLACED_SQL = "SELECT max(replaced_at) FROM mvlog.capture_state"
 LOST_REASON = ("the replication slot of mvlog's logical capture lost WAL it had not decoded "
                "(max_slot_wal_keep_size): changes were not captured")
 
@@ -58,9 +57,7 @@ class Decoding:
 
     def exists(self) -> bool:
         """Whether the database has mvlog's capture (its state row; the slot may be lost)."""
-        rows = self.source.query("SELECT to_regclass('mvlog.capture_state') IS NOT NULL "
-                                 "AND EXISTS (SELECT FROM mvlog.capture_state)")
-        return bool(rows[0][0])
+        return capture_state.exists(self.source)
 
     def ensure(self, timeout: float = SLOT_WAIT, report: Callable[[str], None] = lambda _: None) -> None:
         """Create the publication, the slot and the capture's state if missing (outside any
@@ -79,12 +76,10 @@ class Decoding:
                 cur.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot,))
                 row = cur.fetchone()
                 if row is not None and row[0] != "lost":
-                    cur.execute("INSERT INTO mvlog.capture_state (slot_name, publication, written_lsn) "
-                                "SELECT %s, %s, confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = %s "
-                                "ON CONFLICT (slot_name) DO NOTHING", (slot, PUBLICATION, slot))
+                    capture_state.adopt_slot(cur, slot, PUBLICATION)
                     return
-                cur.execute("SELECT EXISTS (SELECT FROM mvlog.capture_state WHERE slot_name = %s)", (slot,))
-                lost = row is not None or bool(fetch_row(cur)[0])
+                recorded = capture_state.has_state(cur, slot)
+                lost = row is not None or recorded
                 try:
                     self._create_slot(cur, slot, lost, timeout, report)
                 except SourceError:
@@ -103,11 +98,9 @@ class Decoding:
         cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
                     (slot,))
         start = create_slot(self.source, slot, timeout, report)
-        cur.execute("INSERT INTO mvlog.capture_state (slot_name, publication, written_lsn) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (slot_name) DO UPDATE SET written_lsn = excluded.written_lsn, "
-                    "written_at = clock_timestamp()", (slot, PUBLICATION, start))
+        capture_state.start_slot(cur, slot, PUBLICATION, start)
         if lost:
-            cur.execute("UPDATE mvlog.capture_state SET replaced_at = clock_timestamp() WHERE slot_name = %s", (slot,))
+            capture_state.mark_replaced(cur, slot)
             mark_readers_needs_complete(cur, LOST_REASON, DECODED_LOGS)
 
     def drop(self) -> None:
@@ -130,7 +123,7 @@ class Decoding:
                     cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                                 "WHERE slot_name = %s", (slot,))
                     cur.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(PUBLICATION)))
-                    cur.execute("DELETE FROM mvlog.capture_state WHERE slot_name = %s", (slot,))
+                    capture_state.forget_slot(cur, slot)
             except psycopg2.Error as exc:
                 raise self.source.error(exc) from None
             finally:
@@ -159,10 +152,10 @@ class Decoding:
 
     def written(self) -> int:
         """How far the capture has written: every transaction that committed before is in the logs."""
-        rows = self.source.query("SELECT written_lsn::text FROM mvlog.capture_state")
-        if not rows:
+        position = capture_state.written(self.source)
+        if position is None:
             raise SourceError("this database has no logical capture; run 'mvlog apply'")
-        return lsn_value(rows[0][0])
+        return lsn_value(position)
 
     def catch_up(self, upto: int | None = None) -> Pass | None:
         """One pass: write what committed before ``upto`` (default: everything flushed now); None
@@ -279,11 +272,10 @@ class Decoding:
         try:
             with reader.cursor() as cur:
                 slot = slot_name(cur)
-                cur.execute("SELECT written_lsn::text FROM mvlog.capture_state WHERE slot_name = %s", (slot,))
-                row = cur.fetchone()
-                if row is None:
+                position = capture_state.written_position(cur, slot)
+                if position is None:
                     raise SourceError("this database has no logical capture; run 'mvlog apply'")
-                written = lsn_value(row[0])
+                written = lsn_value(position)
                 cur.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot,))
                 status = cur.fetchone()
                 if status is None or status[0] == "lost":
@@ -314,9 +306,7 @@ class Decoding:
         then let the slot forget what lies before it (``advance``; a stream tells its server
         instead), and finish the hand-overs it passed."""
         with writer.cursor() as out:
-            out.execute("UPDATE mvlog.capture_state SET written_lsn = greatest(written_lsn, %s::pg_lsn), "
-                        "written_at = clock_timestamp(), keys_written = keys_written + %s WHERE slot_name = %s",
-                        (lsn_text(position), rows, slot))
+            capture_state.record_written(out, slot, lsn_text(position), rows)
         writer.commit()
         if advance:
             with writer.cursor() as out:  # only now may the slot forget these changes

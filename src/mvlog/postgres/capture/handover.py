@@ -17,8 +17,7 @@ from psycopg2 import sql
 from mvlog.errors import SourceError
 from mvlog.model import MVLOG_SCHEMA, SENTINEL
 from mvlog.postgres.capture.logical import unpublish
-from mvlog.postgres.capture.slot import WRITTEN_SQL
-from mvlog.postgres.catalog import log_registry
+from mvlog.postgres.catalog import capture_state, log_registry
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 
@@ -27,9 +26,8 @@ def settle(source: Source) -> None:
     (``handover``) whose switch the capture has written past, and whose decoded rows have all
     been stamped, is the triggers' alone and leaves the publication."""
     with source.transaction() as cur:
-        cur.execute(WRITTEN_SQL)
-        row = cur.fetchone()
-        for schema, name, log_name in log_registry.handovers_through(cur, row[0]) if row else []:
+        written = capture_state.written_now(cur)
+        for schema, name, log_name in log_registry.handovers_through(cur, written) if written is not None else []:
             if _unstamped_decoded(cur, log_name):
                 continue  # the next refresh stamps them
             cur.execute("SAVEPOINT settle")

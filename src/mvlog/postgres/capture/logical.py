@@ -17,9 +17,9 @@ from mvlog.model import SENTINEL, SENTINEL_TIME, LogInfo, TableInfo
 from mvlog.postgres.capture import Capture
 from mvlog.postgres.capture.pgoutput import lsn_value
 from mvlog.postgres.capture.prerequisites import replica_identity_refusal
-from mvlog.postgres.capture.slot import WRITTEN_SQL
 from mvlog.postgres.capture.triggers import TriggerCapture
 from mvlog.postgres.catalog import log_registry
+from mvlog.postgres.catalog.capture_state import WRITTEN_SQL
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import Cursor, fetch_row, log_identifier, table_identifier
 

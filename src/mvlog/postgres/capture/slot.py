@@ -20,13 +20,11 @@ import psycopg2
 import psycopg2.errors
 
 from mvlog.errors import SourceError
+from mvlog.postgres.catalog import capture_state
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 SLOT_WAIT = 60.0  # seconds a slot creation may wait for open transactions (source.capture_wait's default)
 WATCH_INTERVAL = 2.0  # seconds between looks at what a waiting slot creation waits for
-# How far the capture has written into the logs: every row of a transaction that committed before
-# that position is in them.
-WRITTEN_SQL = "SELECT written_lsn::text FROM mvlog.capture_state LIMIT 1"
 
 
 def slot_name(cur: Cursor) -> str:
@@ -139,14 +137,7 @@ class SlotStatus:
 
 def slot_status(source: Source) -> list[SlotStatus]:
     """The slot: retained WAL, the capture's lag, PostgreSQL's verdict on it."""
-    rows = source.query(
-        "SELECT s.slot_name, coalesce(r.active, false), r.wal_status, "
-        "       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), r.restart_lsn), 0)::bigint, "
-        "       greatest(pg_wal_lsn_diff(pg_current_wal_lsn(), s.written_lsn), 0)::bigint, "
-        "       CASE WHEN pg_current_wal_lsn() > s.written_lsn "
-        "            THEN extract(epoch FROM clock_timestamp() - s.written_at) END, "
-        "       s.written_lsn::text, s.keys_written "
-        "FROM mvlog.capture_state AS s LEFT JOIN pg_replication_slots AS r ON r.slot_name = s.slot_name")
+    rows = capture_state.slot_rows(source)
     return [SlotStatus(slot, bool(active), status if status is not None else "lost", int(retained), int(lag),
                        float(seconds) if seconds is not None else None, written, int(keys))
             for slot, active, status, retained, lag, seconds, written, keys in rows]

@@ -13,7 +13,7 @@ What is written, and when:
   transaction larger than that is written in several batches and, if the capture stops in its
   middle, again in full: at least once);
 - with its last rows, the position every transaction that committed before has been written
-  up to (``mvlog.capture_state``); only after that commit is the slot told it may forget them
+  up to (the capture's state row); only after that commit is the slot told it may forget them
   (the standby status update's flush position);
 - between transactions the position may move past WAL that holds nothing of the logs (other
   databases, unlogged tables): the slot is told at once, so an idle database on a busy cluster
@@ -47,6 +47,7 @@ from mvlog.postgres.capture.batch import LogRows, Pass
 from mvlog.postgres.capture.logical import PUBLICATION
 from mvlog.postgres.capture.pgoutput import Decoder, commit_end, lsn_value
 from mvlog.postgres.capture.slot import slot_name
+from mvlog.postgres.catalog import capture_state
 from mvlog.postgres.source import fetch_row
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class Stream:
         self.in_transaction = False
         self.received = 0  # WAL position the server has sent up to, at a transaction boundary
         self.confirmed = 0  # what the slot was last told
-        self.recorded = 0  # the position in mvlog.capture_state
+        self.recorded = 0  # the position in the capture's state row
         self.recorded_at = time.monotonic()
         self.wanted = 0  # the furthest position a waiting refresh asked for
         self.asked_at = 0.0
@@ -102,8 +103,9 @@ class Stream:
             with listener.cursor() as cur:
                 cur.execute(sql.SQL("LISTEN {}").format(sql.Identifier(WAKE_CHANNEL)))
                 slot = slot_name(cur)
-                cur.execute("SELECT written_lsn::text FROM mvlog.capture_state WHERE slot_name = %s", (slot,))
-                self.recorded = self.received = self.confirmed = lsn_value(fetch_row(cur)[0])
+                position = capture_state.written_position(cur, slot)
+                assert position is not None, "the slot has no state row (the pass before a stream makes one)"
+                self.recorded = self.received = self.confirmed = lsn_value(position)
                 cur.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'wal_sender_timeout'")
                 timeout = fetch_row(cur)[0] / 1000
             self.slot = slot
