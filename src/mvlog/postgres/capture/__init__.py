@@ -24,7 +24,8 @@ from mvlog.postgres.source import Cursor
 CAPTURE_KINDS = ("trigger", "logical")
 HANDOVER = "handover"  # back to triggers, while the capture still writes rows from before the switch
 # The logs (``mvlog.logs`` rows, as ``l``) the capture step may still write rows into after their
-# transactions commit: logical, and hand-overs until they end.
+# transactions commit: logical, and hand-overs until they end (a condition the catalog's
+# statements are handed: :func:`mvlog.postgres.catalog.views.mark_readers_needs_complete`).
 DECODED_LOGS = sql.SQL("l.capture <> 'trigger'")
 
 
