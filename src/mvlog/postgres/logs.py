@@ -161,20 +161,16 @@ class Logs:
         table and registry row."""
         for capture in self.captures.values():
             capture.remove(cur, log)
-        cur.execute("DELETE FROM mvlog.log_partitions AS p WHERE p.table_oid = %s", (log.table_oid,))
+        log_registry.forget_partitions(cur, log.table_oid)
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(log_identifier(log)))
         log_registry.unregister(cur, log.log_name)
 
     def coverage(self, log: LogInfo) -> tuple[list[str], str | None]:
         """The partitions the log of a partitioned table covers (qualified names; none for a plain
         table), and the first partition it should cover and does not, or covers and should not."""
-        rows = self.source.query(
-            "SELECT coalesce(format('%%I.%%I', n.nspname, c.relname), p.partition_name) "
-            "FROM mvlog.log_partitions AS p LEFT JOIN pg_class AS c ON c.oid = p.partition_oid "
-            "LEFT JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE p.table_oid = %s ORDER BY 1",
-            (log.table_oid,))
         drift = self.source.query(UNCOVERED_PARTITION, {"root": log.table_oid})
-        return [name for (name,) in rows], (f"partition {drift[0][0]} {drift[0][1]}" if drift else None)
+        uncovered = f"partition {drift[0][0]} {drift[0][1]}" if drift else None
+        return log_registry.coverage_names(self.source, log.table_oid), uncovered
 
     # -- stamping, windows, purging --------------------------------------------------------
 

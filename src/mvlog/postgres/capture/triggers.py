@@ -12,6 +12,7 @@ from psycopg2 import sql
 
 from mvlog.model import MVLOG_SCHEMA, LogInfo, TableInfo
 from mvlog.postgres.capture import Capture
+from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.source import Cursor, fetch_row, log_identifier, read_sql, table_identifier
 
 # The SET clause of every log trigger function (sql/log_triggers.sql).
@@ -98,10 +99,7 @@ class TriggerCapture(Capture):
         cur.execute("SELECT to_regclass(%s)::oid = %s", (table.as_string(cur), log.table_oid))
         if fetch_row(cur)[0]:
             drop_triggers(cur, table)
-        cur.execute("SELECT n.nspname, c.relname FROM mvlog.log_partitions AS p "
-                    "JOIN pg_class AS c ON c.oid = p.partition_oid "
-                    "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE p.table_oid = %s", (log.table_oid,))
-        for schema, name in cur.fetchall():
+        for schema, name in log_registry.covered_partitions(cur, log.table_oid):
             drop_triggers(cur, sql.Identifier(schema, name))
         _drop_functions(cur, log, EVENTS)
 

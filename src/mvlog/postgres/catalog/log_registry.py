@@ -3,9 +3,10 @@
 A row names the log table of a logged table (``mvlog.mlog$…``, :mod:`mvlog.postgres.logs`), its
 primary key, its capture state (``trigger``, ``logical``, ``handover``: what the states mean is
 :mod:`mvlog.postgres.capture`'s business), the WAL position of its last switch of capture, and its
-last stamp. Each function runs its statement in the caller's transaction (or, given a
-:class:`~mvlog.postgres.source.Source`, in one of its own): which transaction, which locks and
-in what order stay the caller's.
+last stamp; and the partitions each log of a partitioned table covers (``mvlog.log_partitions``,
+kept up to date by the functions of ``sql/005_partitions.sql``). Each function runs its statement
+in the caller's transaction (or, given a :class:`~mvlog.postgres.source.Source`, in one of its
+own): which transaction, which locks and in what order stay the caller's.
 """
 
 from __future__ import annotations
@@ -116,3 +117,27 @@ def handovers_through(cur: Cursor, written: str) -> list[tuple[str, str, str]]:
 def end_handover(cur: Cursor, log_name: str) -> None:
     """The log is its triggers' alone from now on."""
     cur.execute("UPDATE mvlog.logs SET capture = 'trigger', switched_lsn = NULL WHERE log_name = %s", (log_name,))
+
+
+def covered_partitions(cur: Cursor, table_oid: int) -> list[tuple[str, str]]:
+    """The (schema, name) of every partition that exists and the log of table ``table_oid`` covers."""
+    cur.execute("SELECT n.nspname, c.relname FROM mvlog.log_partitions AS p "
+                "JOIN pg_class AS c ON c.oid = p.partition_oid "
+                "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE p.table_oid = %s", (table_oid,))
+    return [(schema, name) for schema, name in cur.fetchall()]
+
+
+def coverage_names(source: Source, table_oid: int) -> list[str]:
+    """The qualified names of the partitions the log of table ``table_oid`` covers, sorted; a
+    partition dropped since keeps the name it was recorded with."""
+    rows = source.query(
+        "SELECT coalesce(format('%%I.%%I', n.nspname, c.relname), p.partition_name) "
+        "FROM mvlog.log_partitions AS p LEFT JOIN pg_class AS c ON c.oid = p.partition_oid "
+        "LEFT JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE p.table_oid = %s ORDER BY 1",
+        (table_oid,))
+    return [name for (name,) in rows]
+
+
+def forget_partitions(cur: Cursor, table_oid: int) -> None:
+    """Forget the partitions the log of table ``table_oid`` covered (the log is dropped)."""
+    cur.execute("DELETE FROM mvlog.log_partitions AS p WHERE p.table_oid = %s", (table_oid,))
