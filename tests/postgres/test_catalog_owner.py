@@ -93,6 +93,24 @@ def test_the_catalog_package_names_every_catalog_table():
     assert named == set(CATALOG)
 
 
+def table_of(what: str) -> str:
+    """The catalog table a match of :func:`catalog_names` (or of NAMED) names."""
+    match = NAMED.search(what)
+    return match.group(1) if match else next(t for t in CATALOG if repr(t) in what or f'"{t}"' in what)
+
+
+def test_each_catalog_table_is_named_by_one_module_of_the_package():
+    """Inside the catalog too, one module owns a table, in SQL and in its prose: a statement
+    about another module's table asks that module for the fragment (log_registry.tables_where)."""
+    owners: dict[str, set[str]] = {}
+    for path in sorted(OWNER.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for what in [w for _, w in catalog_names(text)] + [m.group(0) for m in NAMED.finditer(text)]:
+            owners.setdefault(table_of(what), set()).add(path.name)
+    shared = {table: sorted(modules) for table, modules in owners.items() if len(modules) > 1}
+    assert not shared, f"catalog tables named by more than one module of the catalog: {shared}"
+
+
 def test_every_table_of_the_mvlog_schema_is_decided():
     """A table added to sql/ is the catalog's (CATALOG) or said not to be (NOT_CATALOG)."""
     assert sql_tables() == (set(CATALOG) - {"unchanged_views"}) | NOT_CATALOG

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
+from psycopg2 import sql
+
 from mvlog.model import LogInfo, TableInfo
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
@@ -35,6 +37,12 @@ def registered(source: Source) -> dict[str, LogInfo]:
     )
     return {f"{r[0]}.{r[1]}": LogInfo(r[0], r[1], r[2], tuple(r[3]), tuple(r[4]), int(r[5]), r[6])
             for r in rows}
+
+
+def tables_where(condition: sql.Composable) -> sql.Composed:
+    """A subquery: ``(table_schema, table_name)`` of the logs whose registry rows (as ``l``) meet
+    ``condition``; for a statement of another catalog module about the tables logs are on."""
+    return sql.SQL("SELECT l.table_schema, l.table_name FROM mvlog.logs AS l WHERE {}").format(condition)
 
 
 def registration(cur: Cursor, schema: str, name: str) -> Registration | None:
