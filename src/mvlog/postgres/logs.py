@@ -168,9 +168,9 @@ class Logs:
     def coverage(self, log: LogInfo) -> tuple[list[str], str | None]:
         """The partitions the log of a partitioned table covers (qualified names; none for a plain
         table), and the first partition it should cover and does not, or covers and should not."""
+        covered = log_registry.coverage_names(self.source, log.table_oid)
         drift = self.source.query(UNCOVERED_PARTITION, {"root": log.table_oid})
-        uncovered = f"partition {drift[0][0]} {drift[0][1]}" if drift else None
-        return log_registry.coverage_names(self.source, log.table_oid), uncovered
+        return covered, (f"partition {drift[0][0]} {drift[0][1]}" if drift else None)
 
     # -- stamping, windows, purging --------------------------------------------------------
 

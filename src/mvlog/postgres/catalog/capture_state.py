@@ -61,7 +61,7 @@ def forget_slot(cur: Cursor, slot: str) -> None:
 def written(source: Source) -> str | None:
     """How far the capture has written (read in a transaction of its own); None if the database
     has no capture."""
-    rows = source.query("SELECT written_lsn::text FROM mvlog.capture_state")
+    rows = source.query(WRITTEN_SQL)
     return rows[0][0] if rows else None
 
 
