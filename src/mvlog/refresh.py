@@ -194,11 +194,11 @@ class Refresher:
         except MvlogError:
             return []  # the refresh proper meets the problem and says what it is
         quiet = {v.name for v in candidates if found.get(v.name) == definition_hash(v)}
-        names = [v.name for unit in refresh_units(views, self.registrar.graph)
-                 if all(v.name in quiet for v in unit) for v in unit]
-        if not names:
+        units = [[v.name for v in unit] for unit in refresh_units(views, self.registrar.graph)
+                 if all(v.name in quiet for v in unit)]
+        if not units:
             return []
-        recorded = self.catalog.record_unchanged(names)
+        recorded = self.catalog.record_unchanged(units)
         seconds = time.monotonic() - started
         results = [RefreshResult(name, UNCHANGED, UNCHANGED_REASON, stamp, row_count=rows, seconds=seconds)
                    for name, (stamp, rows) in recorded.items()]

@@ -68,6 +68,22 @@ def test_a_view_lock_refuses_a_second_holder_until_released(registered):
         pass
 
 
+def test_recording_a_view_unchanged_leaves_out_a_view_another_refresh_holds(registered):
+    """The refresh that holds the view records it from its snapshot: recording it unchanged in
+    between would update its row after that snapshot and fail the refresh's record."""
+    catalog, source = registered.catalog, registered.source
+    first = datetime(2026, 11, 22, 3, 1, 2, tzinfo=UTC)
+    with source.transaction() as cur:
+        catalog.record_refresh(cur, "v", first, RefreshMethod.COMPLETE, 0, None)
+    second = datetime(2026, 11, 22, 3, 2, 0, tzinfo=UTC)
+    with catalog.lock_views(["v"]), source.exported_snapshot() as (snapshot, _):
+        assert catalog.record_unchanged([["v"]]) == {}  # left to the refresh that holds it
+        with source.snapshot_transaction(snapshot) as cur:
+            catalog.record_refresh(cur, "v", second, RefreshMethod.FAST, 0, None)
+    assert catalog.record_unchanged([["v"]]) == {"v": (second, 0)}
+    assert registered.history("v")[0].method == "fresh"
+
+
 def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
     catalog = registered.catalog
     stamp = datetime(2026, 11, 22, 3, 1, 2, tzinfo=UTC)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 
 import psycopg2.errors
 
@@ -40,6 +41,18 @@ def take_view_lock(cur: Cursor, name: str, wait: float) -> bool:
         return False
     finally:
         cur.execute("SELECT set_config('lock_timeout', '0', false)")
+    return True
+
+
+def take_view_locks_for_transaction(cur: Cursor, names: Sequence[str]) -> bool:
+    """Take the locks of views ``names`` until ``cur``'s transaction ends, without waiting; False
+    if another process holds one (those taken before it stay until the transaction ends). A
+    transaction that records views without refreshing them holds their locks: it never updates a
+    view's row between a refresh's snapshot and that refresh's record (a serialization failure)."""
+    for name in sorted(names):
+        cur.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (VIEW_LOCK_NAMESPACE, name))
+        if not fetch_row(cur)[0]:
+            return False
     return True
 
 

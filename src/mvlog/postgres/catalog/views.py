@@ -24,7 +24,13 @@ from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.catalog.rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
-from mvlog.postgres.locks import LOCK_HOLDER, keep_lock_session_alive, take_view_lock, view_lock_holder
+from mvlog.postgres.locks import (
+    LOCK_HOLDER,
+    keep_lock_session_alive,
+    take_view_lock,
+    take_view_locks_for_transaction,
+    view_lock_holder,
+)
 from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
 from mvlog.sql.aggdelta import drop_groups_sql
 from mvlog.sql.keymap import drop_keymap_sql
@@ -320,15 +326,17 @@ class Catalog(CatalogSchema, RefreshHistory):
                                  (list(names),))
         return {name: digest for name, digest, unchanged in rows if unchanged}
 
-    def record_unchanged(self, names: Sequence[str]) -> dict[str, tuple[datetime, int | None]]:
+    def record_unchanged(self, units: Sequence[Sequence[str]]) -> dict[str, tuple[datetime, int | None]]:
         """Record views found unchanged as refreshed: a succeeded history row (method ``fresh``, 0
         keys, the stamp they still reflect and the Delta version that still holds them) and their
-        last refresh time; their stamp stays, so nothing committed since can be skipped. Returns
-        each view's stamp and row count."""
+        last refresh time; their stamp stays, so nothing committed since can be skipped. A unit
+        (views refreshed together) another process is refreshing is left out: its refresh records
+        it. Returns each recorded view's stamp and row count."""
         with self.source.transaction() as cur:
+            names = [name for unit in units if take_view_locks_for_transaction(cur, unit) for name in unit]
             cur.execute("UPDATE mvlog.views SET last_refresh_at = clock_timestamp() "
                         "WHERE name = ANY(%s) AND last_snaptime IS NOT NULL "
-                        "RETURNING name, last_snaptime, row_count", (list(names),))
+                        "RETURNING name, last_snaptime, row_count", (names,))
             rows = cur.fetchall()
             self.record_fresh(cur, [(name, stamp) for name, stamp, _ in rows], UNCHANGED_REASON)
         return {name: (stamp, row_count) for name, stamp, row_count in rows}
