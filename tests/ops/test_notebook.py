@@ -28,7 +28,10 @@ def python3_kernel() -> str:
     return "python3"
 
 
-@pytest.mark.parametrize("spark_mode", SPARK_MODES)
+# The [local] run is deep: the main tier runs the notebook over Connect, and every [local]
+# refresh test runs the classic session the kernel would start.
+@pytest.mark.parametrize("spark_mode", [pytest.param(m, marks=pytest.mark.deep) if m == "local" else m
+                                        for m in SPARK_MODES])
 def test_tpch_revenue_notebook_runs(python3_kernel, db, tmp_path, monkeypatch, request, spark_mode):
     import nbformat
     from nbclient import NotebookClient

@@ -64,6 +64,7 @@ def test_views_are_catalog_tables(db, make_project, tmp_path):
         fresh.apply()
 
 
+@pytest.mark.deep  # a Hive metastore's Spark process of its own; the main tier: test_views_are_catalog_tables
 def test_names_persist_in_a_metastore_and_a_new_process_finds_them(db, tmp_path):
     """With ``catalog.metastore`` (a directory: Spark's embedded Hive metastore), apply's names
     outlive its process: a new Spark process reads ``mv.<view>`` by name without registering."""

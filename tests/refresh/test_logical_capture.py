@@ -112,6 +112,7 @@ def bank(db, make_project):
 
 
 @pytest.mark.slow
+@pytest.mark.deep  # the main tier: the capture contract suite (visibility, held transactions), the soak under triggers
 def test_refreshes_under_writers_are_exact_at_their_snapshot_and_lose_nothing(bank, db, monkeypatch):
     """A writer commits all the time, also between the refresh's snapshot and the capture's wait
     (the refresh pauses there). Each refresh's view holds whole transactions (the sum of balances
@@ -130,6 +131,7 @@ def test_refreshes_under_writers_are_exact_at_their_snapshot_and_lose_nothing(ba
     assert only_truncate_triggers(db)
 
 
+@pytest.mark.deep  # the main tier: the capture contract suite (transactions the stamp's snapshot does not see)
 def test_transactions_committing_after_the_snapshot_are_the_next_refreshs(bank, db, monkeypatch):
     """Transfers committed while a refresh holds its snapshot (before it reads the WAL position it
     waits for): the capture writes them before the refresh stamps, but the snapshot does not see

@@ -146,7 +146,7 @@ def reset(db) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=examples(2))
+@settings(max_examples=examples(1))
 @given(ops=operations)
 def test_random_dml_on_parent_and_partitions_with_attach_and_detach(events_project, db, ops):
     random_dml_then_refresh(events_project, db, ops)

@@ -85,7 +85,7 @@ def fast_capability(explained: dict) -> dict:
 
 
 @pytest.mark.slow
-@settings(max_examples=examples(2))
+@settings(max_examples=examples(1))
 @given(ops=ops)
 def test_random_dml_under_views_of_views_refreshes_fast_and_exactly(shop, db, ops):
     random_dml_then_refresh(shop, db, ops)

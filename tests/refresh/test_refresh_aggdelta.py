@@ -94,7 +94,7 @@ def test_fixed_scenario_moves_fans_out_empties_and_refills_groups(built_shop):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("built_shop", ["local"], indirect=True)
-@settings(max_examples=examples(3))
+@settings(max_examples=examples(2))
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):
     random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)

@@ -98,7 +98,7 @@ def test_a_view_above_the_threshold_merges(built_shop):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("built_shop", ["local"], indirect=True)
-@settings(max_examples=examples(3))
+@settings(max_examples=examples(1))
 @given(sequence=sequences)
 def test_random_dml_then_rewrites_equal_postgres(built_shop, sequence):
     random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)

@@ -110,7 +110,7 @@ def items_project(db, make_project, request):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("items_project", ["local"], indirect=True)
-@settings(max_examples=examples(2))
+@settings(max_examples=examples(1))
 @given(ops=operations)
 def test_random_dml_then_fast_refresh_equals_postgres(items_project, db, ops):
     random_dml_then_refresh(items_project, db, ops)
@@ -143,6 +143,7 @@ def random_dml_then_refresh(project, db, ops) -> None:
     check_all(project)
 
 
+@pytest.mark.deep  # the main tier: this class's random-DML oracle
 def test_fixed_dml_scenario_fast_refresh(items_project, db):
     """A deterministic tour of the same ground for the quick tier."""
     project = items_project

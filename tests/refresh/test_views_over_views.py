@@ -74,7 +74,7 @@ def built_shop(request, pg, tmp_path_factory):
 
 
 @pytest.mark.slow
-@settings(max_examples=examples(3), deadline=None)
+@settings(max_examples=examples(1), deadline=None)
 @given(sequence=sequences)
 def test_random_dml_under_chains_and_a_diamond_refreshes_fast_and_exactly(built_shop, sequence):
     random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)

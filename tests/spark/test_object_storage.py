@@ -104,15 +104,15 @@ def objects(client, prefix: str) -> list[str]:
     return [o["Key"] for o in listed.get("Contents", [])]
 
 
-def test_a_warehouse_on_s3_applies_refreshes_verifies_repairs_optimizes_and_drops(db, tmp_path, s3, s3_engine):
+def applied_and_refreshed(db, tmp_path, s3, s3_engine):
+    """An s3a warehouse built by ``apply`` and fast-refreshed once (checked by the oracle): its
+    config file and the objects' prefix."""
     endpoint, client = s3
     db.execute(SCHEMA)
     db.execute(SEED)
     prefix = f"mvlog-{uuid.uuid4().hex[:8]}"
-    warehouse = f"s3a://{BUCKET}/{prefix}"
     config = tmp_path / "mvlog.yaml"
-    write_config(config, db.dsn, warehouse, {"remote": s3_engine.remote, "conf": s3_conf(endpoint)})
-
+    write_config(config, db.dsn, f"s3a://{BUCKET}/{prefix}", {"remote": s3_engine.remote, "conf": s3_conf(endpoint)})
     mvlog(config, "apply")
     assert any(k.startswith(f"{prefix}/s3_simple/_delta_log/") for k in objects(client, prefix))
     db.execute("INSERT INTO orders VALUES (6, 2, 'open', 99.95, 1); UPDATE orders SET amount = 2 WHERE id = 5; "
@@ -120,10 +120,30 @@ def test_a_warehouse_on_s3_applies_refreshes_verifies_repairs_optimizes_and_drop
                "UPDATE customers SET name = 'Bea' WHERE id = 2")
     refreshed = mvlog(config, "refresh", "--json")
     assert refreshed.count('"method": "fast"') == len(VIEWS), refreshed
+    with Project(load_config(config)) as project:
+        assert_views_match(project, VIEWS)
+    return config, prefix
+
+
+def test_a_warehouse_on_s3_applies_refreshes_and_drops_its_data(db, tmp_path, s3, s3_engine):
+    endpoint, client = s3
+    config, prefix = applied_and_refreshed(db, tmp_path, s3, s3_engine)
+    # drop --delete-data needs a Spark of its own (Spark Connect has no command to delete a table).
+    own = tmp_path / "own.yaml"
+    write_config(own, db.dsn, f"s3a://{BUCKET}/{prefix}",
+                 {**SUBPROCESS_SPARK, "conf": {**SUBPROCESS_SPARK["conf"], **s3_conf(endpoint)}})
+    dropped = mvlog(own, "drop", "s3_simple", "--delete-data")
+    assert "hadoop-aws" in dropped  # said when mvlog added the connector
+    assert not objects(client, f"{prefix}/s3_simple/")
+    assert objects(client, f"{prefix}/s3_join/")
+
+
+@pytest.mark.deep  # the main tier: test_verify and test_cli's optimize, on a local warehouse
+def test_a_warehouse_on_s3_verifies_repairs_and_optimizes(db, tmp_path, s3, s3_engine):
+    config, _ = applied_and_refreshed(db, tmp_path, s3, s3_engine)
     # verify finds the damage below, and nothing once repaired (a verify before the damage would
     # only repeat the oracle's check)
     with Project(load_config(config)) as project:
-        assert_views_match(project, VIEWS)
         table = project.config.view_location("s3_join")
         project.warehouse.spark.sql(f"DELETE FROM delta.`{table}` WHERE id = 3").collect()  # behind mvlog's back
     assert "s3_join" in mvlog(config, "verify", "--full", expect=1)
@@ -134,16 +154,8 @@ def test_a_warehouse_on_s3_applies_refreshes_verifies_repairs_optimizes_and_drop
     with Project(load_config(config)) as project:
         assert_views_match(project, VIEWS)
 
-    # drop --delete-data needs a Spark of its own (Spark Connect has no command to delete a table).
-    own = tmp_path / "own.yaml"
-    write_config(own, db.dsn, warehouse, {**SUBPROCESS_SPARK, "conf": {**SUBPROCESS_SPARK["conf"],
-                                                                       **s3_conf(endpoint)}})
-    dropped = mvlog(own, "drop", "s3_simple", "--delete-data")
-    assert "hadoop-aws" in dropped  # said when mvlog added the connector
-    assert not objects(client, f"{prefix}/s3_simple/")
-    assert objects(client, f"{prefix}/s3_join/")
 
-
+@pytest.mark.deep  # the main tier: test_schedule_ha (the same schedulers on a local warehouse)
 def test_two_schedulers_on_s3_never_commit_to_one_table_at_once_and_survive_a_sigkill(db, tmp_path, s3,
                                                                                        s3_engine):
     """Delta on S3 has one writer per table only if its writers take turns: mvlog's per-view lock

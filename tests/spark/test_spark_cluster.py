@@ -31,7 +31,8 @@ from mvlog.config import load_config
 from mvlog.postgres.pgtemp import free_port
 from mvlog.project import Project
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# deep: a deployment mode; the main tier refreshes on local[2] and over Spark Connect (test_connect_paths).
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.deep]
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 
