@@ -1,4 +1,5 @@
-"""Fixtures: a real throwaway PostgreSQL and one local Spark session for the whole run.
+"""Fixtures: a real throwaway PostgreSQL and one local Spark session per test process, and one
+Spark Connect server for the whole run.
 
 Each test that needs a database gets a fresh one (``db``); ``make_project`` writes an
 mvlog.yaml for it (with a warehouse under ``tmp_path``) and returns a Project that
@@ -11,12 +12,15 @@ import contextlib
 import datetime
 import math
 import os
+import shutil
+import tempfile
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg2
@@ -159,13 +163,59 @@ def engine_running(config, directory) -> Iterator:
             os.environ[engine.ENGINE_DIR_ENV] = saved
 
 
-@pytest.fixture(scope="session")
-def connect_engine(tmp_path_factory):
-    """One local Spark Connect server for the run, started as ``mvlog engine start`` does."""
-    from mvlog.config import SparkConfig
+# Where the run's one Spark Connect server keeps its state: made by the process that runs pytest
+# (the xdist controller, or the only process), inherited by the workers, which share the server.
+SHARED_ENGINE_ENV = "MVLOG_TEST_ENGINE_DIR"
+_ENGINE_OWNER = pytest.StashKey[str]()
 
-    with engine_running(SparkConfig(**TEST_SPARK), tmp_path_factory.mktemp("engine")) as info:
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and SHARED_ENGINE_ENV not in os.environ:
+        os.environ[SHARED_ENGINE_ENV] = tempfile.mkdtemp(prefix="mvlog-test-engine-")
+        config.stash[_ENGINE_OWNER] = os.environ[SHARED_ENGINE_ENV]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The process that made the shared server's directory stops the server (if a worker started
+    one) once every worker is done."""
+    directory = config.stash.get(_ENGINE_OWNER, None)
+    if directory is None:
+        return
+    from mvlog.spark import engine
+
+    os.environ[engine.ENGINE_DIR_ENV] = directory
+    engine.stop()
+    shutil.rmtree(directory, ignore_errors=True)
+    del os.environ[SHARED_ENGINE_ENV]
+
+
+@pytest.fixture(scope="session")
+def connect_engine():
+    """One local Spark Connect server for the whole run, started as ``mvlog engine start`` does by
+    the first worker that needs it and shared by both: a JVM warms its JIT compiler over the
+    first few hundred operations (a small refresh's CPU halves), so one server costs less than
+    two. Stopped by the process that runs pytest, after the last worker."""
+    import fcntl
+
+    from mvlog.config import SparkConfig
+    from mvlog.postgres.pgtemp import free_port
+    from mvlog.spark import engine
+    from mvlog.spark.session import close_connect_sessions
+
+    directory = Path(os.environ[SHARED_ENGINE_ENV])
+    saved = os.environ.get(engine.ENGINE_DIR_ENV)
+    os.environ[engine.ENGINE_DIR_ENV] = str(directory)  # what an ``mvlog`` process a test starts finds
+    try:
+        with open(directory / "start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for this one's start, then finds it
+            info = engine.start(SparkConfig(**TEST_SPARK), port=free_port())
         yield info
+        close_connect_sessions()
+    finally:
+        if saved is None:
+            os.environ.pop(engine.ENGINE_DIR_ENV, None)
+        else:
+            os.environ[engine.ENGINE_DIR_ENV] = saved
 
 
 class Database:
