@@ -71,6 +71,7 @@ def test_every_view_is_kept_by_deltas_and_explain_and_plan_say_so(built_shop):
         assert fast.possible and fast.reason.startswith("by deltas"), fast.reason
 
 
+@pytest.mark.deep  # the main tier: this class's random-DML oracle below
 def test_fixed_scenario_moves_fans_out_empties_and_refills_groups(built_shop):
     shop, db = built_shop.seeded(), built_shop.db
     db.execute("UPDATE orders SET status = NULL WHERE id = 1")                 # into the NULL group

@@ -106,6 +106,7 @@ def built_shop(request, pg, tmp_path_factory):
         yield built
 
 
+@pytest.mark.deep  # the main tier: this class's random-DML oracle below
 def test_fixed_scenario(built_shop):
     shop, db, views = built_shop.seeded(), built_shop.db, built_shop.views
     check_fast_views(shop, views)
@@ -122,7 +123,7 @@ def test_fixed_scenario(built_shop):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("built_shop", ["local"], indirect=True)  # over Connect: the fixed scenario
+@pytest.mark.parametrize("built_shop", ["local"], indirect=True)  # over Connect: test_connect_paths
 @settings(max_examples=examples(1))
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):

@@ -92,6 +92,7 @@ def built_shop(request, pg, tmp_path_factory):
         yield built
 
 
+@pytest.mark.deep  # the main tier: this class's random-DML oracle below
 def test_fixed_scenario(built_shop):
     shop, db = built_shop.seeded(), built_shop.db
     check_fast_views(shop, VIEWS)
