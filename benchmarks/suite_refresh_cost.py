@@ -5,6 +5,7 @@ one setting changed per run. Each run is a fresh JVM (Spark settings are fixed a
     python benchmarks/suite_refresh_cost.py --rounds 15
     python benchmarks/suite_refresh_cost.py --rounds 15 --conf spark.sql.adaptive.enabled=false
     python benchmarks/suite_refresh_cost.py --rounds 15 --java-options "-XX:TieredStopAtLevel=1"
+    python benchmarks/suite_refresh_cost.py --rounds 32 --chunk 4   # the JVM warming: a row per 4 rounds
 
 Six views of every small class (simple, filtered, aggregate, join, aggregate over a join, LEFT
 JOIN) over two tables of 40 and 4 rows; each round changes three rows of one table (an update
@@ -63,12 +64,31 @@ def jvm_cpu_seconds() -> float:
     return total
 
 
+def jit_cpu_seconds() -> float:
+    """CPU of the Spark JVM's JIT compiler threads (C1 and C2)."""
+    from pyspark import SparkContext
+
+    assert SparkContext._gateway is not None, "no Spark JVM in this process"
+    tasks = Path(f"/proc/{SparkContext._gateway.proc.pid}/task")
+    total = 0.0
+    for task in tasks.iterdir():
+        try:
+            if "Compiler" not in (task / "comm").read_text():
+                continue
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value (repeatable)")
     parser.add_argument("--java-options", default="", help="added to the driver's Java options")
     parser.add_argument("--rewrite-max-rows", type=int, default=0, help="0: every refresh MERGEs, as in the suite")
+    parser.add_argument("--chunk", type=int, default=0, help="print the JVM CPU per this many rounds too")
     args = parser.parse_args()
 
     spark = copy.deepcopy(TEST_SPARK)
@@ -92,6 +112,8 @@ def main() -> None:
             project.apply()
             build_seconds, build_cpu = time.monotonic() - started, jvm_cpu_seconds()
             started = time.monotonic()
+            chunks: list[tuple[int, float, float, float]] = []
+            mark = (time.monotonic(), jvm_cpu_seconds(), jit_cpu_seconds())
             for round_ in range(args.rounds):
                 cur.execute("UPDATE items SET qty = qty + 1, grp = (grp + 1) %% 4 WHERE id = %s", (round_ + 1,))
                 cur.execute("DELETE FROM items WHERE id = %s", (round_ + 20,))
@@ -100,6 +122,10 @@ def main() -> None:
                     cur.execute("UPDATE grps SET name = name || 'x' WHERE id = %s", (round_ % 4,))
                 failed = [r for r in project.refresh() if r.error]
                 assert not failed, failed
+                if args.chunk and (round_ + 1) % args.chunk == 0:
+                    now = (time.monotonic(), jvm_cpu_seconds(), jit_cpu_seconds())
+                    chunks.append((round_ + 1, now[0] - mark[0], now[1] - mark[1], now[2] - mark[2]))
+                    mark = now
             loop_seconds, loop_cpu = time.monotonic() - started, jvm_cpu_seconds() - build_cpu
     changed = ", ".join([*args.conf, *([args.java_options] if args.java_options else [])]) or "(the suite's)"
     refreshes = args.rounds * len(VIEWS)
@@ -107,6 +133,12 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     print(f"| {changed} | {build_seconds:.1f} | {build_cpu:.1f} | {loop_seconds:.1f} | {loop_cpu:.1f} | "
           f"{loop_cpu / refreshes:.2f} |")
+    if chunks:
+        print()
+        print("| rounds up to | s | JVM CPU-s | of it JIT compiler threads | JVM CPU-s per view refresh |")
+        print("|---|---|---|---|---|")
+        for upto, seconds, cpu, jit in chunks:
+            print(f"| {upto} | {seconds:.1f} | {cpu:.1f} | {jit:.1f} | {cpu / (args.chunk * len(VIEWS)):.2f} |")
 
 
 if __name__ == "__main__":
