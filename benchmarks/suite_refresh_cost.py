@@ -49,36 +49,36 @@ VIEWS = [
 ]
 
 
-def jvm_cpu_seconds() -> float:
-    """User + system CPU of this process's Spark JVM (the py4j gateway) and its children."""
+def thread_cpu_seconds(stat: Path) -> float:
+    """User + system CPU of a process or thread, from its ``/proc/…/stat``."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def spark_jvm_pid() -> int:
+    """The process id of this process's Spark JVM (the py4j gateway)."""
     from pyspark import SparkContext
 
-    gateway = SparkContext._gateway
-    assert gateway is not None, "no Spark JVM in this process"
-    pid = gateway.proc.pid
+    assert SparkContext._gateway is not None, "no Spark JVM in this process"
+    return SparkContext._gateway.proc.pid
+
+
+def jvm_cpu_seconds() -> float:
+    """User + system CPU of this process's Spark JVM and its children."""
+    pid = spark_jvm_pid()
     children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    total = 0.0
-    for process in [pid, *map(int, children)]:
-        fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    return sum(thread_cpu_seconds(Path(f"/proc/{process}/stat")) for process in [pid, *map(int, children)])
 
 
 def jit_cpu_seconds() -> float:
     """CPU of the Spark JVM's JIT compiler threads (C1 and C2)."""
-    from pyspark import SparkContext
-
-    assert SparkContext._gateway is not None, "no Spark JVM in this process"
-    tasks = Path(f"/proc/{SparkContext._gateway.proc.pid}/task")
     total = 0.0
-    for task in tasks.iterdir():
+    for task in Path(f"/proc/{spark_jvm_pid()}/task").iterdir():
         try:
-            if "Compiler" not in (task / "comm").read_text():
-                continue
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            if "Compiler" in (task / "comm").read_text():
+                total += thread_cpu_seconds(task / "stat")
         except OSError:  # the thread ended
             continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 

@@ -141,6 +141,23 @@ SUBPROCESS_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions
 
 
 @contextlib.contextmanager
+def engine_dir(directory) -> Iterator[None]:
+    """``$MVLOG_ENGINE_DIR`` set to ``directory`` for the block (what ``mvlog engine`` and the
+    ``mvlog`` processes a test starts find), as it was afterwards."""
+    from mvlog.spark import engine
+
+    saved = os.environ.get(engine.ENGINE_DIR_ENV)
+    os.environ[engine.ENGINE_DIR_ENV] = str(directory)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(engine.ENGINE_DIR_ENV, None)
+        else:
+            os.environ[engine.ENGINE_DIR_ENV] = saved
+
+
+@contextlib.contextmanager
 def engine_running(config, directory) -> Iterator:
     """An ``mvlog engine`` started with ``config`` (a SparkConfig) as ``mvlog engine start`` starts
     it, its state in ``directory`` while it runs; stopped (and this process's sessions to it closed)
@@ -149,18 +166,11 @@ def engine_running(config, directory) -> Iterator:
     from mvlog.spark import engine
     from mvlog.spark.session import close_connect_sessions
 
-    saved = os.environ.get(engine.ENGINE_DIR_ENV)
-    os.environ[engine.ENGINE_DIR_ENV] = str(directory)
-    try:
+    with engine_dir(directory):
         info = engine.start(config, port=free_port())
         yield info
         close_connect_sessions()
         engine.stop()
-    finally:
-        if saved is None:
-            os.environ.pop(engine.ENGINE_DIR_ENV, None)
-        else:
-            os.environ[engine.ENGINE_DIR_ENV] = saved
 
 
 # Where the run's one Spark Connect server keeps its state: made by the process that runs pytest
@@ -183,8 +193,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     from mvlog.spark import engine
 
-    os.environ[engine.ENGINE_DIR_ENV] = directory
-    engine.stop()
+    with engine_dir(directory):
+        engine.stop()
     shutil.rmtree(directory, ignore_errors=True)
     del os.environ[SHARED_ENGINE_ENV]
 
@@ -203,19 +213,12 @@ def connect_engine():
     from mvlog.spark.session import close_connect_sessions
 
     directory = Path(os.environ[SHARED_ENGINE_ENV])
-    saved = os.environ.get(engine.ENGINE_DIR_ENV)
-    os.environ[engine.ENGINE_DIR_ENV] = str(directory)  # what an ``mvlog`` process a test starts finds
-    try:
+    with engine_dir(directory):
         with open(directory / "start.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for this one's start, then finds it
             info = engine.start(SparkConfig(**TEST_SPARK), port=free_port())
         yield info
         close_connect_sessions()
-    finally:
-        if saved is None:
-            os.environ.pop(engine.ENGINE_DIR_ENV, None)
-        else:
-            os.environ[engine.ENGINE_DIR_ENV] = saved
 
 
 class Database:
