@@ -138,14 +138,31 @@ def test_a_pass_records_its_position_chunk_by_chunk(logical, db, monkeypatch):
     assert decoding_module.CHUNK_BYTES >= 1 << 20  # the default chunk is not the test's
 
 
-def test_dropping_the_last_logical_log_stops_a_running_capture_instead_of_waiting_for_it(logical, db):
+@pytest.mark.parametrize("when", ["streaming", "starting"])
+def test_dropping_the_last_logical_log_stops_a_running_capture_instead_of_waiting_for_it(logical, db, monkeypatch,
+                                                                                         when):
     """The stream holds the capture lock as long as it runs: dropping the capture (the last
-    logical log dropped) asks it to let go, rather than waiting for it forever."""
+    logical log dropped) asks it to let go, rather than waiting for it forever. ``starting``: the
+    drop asks while the capture's first pass runs, before its stream listens for the ask."""
     db.execute("INSERT INTO t VALUES (1, 1)")
+    dropped = threading.Thread(target=logical.drop_log, args=("t",))
+    if when == "starting":
+        original, passes = Decoding._pass, []
+
+        def first_pass_waits_for_the_drop(self, upto):
+            if not passes:  # the capture's pass before its stream: the drop asks and waits meanwhile
+                passes.append(upto)
+                dropped.start()
+                wait_for(lambda: db.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                            "AND classid = %s AND objsubid = 2 AND NOT granted",
+                                            (CAPTURE_LOCK,)) == [(1,)])
+            return original(self, upto)
+        monkeypatch.setattr(Decoding, "_pass", first_pass_waits_for_the_drop)
     with running_capture(logical):
-        wait_for(lambda: slot_row(db)[0])
-        dropped = threading.Thread(target=logical.drop_log, args=("t",))
-        dropped.start()
+        if when == "streaming":
+            wait_for(lambda: all(slot_row(db)[:2]))
+            dropped.start()
+        wait_for(lambda: dropped.ident is not None)
         dropped.join(60)
         assert not dropped.is_alive(), "drop_log waited for the running capture"
     assert db.execute("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()") == [(0,)]

@@ -37,6 +37,7 @@ from mvlog.postgres.catalog.views import mark_readers_needs_complete
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 CAPTURE_LOCK = 0x6D766C63  # "mvlc": the advisory lock one capture pass, or the stream, holds
+RELEASE_ASK_EVERY = 2  # seconds between asks to a running stream to let go, while the capture is dropped
 REPORT_EVERY = 2.0  # seconds between reports of what a wait for the capture waits for
 FETCH_ROWS = 20_000  # messages fetched from the slot at a time
 BATCH_ROWS = 100_000  # log rows written per committed batch
@@ -107,8 +108,6 @@ class Decoding:
         """Drop the slot, the publication and the capture's state (no log is captured logically any
         more): a last pass, then the rows it wrote that no refresh stamped yet become trigger rows.
         The caller holds every log's stamping lock. A running stream is asked to let go first."""
-        with self.source.transaction() as cur:
-            cur.execute("SELECT pg_notify(%s, %s)", (WAKE_CHANNEL, RELEASE))
         with self._exclusive(wait=True):
             try:
                 self._pass(None)
@@ -133,13 +132,24 @@ class Decoding:
 
     @contextlib.contextmanager
     def _exclusive(self, wait: bool = False) -> Iterator[bool]:
-        """Hold the capture lock (or, without ``wait``, yield False if another process holds it)."""
+        """Hold the capture lock (or, without ``wait``, yield False if another process holds it).
+        With ``wait``, a running stream is asked to let go of it (RELEASE), and asked again every
+        RELEASE_ASK_EVERY seconds while this waits: a stream hears only what is notified after it
+        listens, and one starting as the capture is dropped may not listen yet."""
         conn = self.source.connect()
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
                 if wait:
-                    cur.execute("SELECT pg_advisory_lock(%s, 0)", (CAPTURE_LOCK,))
+                    cur.execute("SELECT set_config('lock_timeout', %s, false)", (f"{RELEASE_ASK_EVERY}s",))
+                    while True:
+                        cur.execute("SELECT pg_notify(%s, %s)", (WAKE_CHANNEL, RELEASE))
+                        try:
+                            cur.execute("SELECT pg_advisory_lock(%s, 0)", (CAPTURE_LOCK,))
+                            break
+                        except psycopg2.errors.LockNotAvailable:
+                            continue
+                    cur.execute("RESET lock_timeout")
                     got = True
                 else:
                     cur.execute("SELECT pg_try_advisory_lock(%s, 0)", (CAPTURE_LOCK,))
