@@ -127,7 +127,10 @@ SPARK_MODES = ["local", "connect"]
 # of small, different queries, and compiling each costs more than running it (measured: the outer
 # fixed scenario 93 -> 71 s, the keyed oracle 50 -> 37 s). Results do not depend on it; the CLI,
 # demo, notebook and cluster tests run mvlog's own settings, code generation included.
-TEST_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2",
+# One shuffle partition and one default partition: the tests' data is tiny, and each task more is
+# scheduling work (suite_refresh_cost.py, 16 rounds: 2.51 -> 2.32 JVM CPU-s per view refresh, BENCHMARKS.md
+# session 28); the key-range reads of a complete refresh are JDBC partitions, not these.
+TEST_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1",
                                               "spark.sql.codegen.wholeStage": "false",
                                               "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                                               # the throughput collector: the test JVMs run thousands of
@@ -136,7 +139,8 @@ TEST_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"
 # The Spark of an ``mvlog`` process a test starts for one command or a short schedule: the JIT
 # compiles C1 code only, since the process ends before C2's optimized code would pay for itself
 # (a CLI test with two such processes: 27 → 22 s).
-SUBPROCESS_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2",
+SUBPROCESS_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "1",
+                                                   "spark.default.parallelism": "1",
                                                    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}}
 
 
