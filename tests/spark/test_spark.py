@@ -134,3 +134,43 @@ def test_a_metastore_makes_the_catalog_hive_s_and_the_yaml_s_settings_win(tmp_pa
     assert spark.conf["spark.sql.warehouse.dir"] == "/mine"
     spark, _ = for_project(parse_config(base + "catalog: {database: mv}\n"))
     assert "spark.sql.catalogImplementation" not in spark.conf
+
+
+def _lock_holder(tmp_path, seconds: float):
+    """A process that holds the launch lock for ``seconds`` once it printed "held", and writes
+    ``released`` in ``tmp_path`` as it lets go."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import time\nfrom mvlog.spark.settings import packages_resolved_alone\n"
+            f"with packages_resolved_alone():\n    print('held', flush=True)\n    time.sleep({seconds})\n"
+            f"    open({str(tmp_path / 'released')!r}, 'w').close()\n")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_spark_launches_resolve_their_packages_one_at_a_time(tmp_path, monkeypatch):
+    """Two JVMs downloading the same jar into Ivy's cache at once: one read the other's empty file
+    and failed to start (the first run on a new machine). A launch waits for another's lock, and
+    goes ahead without it past the bound."""
+    import time
+
+    from mvlog.spark.settings import packages_resolved_alone
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)  # gettempdir() reads TMPDIR again
+    holder = _lock_holder(tmp_path, 2)
+    with packages_resolved_alone():
+        assert (tmp_path / "released").exists(), "taken while another launch held it"
+    assert holder.wait(10) == 0
+    holder = _lock_holder(tmp_path, 60)
+    try:
+        started = time.monotonic()
+        with packages_resolved_alone(wait=0.5):
+            assert time.monotonic() - started < 5  # past the bound: not stuck behind a hung launch
+    finally:
+        holder.kill()
+        holder.wait(10)

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +25,7 @@ from pathlib import Path
 from mvlog.config import SparkConfig
 from mvlog.errors import SetupError, UsageError
 from mvlog.spark.remote import configured_remote, host_port, remote_address
-from mvlog.spark.settings import session_conf
+from mvlog.spark.settings import packages_resolved_alone, session_conf
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_HOST = "127.0.0.1"
@@ -150,22 +151,40 @@ def start(config: SparkConfig, host: str | None = None, port: int | None = None,
     env = {**os.environ, "SPARK_LOG_DIR": str(directory)}
     env.pop("SPARK_REMOTE", None)
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    with open(log, "ab") as out:
-        process = subprocess.Popen(server_command(config, host, port), stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    info = EngineInfo(process.pid, host, port, datetime.now(UTC).isoformat(timespec="seconds"), str(log),
-                      config.master)
-    _state_file().write_text(json.dumps(asdict(info)))
-    deadline = time.monotonic() + timeout
-    while not _listening(host, port):
+    with packages_resolved_alone():
+        resolved_from = log.stat().st_size if log.exists() else 0
+        with open(log, "ab") as out:
+            process = subprocess.Popen(server_command(config, host, port), stdout=out, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        info = EngineInfo(process.pid, host, port, datetime.now(UTC).isoformat(timespec="seconds"), str(log),
+                          config.master)
+        _state_file().write_text(json.dumps(asdict(info)))
+        deadline = time.monotonic() + timeout
+        _wait_until(lambda: _resolved(log, resolved_from) or _listening(host, port), process, info, deadline, timeout)
+    _wait_until(lambda: _listening(host, port), process, info, deadline, timeout)
+    return info
+
+
+def _wait_until(ready: Callable[[], bool], process: subprocess.Popen, info: EngineInfo, deadline: float,
+                timeout: float) -> None:
+    """Wait for ``ready()`` while the starting server lives, until ``deadline``."""
+    while not ready():
         if process.poll() is not None:
             _state_file().unlink(missing_ok=True)
-            raise SetupError(f"the engine exited with code {process.returncode} while starting; see {log}")
+            raise SetupError(f"the engine exited with code {process.returncode} while starting; see {info.log}")
         if time.monotonic() > deadline:
             stop()
-            raise SetupError(f"the engine did not listen on {host}:{port} within {timeout:.0f} s; see {log}")
+            raise SetupError(f"the engine did not listen on {info.host}:{info.port} within {timeout:.0f} s; "
+                             f"see {info.log}")
         time.sleep(0.5)
-    return info
+
+
+def _resolved(log: Path, offset: int) -> bool:
+    """Whether the server's log, past ``offset``, says Ivy has retrieved the packages (its
+    "N artifacts copied, M already retrieved"): other launches may resolve from then on."""
+    with open(log, "rb") as text:
+        text.seek(offset)
+        return b"already retrieved" in text.read()
 
 
 def stop(timeout: float = 60) -> EngineInfo | None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, cast
 from mvlog.config import SparkConfig
 from mvlog.spark import engine
 from mvlog.spark.remote import configured_remote, host_port, remote_address
-from mvlog.spark.settings import SESSION_CONF_PREFIXES, session_conf
+from mvlog.spark.settings import SESSION_CONF_PREFIXES, packages_resolved_alone, session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -193,7 +193,7 @@ def build_session(config: SparkConfig | None = None, app_name: str = "mvlog") ->
     for key, value in session_conf(config).items():
         builder = builder.config(key, value)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    with _jvm_output_to(spark_log_path()):
+    with packages_resolved_alone(), _jvm_output_to(spark_log_path()):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -4,7 +4,13 @@ Shared by the session factory and the engine's server command."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import re
+import tempfile
+import time
+from collections.abc import Iterator
 from importlib import metadata, resources
 from pathlib import Path
 
@@ -63,6 +69,41 @@ def session_conf(config: SparkConfig) -> dict[str, str]:
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
         conf[key] = f"{java_opts} {conf.get(key, '')}".strip()
     return conf
+
+
+# How long a JVM launch waits for another process's launch to finish resolving the packages.
+RESOLUTION_WAIT_SECONDS = 300
+
+
+@contextlib.contextmanager
+def packages_resolved_alone(wait: float = RESOLUTION_WAIT_SECONDS) -> Iterator[None]:
+    """Hold, for the block, this user's lock on launching a Spark JVM that resolves
+    ``spark.jars.packages``. Ivy's cache takes no lock of its own: two JVMs downloading the same
+    jar at once (the first run on a new machine: a scheduler and a command, or two test workers)
+    saw each other's half-written file and one failed to start ("Downloaded file size (0) doesn't
+    match expected Content Length"). Past ``wait`` the launch goes ahead without the lock (a
+    launch that hangs elsewhere must not stop every other)."""
+    path = Path(tempfile.gettempdir()) / f"mvlog-spark-launch-{os.getuid()}.lock"
+    with open(path, "a") as lock:
+        locked = _lock_within(lock.fileno(), wait)
+        try:
+            yield
+        finally:
+            if locked:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _lock_within(fd: int, wait: float) -> bool:
+    """An exclusive lock on ``fd`` taken within ``wait`` seconds; False if it was not."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
 
 
 # Settings a Spark Connect session sets for itself; the rest of mvlog's settings are the server's.
