@@ -50,4 +50,4 @@ def test_grouping_sets_views_are_fast_with_one_branch_per_set(built_shop):
 @settings(max_examples=examples(1), deadline=None)
 @given(sequence=sequences)
 def test_random_dml_under_grouping_sets_refreshes_fast_and_exactly(built_shop, sequence):
-    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
+    random_dml_then_refresh(built_shop, sequence, VIEWS)

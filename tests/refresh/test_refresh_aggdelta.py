@@ -98,7 +98,7 @@ def test_fixed_scenario_moves_fans_out_empties_and_refills_groups(built_shop):
 @settings(max_examples=examples(2))
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):
-    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
+    random_dml_then_refresh(built_shop, sequence, VIEWS)
     verify_ok(built_shop.project)
 
 

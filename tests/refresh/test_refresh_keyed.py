@@ -153,6 +153,14 @@ def test_apply_has_postgresql_check_every_statement_of_a_fast_refresh(db, make_p
     assert status["fast_refresh"] is False and "operator does not exist" in status["why_not_fast"]
 
 
+@pytest.mark.slow  # before the key map's test: it takes the shop as built
+@pytest.mark.parametrize("built_shop", ["local"], indirect=True)
+@settings(max_examples=examples(1))
+@given(sequence=sequences)
+def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(built_shop, sequence):
+    random_dml_then_refresh(built_shop, sequence, VIEWS)
+
+
 @pytest.mark.parametrize("built_shop", ["local"], indirect=True)
 def test_complete_refresh_rebuilds_the_key_map(built_shop):
     shop, db = built_shop.changed(), built_shop.db  # any rows: the complete refresh rebuilds from them
@@ -163,21 +171,13 @@ def test_complete_refresh_rebuilds_the_key_map(built_shop):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("built_shop", ["local"], indirect=True)
-@settings(max_examples=examples(1))
-@given(sequence=sequences)
-def test_random_dml_on_all_tables_then_fast_refresh_equals_postgres(built_shop, sequence):
-    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("built_shop", ["logical"], indirect=True)
 # Every log captured by logical decoding (#41): the one Spark oracle under logical capture; the
 # capture contract itself is tests/postgres/capture/test_contract.py (PostgreSQL only, both kinds).
 @settings(max_examples=examples(1))
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_with_logical_capture(built_shop, sequence):
-    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
+    random_dml_then_refresh(built_shop, sequence, VIEWS)
 
 
 def test_aggregate_refresh_reads_only_affected_groups(db, make_project):

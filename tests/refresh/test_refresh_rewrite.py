@@ -101,4 +101,4 @@ def test_a_view_above_the_threshold_merges(built_shop):
 @settings(max_examples=examples(1))
 @given(sequence=sequences)
 def test_random_dml_then_rewrites_equal_postgres(built_shop, sequence):
-    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
+    random_dml_then_refresh(built_shop, sequence, VIEWS)

@@ -112,7 +112,7 @@ def test_fixed_scenario(built_shop):
 @settings(max_examples=examples(1))
 @given(sequence=sequences)
 def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):
-    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
+    random_dml_then_refresh(built_shop, sequence, VIEWS)
 
 
 def test_semi_join_refresh_reads_only_affected_rows(db, make_project):

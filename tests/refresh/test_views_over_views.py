@@ -77,7 +77,7 @@ def built_shop(request, pg, tmp_path_factory):
 @settings(max_examples=examples(1), deadline=None)
 @given(sequence=sequences)
 def test_random_dml_under_chains_and_a_diamond_refreshes_fast_and_exactly(built_shop, sequence):
-    random_dml_then_refresh(built_shop.changed(), built_shop.db, sequence, VIEWS)
+    random_dml_then_refresh(built_shop, sequence, VIEWS)
 
 
 def test_views_over_views_are_fast_show_their_dag_and_refresh_from_one_stamp(built_shop):
