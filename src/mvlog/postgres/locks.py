@@ -4,11 +4,13 @@ them for a refresh unit)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Sequence
 
 import psycopg2.errors
+import psycopg2.extensions
 
 from mvlog.postgres.source import Cursor, fetch_row
 
@@ -27,6 +29,15 @@ def keep_lock_session_alive(cur: Cursor) -> None:
     """Make the server notice a dead holder of this session's locks within seconds."""
     for name, value in LOCK_KEEPALIVES.items():
         cur.execute("SELECT set_config(%s, %s, false)", (name, value))
+
+
+def close_releasing_locks(conn: psycopg2.extensions.connection) -> None:
+    """Close ``conn`` after releasing its session's advisory locks. Closing alone frees them only
+    when the server has ended the session, a moment after the client went: a refresh of the same
+    views right after, or the record of views found unchanged, found them still held."""
+    with contextlib.suppress(psycopg2.Error), conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_unlock_all()")
+    conn.close()
 
 
 def take_view_lock(cur: Cursor, name: str, wait: float) -> bool:

@@ -34,6 +34,7 @@ from mvlog.postgres.capture.slot import SLOT_WAIT, SlotStatus, create_slot, slot
 from mvlog.postgres.capture.stream import RELEASE, WAKE_CHANNEL, ReplicationRefused, Stream
 from mvlog.postgres.catalog import capture_state, log_registry
 from mvlog.postgres.catalog.views import mark_readers_needs_complete
+from mvlog.postgres.locks import close_releasing_locks
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 CAPTURE_LOCK = 0x6D766C63  # "mvlc": the advisory lock one capture pass, or the stream, holds
@@ -158,7 +159,7 @@ class Decoding:
         except psycopg2.Error as exc:
             raise self.source.error(exc) from None
         finally:
-            conn.close()  # releases the lock
+            close_releasing_locks(conn)
 
     def written(self) -> int:
         """How far the capture has written: every transaction that committed before is in the logs."""

@@ -26,6 +26,7 @@ from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.catalog.rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
 from mvlog.postgres.locks import (
     LOCK_HOLDER,
+    close_releasing_locks,
     keep_lock_session_alive,
     take_view_lock,
     take_view_locks_for_transaction,
@@ -364,7 +365,7 @@ class Catalog(CatalogSchema, RefreshHistory):
                         raise ConcurrentRefreshError(name, view_lock_holder(cur, name))
             yield
         finally:
-            conn.close()  # releases the session locks
+            close_releasing_locks(conn)
 
     def purge_horizon(self, cur: Cursor, log: LogInfo) -> datetime | None:
         """The stamp up to which every view reading ``log`` has consumed it (None: some view has
