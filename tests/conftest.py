@@ -130,12 +130,18 @@ SPARK_MODES = ["local", "connect"]
 # One shuffle partition and one default partition: the tests' data is tiny, and each task more is
 # scheduling work (suite_refresh_cost.py, 16 rounds: 2.51 -> 2.32 JVM CPU-s per view refresh, BENCHMARKS.md
 # session 28); the key-range reads of a complete refresh are JDBC partitions, not these.
+C2_LATER = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+            "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
 TEST_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1",
                                               "spark.sql.codegen.wholeStage": "false",
                                               "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                                               # the throughput collector: the test JVMs run thousands of
-                                              # small jobs on 2 busy cores (G1's concurrent work competes)
-                                              "spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}}
+                                              # small jobs on 2 busy cores (G1's concurrent work competes);
+                                              # C2 (the optimizing JIT) for code ten times hotter than by
+                                              # default: the suite runs much code briefly, and C2 compiled
+                                              # it for little return (JIT 401 -> 223 CPU-s over a run,
+                                              # BENCHMARKS.md session 29)
+                                              "spark.driver.extraJavaOptions": "-XX:+UseParallelGC " + C2_LATER}}
 # The Spark of an ``mvlog`` process a test starts for one command or a short schedule: the JIT
 # compiles C1 code only, since the process ends before C2's optimized code would pay for itself
 # (a CLI test with two such processes: 27 → 22 s).
