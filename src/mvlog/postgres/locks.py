@@ -1,5 +1,5 @@
 """The advisory locks that keep two refreshes of one view apart: taking one with a bounded
-wait, and naming the process that holds one (:meth:`mvlog.postgres.catalog.Catalog.lock_views` holds
+wait, and naming the process that holds one (:func:`view_locks` holds
 them for a refresh unit)."""
 
 from __future__ import annotations
@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 
 import psycopg2.errors
 import psycopg2.extensions
 
-from mvlog.postgres.source import Cursor, fetch_row
+from mvlog.errors import ConcurrentRefreshError
+from mvlog.postgres.source import Cursor, Source, fetch_row
 
 VIEW_LOCK_NAMESPACE = 0x6D767677  # "mvvw": advisory lock held for the whole refresh of a view
 # The application_name of the session holding view locks: what another process reports as the holder.
@@ -87,3 +89,22 @@ def view_lock_holder(cur: Cursor, name: str) -> str:
     if application and application.startswith("mvlog "):
         return application.removeprefix("mvlog ") + when
     return f"PostgreSQL backend {backend}{f' from {client}' if client else ''}{when}"
+
+
+@contextlib.contextmanager
+def view_locks(source: Source, names: Sequence[str], wait: float = 0.0) -> Iterator[None]:
+    """Hold the locks of views ``names`` for the block, all of them or none, on a session of their
+    own. A view another process holds is waited for, up to ``wait`` seconds in all; then
+    :class:`ConcurrentRefreshError` names the holder."""
+    conn = source.connect(application_name=LOCK_HOLDER[:63])  # what another process reports
+    conn.autocommit = True
+    deadline = time.monotonic() + wait
+    try:
+        with conn.cursor() as cur:
+            keep_lock_session_alive(cur)
+            for name in sorted(names):  # one order everywhere: two groups never wait for each other
+                if not take_view_lock(cur, name, deadline - time.monotonic()):
+                    raise ConcurrentRefreshError(name, view_lock_holder(cur, name))
+        yield
+    finally:
+        close_releasing_locks(conn)

@@ -13,25 +13,17 @@ and the refresh history (:class:`RefreshHistory`) as its parts.
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from psycopg2 import sql
 
-from mvlog.errors import ConcurrentRefreshError, UsageError
+from mvlog.errors import UsageError
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.catalog.rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
-from mvlog.postgres.locks import (
-    LOCK_HOLDER,
-    close_releasing_locks,
-    keep_lock_session_alive,
-    take_view_lock,
-    take_view_locks_for_transaction,
-    view_lock_holder,
-)
+from mvlog.postgres.locks import take_view_locks_for_transaction, view_locks
 from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
 from mvlog.sql.aggdelta import drop_groups_sql
 from mvlog.sql.keymap import drop_keymap_sql
@@ -349,23 +341,10 @@ class Catalog(CatalogSchema, RefreshHistory):
             (list(table_oids), after, after),
         )
 
-    @contextlib.contextmanager
-    def lock_views(self, names: Sequence[str], wait: float = 0.0) -> Iterator[None]:
+    def lock_views(self, names: Sequence[str], wait: float = 0.0) -> contextlib.AbstractContextManager[None]:
         """Session advisory locks that keep two refreshes of one view from running at once: all of
-        ``names`` or none. A view another process holds is waited for, up to ``wait`` seconds in
-        all; then :class:`ConcurrentRefreshError` names the holder."""
-        conn = self.source.connect(application_name=LOCK_HOLDER[:63])  # what another process reports
-        conn.autocommit = True
-        deadline = time.monotonic() + wait
-        try:
-            with conn.cursor() as cur:
-                keep_lock_session_alive(cur)
-                for name in sorted(names):  # one order everywhere: two groups never wait for each other
-                    if not take_view_lock(cur, name, deadline - time.monotonic()):
-                        raise ConcurrentRefreshError(name, view_lock_holder(cur, name))
-            yield
-        finally:
-            close_releasing_locks(conn)
+        ``names`` or none (see :func:`mvlog.postgres.locks.view_locks`)."""
+        return view_locks(self.source, names, wait)
 
     def purge_horizon(self, cur: Cursor, log: LogInfo) -> datetime | None:
         """The stamp up to which every view reading ``log`` has consumed it (None: some view has
