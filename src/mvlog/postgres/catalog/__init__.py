@@ -2,8 +2,9 @@
 package and by no other module of mvlog (``tests/postgres/test_catalog_owner.py`` checks):
 
 - :mod:`.views`: :class:`Catalog`, what the rest of mvlog holds: the registry of views and the
-  logs each reads, the refresh history, the DDL on their tables, the views found unchanged, and
-  the schema itself (install, upgrade, version check);
+  logs each reads, the DDL on their tables, the views found unchanged, and the schema itself
+  (install, upgrade, version check);
+- :mod:`.history`: the refresh history, a part of :class:`Catalog`;
 - :mod:`.log_registry`: the logs' registry (one row per materialized view log) and the partitions
   each log covers, for :mod:`mvlog.postgres.logs` and the capture;
 - :mod:`.capture_state`: the logical capture's position and slot;

@@ -1,13 +1,12 @@
 """The registry of views, and the one module that names its tables in SQL: the views and the
 logs each reads (registering views, the typed state a refresh starts from and records, status
-rows, the purge horizon), the refresh history (the row each refresh starts and ends, refreshes a
-killed process left running, rows of views found unchanged, versions as of a time, lags), the
-DDL recorded on their tables, the views found unchanged before Spark starts, and the schema
-itself (installing or upgrading ``sql/NNN_*.sql``, refusing one older than this mvlog); with the
-advisory locks that keep two refreshes of one view apart.
+rows, the purge horizon), the DDL recorded on their tables, the views found unchanged before
+Spark starts, and the schema itself (installing or upgrading ``sql/NNN_*.sql``, refusing one
+older than this mvlog); with the advisory locks that keep two refreshes of one view apart.
 
 :class:`Catalog` is the package's face: this registry, with the schema (:class:`CatalogSchema`)
-and the refresh history (:class:`RefreshHistory`) as its parts.
+and the refresh history (:class:`~mvlog.postgres.catalog.history.RefreshHistory`, the one module
+naming its table) as its parts.
 """
 
 from __future__ import annotations
@@ -15,13 +14,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from psycopg2 import sql
 
 from mvlog.errors import UsageError
 from mvlog.model import LogInfo, RefreshMethod
 from mvlog.postgres.catalog import log_registry
+from mvlog.postgres.catalog.history import RefreshHistory
 from mvlog.postgres.catalog.rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
 from mvlog.postgres.locks import take_view_locks_for_transaction, view_locks
 from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
@@ -32,122 +31,6 @@ from mvlog.sql.shape import groups_name, keymap_name
 UNCHANGED_REASON = "nothing changed since the last refresh"  # a refresh that applied nothing and started no Spark
 
 SCHEMA_VERSION = 6  # the newest sql/NNN_*.sql catalog version (007: views found unchanged before Spark)
-
-
-class RefreshHistory:
-    """The refresh-history rows of one database's catalog."""
-
-    source: Source
-
-    def close_interrupted(self, names: Sequence[str]) -> None:
-        """Refreshes still 'running' while we hold the view locks died (killed, crashed): say so."""
-        self.source.query(
-            "UPDATE mvlog.refresh_history SET status = 'failed', finished_at = clock_timestamp(), "
-            "error = 'interrupted: the refresh process ended before finishing' "
-            "WHERE view_name = ANY(%s) AND status = 'running'",
-            (list(names),),
-        )
-
-    def history_start(self, view: str, method: RefreshMethod, reason: str, stamp: datetime) -> int:
-        rows = self.source.query(
-            """
-            INSERT INTO mvlog.refresh_history (view_name, started_at, method, reason, snaptime, status)
-            VALUES (%s, now(), %s, %s, %s, 'running') RETURNING id
-            """,
-            (view, method.value, reason, stamp),
-        )
-        return rows[0][0]
-
-    def history_end(self, history_id: int, counts: Any, error: str | None = None,
-                    method: RefreshMethod | None = None, reason: str | None = None,
-                    oldest_change: datetime | None = None) -> None:
-        """Finish a history row: failed with ``error``, else succeeded (with the method and reason
-        the refresh ended with). ``counts``: keys_read, rows_inserted/updated/deleted and the Delta
-        version written; a success that wrote nothing records the version of the view's last
-        success, which still holds it."""
-        self.source.query(
-            """
-            UPDATE mvlog.refresh_history AS h SET finished_at = clock_timestamp(), status = %s, error = %s,
-                   keys_read = %s, rows_inserted = %s, rows_updated = %s, rows_deleted = %s,
-                   method = coalesce(%s, method), reason = coalesce(%s, reason), oldest_change = %s,
-                   delta_version = CASE WHEN %s IS NOT NULL THEN NULL ELSE coalesce(%s, (
-                       SELECT p.delta_version FROM mvlog.refresh_history AS p
-                       WHERE p.view_name = h.view_name AND p.id < h.id AND p.status = 'succeeded'
-                         AND p.delta_version IS NOT NULL
-                       ORDER BY p.id DESC LIMIT 1)) END
-            WHERE id = %s
-            """,
-            ("failed" if error else "succeeded", error, counts.keys_read, counts.rows_inserted, counts.rows_updated,
-             counts.rows_deleted, method.value if method else None, reason, oldest_change, error, counts.version,
-             history_id),
-        )
-
-    def record_fresh(self, cur: Cursor, views: Sequence[tuple[str, datetime]], reason: str) -> None:
-        """In ``cur``'s transaction, a succeeded row per (view, stamp) that a refresh found unchanged:
-        method ``fresh``, 0 keys, the stamp it still reflects and the Delta version of its last
-        success, which still holds it."""
-        if not views:
-            return
-        cur.execute(
-            """
-            INSERT INTO mvlog.refresh_history (view_name, started_at, finished_at, method, reason, snaptime,
-                                               keys_read, rows_inserted, rows_updated, rows_deleted, status,
-                                               delta_version)
-            SELECT t.name, now(), clock_timestamp(), 'fresh', %s, t.stamp, 0, 0, 0, 0,
-                   'succeeded', (SELECT p.delta_version FROM mvlog.refresh_history AS p
-                                 WHERE p.view_name = t.name AND p.status = 'succeeded'
-                                   AND p.delta_version IS NOT NULL ORDER BY p.id DESC LIMIT 1)
-            FROM unnest(%s::text[], %s::timestamptz[]) AS t(name, stamp)
-            """,
-            (reason, [name for name, _ in views], [stamp for _, stamp in views]),
-        )
-
-    def recent_refreshes(self, name: str, limit: int) -> list[HistoryRow]:
-        """The ``limit`` most recent refreshes of a view, newest first."""
-        rows = self.source.query(
-            """
-            SELECT id, started_at, finished_at, extract(epoch FROM finished_at - started_at)::float8, status, method,
-                   reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version,
-                   extract(epoch FROM finished_at - oldest_change)::float8
-            FROM mvlog.refresh_history WHERE view_name = %s ORDER BY id DESC LIMIT %s
-            """,
-            (name, limit),
-        )
-        return [HistoryRow(*row) for row in rows]
-
-    def versions_as_of(self, names: Sequence[str], at: datetime) -> tuple[datetime, dict[str, int | None]] | None:
-        """The newest stamp at or before ``at`` that every one of ``names`` was refreshed to (a refresh
-        group's views share their stamps), and the Delta version each was left at by that refresh
-        (None where the history predates recorded versions); None if there is no such stamp."""
-        rows = self.source.query(
-            """
-            WITH common AS (
-                SELECT snaptime FROM mvlog.refresh_history
-                WHERE view_name = ANY(%(names)s) AND status = 'succeeded' AND snaptime <= %(at)s
-                GROUP BY snaptime HAVING count(DISTINCT view_name) = %(n)s
-                ORDER BY snaptime DESC LIMIT 1)
-            SELECT DISTINCT ON (h.view_name) h.view_name, h.snaptime, h.delta_version
-            FROM mvlog.refresh_history AS h JOIN common USING (snaptime)
-            WHERE h.view_name = ANY(%(names)s) AND h.status = 'succeeded'
-            ORDER BY h.view_name, h.id DESC
-            """,
-            {"names": list(names), "at": at, "n": len(set(names))},
-        )
-        if not rows:
-            return None
-        return rows[0][1], {name: version for name, _, version in rows}
-
-    def lags_since(self, name: str, since: datetime) -> list[float]:
-        """The lags (seconds) that the view's successful refreshes finished since ``since`` ended."""
-        rows = self.source.query(
-            """
-            SELECT extract(epoch FROM finished_at - oldest_change)::float8 FROM mvlog.refresh_history
-            WHERE view_name = %s AND status = 'succeeded' AND finished_at >= %s AND oldest_change IS NOT NULL
-            ORDER BY id
-            """,
-            (name, since),
-        )
-        return [row[0] for row in rows]
 
 
 class CatalogSchema:
