@@ -274,6 +274,37 @@ def db(pg) -> Iterator[Database]:
         yield database
 
 
+@pytest.fixture
+def closes_late(monkeypatch) -> Iterator[Callable[[object], None]]:
+    """``closes_late(source)``: the connections ``source`` opens from then on close only at the end
+    of the test, as the server hears of a close under load (it ends the session, and frees its
+    session locks, a moment after the client went)."""
+    unclosed: list = []
+
+    class LateClosing:
+        """A connection whose close the server hears of only at the end of the test."""
+
+        def __init__(self, conn):
+            object.__setattr__(self, "conn", conn)
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+        def __setattr__(self, name, value):
+            setattr(self.conn, name, value)
+
+        def close(self):
+            unclosed.append(self.conn)
+
+    def patch(source) -> None:
+        connect = source.connect
+        monkeypatch.setattr(source, "connect", lambda *a, **k: LateClosing(connect(*a, **k)))
+
+    yield patch
+    for conn in unclosed:
+        conn.close()
+
+
 @contextlib.contextmanager
 def project_maker(db: Database, directory, request) -> Iterator[Callable[..., Project]]:
     """A function that writes mvlog.yaml (logs and views given) for ``db`` in ``directory`` and

@@ -6,11 +6,13 @@ import os
 import socket
 from datetime import UTC, datetime
 
+import psycopg2.errors
 import pytest
 
 from mvlog.apply import Registration
 from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import RefreshMethod
+from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE, close_releasing_locks
 from mvlog.spark.warehouse import WriteCounts
 
 pytestmark = pytest.mark.integration
@@ -68,37 +70,30 @@ def test_a_view_lock_refuses_a_second_holder_until_released(registered):
         pass
 
 
-def test_a_view_lock_is_free_as_soon_as_its_holder_lets_go(registered, monkeypatch):
+def test_a_view_lock_is_free_as_soon_as_its_holder_lets_go(registered, closes_late):
     """The server frees a closed session's locks a moment after the client went (under load, after
     the next refresh had tried them: a clean-clone run failed so). Simulated: the lock session's
     close reaches the server only at the end of the test."""
-    catalog, connect = registered.catalog, registered.source.connect
-    unclosed = []
+    closes_late(registered.source)
+    with registered.catalog.lock_views(["v"]):
+        pass
+    with registered.catalog.lock_views(["v"]):  # not "view v is being refreshed by pid …"
+        pass
 
-    class LateClosing:
-        """A connection whose close the server hears of only at the end of the test."""
 
-        def __init__(self, conn):
-            object.__setattr__(self, "conn", conn)
-
-        def __getattr__(self, name):
-            return getattr(self.conn, name)
-
-        def __setattr__(self, name, value):
-            setattr(self.conn, name, value)
-
-        def close(self):
-            unclosed.append(self.conn)
-
-    monkeypatch.setattr(registered.source, "connect", lambda *a, **k: LateClosing(connect(*a, **k)))
-    try:
-        with catalog.lock_views(["v"]):
-            pass
-        with catalog.lock_views(["v"]):  # not "view v is being refreshed by pid …"
-            pass
-    finally:
-        for conn in unclosed:
-            conn.close()
+def test_a_session_whose_transaction_failed_frees_its_locks_before_closing(registered, closes_late):
+    """A session whose transaction failed (a stamp's, mid-transaction: it then refuses every
+    statement but a rollback) still frees its advisory locks before it closes."""
+    closes_late(registered.source)
+    conn = registered.source.connect()
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_lock(%s, 7)", (VIEW_LOCK_NAMESPACE,))
+        with pytest.raises(psycopg2.errors.DivisionByZero):
+            cur.execute("SELECT 1 / 0")
+    close_releasing_locks(conn)
+    with registered.source.transaction() as cur:
+        cur.execute("SELECT pg_try_advisory_xact_lock(%s, 7)", (VIEW_LOCK_NAMESPACE,))
+        assert cur.fetchone() == (True,)
 
 
 def test_recording_a_view_unchanged_leaves_out_a_view_another_refresh_holds(registered):

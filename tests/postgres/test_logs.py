@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from mvlog.postgres.logs import LOCK_NAMESPACE
+
 pytestmark = pytest.mark.integration
 
 
@@ -81,3 +83,19 @@ def test_the_update_trigger_logs_key_changes_for_composite_keys(db, make_project
         (2, "y", "I", "N"),
         (3, "x", "I", "N"),
     ]
+
+
+def test_a_stamp_frees_its_stamping_locks_before_its_session_closes(db, make_project, closes_late):
+    """A stamp's session advisory locks (one per log) are free once the stamp is over, though the
+    server hears of its session's close late (under load): the next stamp, of a refresh or the
+    scheduler, does not wait on them."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    project = make_project(["t"], [])
+    project.apply()
+    closes_late(project.source)
+    with project.logs.stamp(list(project.logs.registered().values())):
+        pass
+    held = db.execute("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+                      "WHERE l.locktype = 'advisory' AND l.classid = %s::oid AND d.datname = current_database()",
+                      (LOCK_NAMESPACE,))
+    assert held == [(0,)]

@@ -34,11 +34,14 @@ def keep_lock_session_alive(cur: Cursor) -> None:
 
 
 def close_releasing_locks(conn: psycopg2.extensions.connection) -> None:
-    """Close ``conn`` after releasing its session's advisory locks. Closing alone frees them only
-    when the server has ended the session, a moment after the client went: a refresh of the same
-    views right after, or the record of views found unchanged, found them still held."""
-    with contextlib.suppress(psycopg2.Error), conn.cursor() as cur:
-        cur.execute("SELECT pg_advisory_unlock_all()")
+    """Close ``conn`` after releasing its session's advisory locks (a view's, the capture's, the
+    stamping locks). Closing alone frees them only when the server has ended the session, a
+    moment after the client went: a refresh of the same views right after, or the record of
+    views found unchanged, found them still held."""
+    with contextlib.suppress(psycopg2.Error):
+        conn.rollback()  # a transaction an error aborted would refuse the unlock
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock_all()")
     conn.close()
 
 

@@ -36,6 +36,7 @@ from mvlog.postgres.capture.logical import LogicalCapture
 from mvlog.postgres.capture.triggers import TriggerCapture
 from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.late import LateRows
+from mvlog.postgres.locks import close_releasing_locks
 from mvlog.postgres.source import (
     Cursor,
     Source,
@@ -260,7 +261,7 @@ class Logs:
                     log_registry.set_last_stamp(cur, stamp, here)
                 stamper.commit()
             finally:
-                stamper.close()  # releases the advisory locks
+                close_releasing_locks(stamper)
             # Fresh statistics: the planner must know the window holds few keys, or it prefers
             # hash joins over index probes and scans whole base tables (ANALYZE samples, so
             # even a large log costs little).
@@ -305,7 +306,7 @@ class Logs:
         except psycopg2.Error as exc:
             raise self.source.error(exc) from None
         finally:
-            conn.close()
+            close_releasing_locks(conn)
 
     def pending(self, logs: Sequence[LogInfo], after: datetime | None) -> Pending:
         """What a consumer at ``after`` has not applied of ``logs`` (rows stamped later, or not
