@@ -256,16 +256,13 @@ class Database:
 def new_database(pg) -> Iterator[Database]:
     """A fresh database on the test cluster, dropped afterwards."""
     name = "t_" + uuid.uuid4().hex[:10]
-    admin = psycopg2.connect(pg.dsn())
-    admin.autocommit = True
-    admin.cursor().execute(f'CREATE DATABASE "{name}"')
+    pg.run_script(f'CREATE DATABASE "{name}"')
     database = Database(pg, name)
     try:
         yield database
     finally:
         database.conn.close()
-        admin.cursor().execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        admin.close()
+        pg.run_script(f'DROP DATABASE "{name}" WITH (FORCE)')  # a connection of its own: the server may have restarted
 
 
 @pytest.fixture

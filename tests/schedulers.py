@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 
+import psycopg2
 import yaml
 from conftest import assert_views_match
 
@@ -48,26 +49,37 @@ VIEWS = [
 ]
 
 
-def write_until(db, stop: threading.Event, done: list[float]) -> None:
-    """Random inserts, updates (some of the key) and deletes, one transaction each, until ``stop``."""
-    rng = random.Random(7)
-    conn = db.connect(autocommit=True)
-    with conn.cursor() as cur:
-        while not stop.is_set():
-            k = rng.randint(1, 400)
-            op = rng.choice(("insert", "update", "update", "delete", "rekey"))
-            if op == "insert":
-                cur.execute("INSERT INTO h VALUES (%s, %s, 'w') ON CONFLICT (id) DO NOTHING", (k, rng.randint(0, 99)))
-            elif op == "update":
-                cur.execute("UPDATE h SET a = %s, note = NULL WHERE id = %s", (rng.randint(0, 99), k))
-            elif op == "delete":
-                cur.execute("DELETE FROM h WHERE id = %s", (k,))
-            else:
-                cur.execute("UPDATE h SET id = %s WHERE id = %s AND NOT EXISTS (SELECT FROM h WHERE id = %s)",
-                            (k + 1000, k, k + 1000))
+def write_until(db, stop: threading.Event, done: list[float], seed: int = 7) -> None:
+    """Random inserts, updates (some of the key) and deletes, one transaction each, until ``stop``;
+    as an application does, it connects again when the server went away (a restart)."""
+    rng = random.Random(seed)
+    conn = None
+    while not stop.is_set():
+        try:
+            if conn is None:
+                conn = db.connect(autocommit=True)
+            with conn.cursor() as cur:
+                k = rng.randint(1, 400)
+                op = rng.choice(("insert", "update", "update", "delete", "rekey"))
+                if op == "insert":
+                    cur.execute("INSERT INTO h VALUES (%s, %s, 'w') ON CONFLICT (id) DO NOTHING",
+                                (k, rng.randint(0, 99)))
+                elif op == "update":
+                    cur.execute("UPDATE h SET a = %s, note = NULL WHERE id = %s", (rng.randint(0, 99), k))
+                elif op == "delete":
+                    cur.execute("DELETE FROM h WHERE id = %s", (k,))
+                else:
+                    cur.execute("UPDATE h SET id = %s WHERE id = %s AND NOT EXISTS (SELECT FROM h WHERE id = %s)",
+                                (k + 1000, k, k + 1000))
             done.append(time.time())
-            time.sleep(0.02)
-    conn.close()
+        except psycopg2.Error:
+            if conn is not None:
+                conn.close()
+            conn = None
+            time.sleep(0.1)
+        time.sleep(0.02)
+    if conn is not None:
+        conn.close()
 
 
 def refreshing(db, pids: set[int]) -> int | None:
@@ -168,3 +180,92 @@ def two_schedulers_and_a_sigkill(db, tmp_path, warehouse: str, spark: dict) -> N
     assert {e for *_, e in interrupted} == {"interrupted: the refresh process ended before finishing"}
     with Project(load_config(config)) as project:
         assert_views_match(project, ("copy", "sums"))
+
+
+RESTART_VIEWS = [  # a filter, an aggregate and a join, each at most 5 s behind
+    {"name": "copy", "freshness": "5s", "query": "SELECT id, a, note FROM h WHERE a % 7 <> 0"},
+    {"name": "sums", "freshness": "5s",
+     "query": "SELECT a % 5 AS r, count(*) AS n, sum(a) AS total FROM h GROUP BY a % 5"},
+    {"name": "moved", "freshness": "5s",
+     "query": "SELECT o.id, o.a, n.id AS moved_to FROM h o JOIN h n ON n.id = o.id + 1000"},
+]
+# Seconds a view may take, beyond its 5 s target, to be refreshed past a restart: the scheduler's
+# wait for PostgreSQL (1 s, then 2 s …), one retry's backoff (2 s) and a refresh on a busy machine.
+CATCH_UP = 25.0
+
+
+def fresh_query(dsn: str, statement: str, params=None) -> list[tuple]:
+    """``statement`` on a connection of its own (the server restarts under the test)."""
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement, params)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def caught_up(dsn: str, since) -> set[str]:
+    """The views with a successful refresh whose stamp is at or after ``since`` (database time)."""
+    rows = fresh_query(dsn, "SELECT DISTINCT view_name FROM mvlog.refresh_history "
+                            "WHERE status = 'succeeded' AND snaptime >= %s", (since,))
+    return {name for (name,) in rows}
+
+
+def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, modes: list[str]) -> list[str]:
+    """``mvlog schedule`` over RESTART_VIEWS with a writer, while the server is restarted once per
+    mode (``pg_ctl restart -m <mode>``): the scheduler stays up, each view is refreshed past each
+    restart within its target plus CATCH_UP, no refresh is left 'running', every view equals its
+    query at the end. Returns the scheduler's output lines."""
+    db.execute("CREATE TABLE h (id int PRIMARY KEY, a int, note text);"
+               "INSERT INTO h SELECT g, g % 100, 'n' || g FROM generate_series(1, 300) g")
+    config = tmp_path / "mvlog.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"dsn": db.dsn, "capture": capture}, "warehouse": str(tmp_path / "wh"),
+        "spark": spark, "logs": [{"table": "h"}], "views": RESTART_VIEWS,
+    }))
+    names = [v["name"] for v in RESTART_VIEWS]
+    with Project(load_config(config)) as project:
+        assert not [r for r in project.apply().builds if r.error]
+    errors = tmp_path / "schedule.err"
+    process = subprocess.Popen([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "schedule"],
+                               stdout=subprocess.PIPE, stderr=errors.open("w"), text=True)
+    lines = follow(process)
+    stop, writes = threading.Event(), []
+    writer = threading.Thread(target=write_until, args=(db, stop, writes, 11))
+    try:
+        wait_for_line(lines, "ready: Spark started", 120)
+        writer.start()
+        time.sleep(6)
+        for mode in modes:
+            cluster.restart(mode)
+            (back,) = fresh_query(db.dsn, "SELECT now()")[0]
+            started = time.monotonic()
+            while (behind := set(names) - caught_up(db.dsn, back)):
+                assert process.poll() is None, f"the scheduler exited after a restart ({mode}): {lines[-5:]}"
+                assert time.monotonic() - started < 5 + CATCH_UP, (
+                    f"after the restart ({mode}), {sorted(behind)} not refreshed within 5 s + {CATCH_UP:g} s: "
+                    f"{lines[-8:]}")
+                time.sleep(0.5)
+        stop.set()
+        writer.join(30)
+        (done,) = fresh_query(db.dsn, "SELECT now()")[0]
+        deadline = time.monotonic() + 60
+        while set(names) - caught_up(db.dsn, done):
+            assert time.monotonic() < deadline, f"the views did not catch up with the last write: {lines[-8:]}"
+            time.sleep(0.5)
+        assert process.poll() is None, lines[-5:]
+        process.send_signal(signal.SIGTERM)
+        process.wait(120)
+    finally:
+        stop.set()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, (errors.read_text(), lines[-10:])
+    assert errors.read_text().strip() == ""
+    assert len(writes) > 100
+    running = fresh_query(db.dsn, "SELECT view_name, started_at FROM mvlog.refresh_history WHERE status = 'running'")
+    assert running == []
+    with Project(load_config(config)) as project:
+        assert_views_match(project, names)
+    return lines

@@ -138,14 +138,23 @@ def capture(ctx: click.Context, once: bool, interval: float, batch_rows: int) ->
     capture runs, and waits for this one when it does; this keeps the slot's backlog, and each
     refresh's wait, small. One process captures at a time; others wait their turn."""
     import signal
+    import threading
 
-    stopping = []
-    previous = signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    from mvlog.postgres.capture.batch import Pass
+    from mvlog.schedule import capture_until
+
+    def written(done: Pass) -> None:
+        out.print(f"captured {done.rows} log rows up to {done.position} in {done.seconds:.2f} s", markup=False)
+
+    stopping = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     try:
-        for done in _project(ctx).capture(once=once, interval=interval,
-                                          stop=lambda: bool(stopping), batch_rows=batch_rows):
-            out.print(f"captured {done.rows} log rows up to {done.position} in {done.seconds:.2f} s",
-                      markup=False)
+        if once:
+            for done in _project(ctx).capture(once=True, batch_rows=batch_rows):
+                written(done)
+        else:  # long-running: it outlives PostgreSQL's restarts, saying so
+            capture_until(_project(ctx), lambda line: out.print(line, markup=False), stopping, interval,
+                          batch_rows, written)
     except KeyboardInterrupt:
         out.print("capture stopped", markup=False)
     finally:

@@ -132,6 +132,13 @@ class Project:
                 release_session(spark)
             source.close()
 
+    def reachable(self) -> None:
+        """A round trip to PostgreSQL on the project's connection (opened again if the server closed
+        it); its SourceError, transient while the server is away, if there is none. Once it answers,
+        the history rows of this process's refreshes that failed while it was away are ended."""
+        self.source.query("SELECT 1")
+        self.catalog.end_unended()
+
     def close(self) -> None:
         self.source.close()
 

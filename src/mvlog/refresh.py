@@ -94,6 +94,7 @@ class PlannedView:
     view: ViewConfig
     state: ViewState
     plan: RefreshPlan
+    after_failure: bool = False  # the view's last refresh failed: it may have written Delta unrecorded
 
 
 class Refresher:
@@ -159,7 +160,7 @@ class Refresher:
         started = {v.name: time.monotonic() for v in views}
         names = [v.name for v in views]
         try:
-            with self.catalog.lock_views(names, wait):
+            with self.source.translated(), self.catalog.lock_views(names, wait):
                 planned = [self._plan(view, view.name in complete, for_refresh=True) for view in views]
                 logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
                 self.catalog.close_interrupted(names)
@@ -174,7 +175,10 @@ class Refresher:
             return [RefreshResult.busy(name, exc, started[name]) for name in names]
         except MvlogError as exc:
             return [RefreshResult.failed(name, exc, started[name]) for name in names]
-        self.logs.purge(logs, self.catalog.purge_horizon)
+        try:
+            self.logs.purge(logs, self.catalog.purge_horizon)
+        except MvlogError:
+            pass  # the refreshes are recorded; the next refresh (or 'mvlog purge') purges what this left
         return results
 
     def unchanged(self, views: list[ViewConfig], complete: Collection[str]) -> list[RefreshResult]:
@@ -223,10 +227,11 @@ class Refresher:
         needs_complete = self.registrar.needs_complete(state, check)
         location = self.config.view_location(view.name)
         method = RefreshMethod.COMPLETE if complete else view.refresh
-        table_exists, row_hash = True, True
+        table_exists, row_hash, after_failure = True, True, False
         # Only a fast refresh needs the Delta table, and needs it to have the columns it writes.
         if (for_refresh and method is not RefreshMethod.COMPLETE and check.shape.fast_possible
                 and state.last_snaptime is not None):
+            after_failure = bool(strategy_of(check.shape).keymapped()) and self.catalog.last_attempt_failed(view.name)
             columns = self.warehouse.columns(location)
             table_exists = columns is not None
             row_hash = columns is None or ROW_HASH_COLUMN in columns
@@ -234,7 +239,7 @@ class Refresher:
         plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
                             row_hash)
         plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows)
-        return PlannedView(view, state, plan)
+        return PlannedView(view, state, plan, after_failure)
 
     def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float,
                      phases: Phases) -> RefreshResult:
@@ -242,26 +247,40 @@ class Refresher:
         history_id = self.catalog.history_start(view.name, plan.method, plan.reason, stamped.time)
         counts, oldest = WriteCounts(), None
         try:
-            plan = self._after_stamp(view, plan, stamped)
-            plan = self._without_missing_groups(plan)
-            if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
-                oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
-            counts = self._write(plan, stamped, phases, view)
-            if plan.method is RefreshMethod.COMPLETE:
-                row_count = counts.rows_inserted
-            else:
-                row_count = (planned.state.row_count or 0) + counts.rows_inserted - counts.rows_deleted
-            checkpoint("after_delta_commit")
-            with phases("record"):
-                self._record(view, plan, stamped, row_count, planned.state.read_at)
-            checkpoint("after_record")
+            with self.source.translated():  # a connection lost on the way fails the refresh like any error
+                if planned.after_failure and plan.method is RefreshMethod.FAST:
+                    self._take_back_unrecorded(view, plan)
+                plan = self._after_stamp(view, plan, stamped)
+                plan = self._without_missing_groups(plan)
+                if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
+                    oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
+                counts = self._write(plan, stamped, phases, view)
+                if plan.method is RefreshMethod.COMPLETE:
+                    row_count = counts.rows_inserted
+                else:
+                    row_count = (planned.state.row_count or 0) + counts.rows_inserted - counts.rows_deleted
+                checkpoint("after_delta_commit")
+                with phases("record"):
+                    self._record(view, plan, stamped, row_count, planned.state.read_at)
+                checkpoint("after_record")
         except MvlogError as exc:
-            self.catalog.history_end(history_id, counts, error=str(exc))
+            self.catalog.end_failed(history_id, counts, str(exc))  # later, if PostgreSQL is away
             return RefreshResult.failed(view.name, exc, started, plan, stamped.time)
         self.catalog.history_end(history_id, counts, method=plan.method, reason=plan.reason, oldest_change=oldest)
         return RefreshResult(view.name, plan.method, plan.reason, stamped.time, counts.keys_read, counts.rows_inserted,
                              counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started,
                              phases=phases.seconds)
+
+    def _take_back_unrecorded(self, view: ViewConfig, plan: RefreshPlan) -> None:
+        """A refresh that died between its Delta commit and the catalog's record left rows in the
+        view that the key map does not know, so a fast refresh could never take them out again
+        (a row it inserted, deleted before the next refresh). The view's table goes back to the
+        version of the last recorded stamp; this refresh then applies the whole window again."""
+        assert plan.since is not None
+        version = self.warehouse.restore_to_stamp(plan.location, view.name, plan.since)
+        if version is not None:
+            self.progress(f"{view.name}: its last refresh wrote Delta but was not recorded: restored to version "
+                          f"{version} (as of {plan.since.isoformat()})")
 
     def _after_stamp(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot) -> RefreshPlan:
         """The plan again, given what the window holds: truncations and partitions dropped or

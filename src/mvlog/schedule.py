@@ -10,7 +10,10 @@ One process; the units that are due at the same moment are refreshed together, u
 configuration's ``concurrency`` at once on the one Spark (never two of the same view; across
 processes the per-view advisory lock holds: a view another process is refreshing is skipped, not
 waited for, and comes due again). Transient failures (PostgreSQL unreachable or its connection
-lost: errors that say they are transient) are retried with exponential backoff. SIGTERM or SIGINT
+lost: errors that say they are transient) are retried with exponential backoff. While PostgreSQL
+itself is away (a restart, a crash, a failover), the scheduler keeps running: it says so once, asks
+again with backoff (:class:`SourceWatch`), says when it is back and how long it was away, and then
+refreshes what fell behind; the capture thread reconnects the same way. SIGTERM or SIGINT
 stops the loop after the refresh in flight; the Spark JVM ignores SIGINT, so Ctrl-C does not cut a refresh in half.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,7 +30,9 @@ from typing import TYPE_CHECKING
 from croniter import croniter
 
 from mvlog.config import Config
-from mvlog.errors import ConfigError, MvlogError
+from mvlog.errors import ConfigError, MvlogError, UsageError
+from mvlog.postgres.capture.batch import Pass
+from mvlog.postgres.capture.decoding import BATCH_ROWS
 from mvlog.project import Project
 from mvlog.render import duration_text, result_line
 
@@ -35,7 +41,9 @@ if TYPE_CHECKING:
 
 
 CAPTURE_INTERVAL = 1.0  # seconds between logical capture passes that found nothing
-CAPTURE_RETRY = 10.0  # seconds before a failed capture is tried again
+RETRY_FIRST = 1.0  # seconds before PostgreSQL (or the capture) is tried again after it went away: doubled
+RETRY_MOST = 30.0  # each time up to this
+REMIND_EVERY = 300.0  # seconds between reminders that PostgreSQL is still away
 FRESHNESS_POLL_MIN = 1.0  # seconds between freshness checks: a tenth of the target, within these bounds
 FRESHNESS_POLL_MAX = 30.0
 
@@ -117,6 +125,75 @@ def units_of(config: Config) -> list[Unit]:
     return list(units.values())
 
 
+LOST_SLOT = ("the replication slot was missing or had lost WAL (a failover to a standby without it, or "
+             "max_slot_wal_keep_size): it was made again, and the views of logical logs refresh completely next")
+
+
+def capture_until(project: Project, log: Callable[[str], None], stop: threading.Event,
+                  interval: float = CAPTURE_INTERVAL, batch_rows: int = BATCH_ROWS,
+                  written: Callable[[Pass], None] = lambda _: None) -> None:
+    """Run the logical capture until ``stop`` (``mvlog capture``, and beside the scheduler's
+    refreshes), calling ``written`` for each write of log rows. When it fails (PostgreSQL away,
+    the stream cut) it says so once, tries again with backoff, and says when it writes again: the
+    stream resumes from the position the capture recorded. A slot found missing is said too."""
+    failed_at: float | None = None
+    failure, delay = "", RETRY_FIRST
+    while not stop.is_set():
+        try:
+            for done in project.capture(interval=interval, stop=stop.is_set, batch_rows=batch_rows):
+                if failed_at is not None:
+                    log(f"capture: resumed after {duration_text(time.monotonic() - failed_at)}")
+                    failed_at, failure, delay = None, "", RETRY_FIRST
+                if done.lost:
+                    log(f"capture: {LOST_SLOT}")
+                else:
+                    written(done)
+            return  # stopped, or the capture was dropped
+        except MvlogError as exc:
+            if not exc.transient and isinstance(exc, UsageError):
+                raise  # nothing to capture
+            if failed_at is None:
+                failed_at = time.monotonic()
+            if str(exc) != failure:  # once per outage (and again if the reason changes)
+                log(f"capture: {exc}; trying again every {RETRY_FIRST:g}-{RETRY_MOST:g} s")
+                failure = str(exc)
+            stop.wait(delay)
+            delay = min(delay * 2, RETRY_MOST)
+
+
+class SourceWatch:
+    """Waits out PostgreSQL being away: says so once, asks again with backoff (``RETRY_FIRST``
+    doubled up to ``RETRY_MOST``; a reminder every ``REMIND_EVERY`` seconds), and says when it is
+    back and after how long."""
+
+    def __init__(self, ping: Callable[[], None], log: Callable[[str], None], stop: threading.Event):
+        self.ping = ping
+        self.log = log
+        self.stop = stop
+
+    def wait(self, exc: MvlogError) -> bool:
+        """Wait until ``ping`` succeeds; False if the scheduler was stopped first. A non-transient
+        error of ``ping`` (the password changed while it was away) is raised."""
+        started = reminded = time.monotonic()
+        self.log(f"PostgreSQL is unavailable ({exc}); the scheduler keeps running and tries again every "
+                 f"{RETRY_FIRST:g}-{RETRY_MOST:g} s")
+        delay = RETRY_FIRST
+        while not self.stop.wait(delay):
+            try:
+                self.ping()
+            except MvlogError as again:
+                if not again.transient:
+                    raise
+                delay = min(delay * 2, RETRY_MOST)
+                if time.monotonic() - reminded >= REMIND_EVERY:
+                    reminded = time.monotonic()
+                    self.log(f"PostgreSQL still unavailable after {duration_text(reminded - started)} ({again})")
+                continue
+            self.log(f"PostgreSQL is back after {duration_text(time.monotonic() - started)}")
+            return True
+        return False
+
+
 class Scheduler:
     """The long-running loop behind ``mvlog schedule``."""
 
@@ -129,6 +206,7 @@ class Scheduler:
         self.max_retries = max_retries
         self.backoff = backoff
         self.stop = threading.Event()
+        self.source_watch = SourceWatch(project.reachable, log, self.stop)
 
     def install_signal_handlers(self) -> None:
         def request_stop(signum: int, _frame: object) -> None:
@@ -157,25 +235,23 @@ class Scheduler:
                 break
             now = datetime.now(UTC)
             looking = [u for u in self.units if u.next_at <= now]
-            due = self.due(looking, looked, now)
-            self.refresh(due)
-            self._update_gauges()
+            try:
+                self.refresh(self.due(looking, looked, now))
+                self._update_gauges()
+            except MvlogError as exc:
+                if not exc.transient:
+                    raise
+                self.source_watch.wait(exc)
+                continue  # look at the same units again at once: they fell behind while it was away
             for unit in looking:
                 looked[unit.name] = now
                 unit.advance(max(datetime.now(UTC), now))
         self.log("stopped")
 
     def _capture(self) -> None:
-        """The logical capture, beside the refreshes: passes until the scheduler stops. Across HA
-        schedulers one captures at a time (the others' passes find it busy and wait)."""
+        """The logical capture, beside the refreshes, until the scheduler stops (:func:`capture_until`)."""
         self.log("capturing: logical decoding into the logs")
-        while not self.stop.is_set():
-            try:
-                for _ in self.project.capture(interval=CAPTURE_INTERVAL, stop=self.stop.is_set):
-                    pass
-            except MvlogError as exc:
-                self.log(f"capture: {exc}; retrying in {CAPTURE_RETRY:g} s")
-                self.stop.wait(CAPTURE_RETRY)
+        capture_until(self.project, self.log, self.stop)
 
     def _update_gauges(self) -> None:
         if self.metrics is None:
@@ -223,8 +299,8 @@ class Scheduler:
         the units with transient failures, with exponential backoff."""
         if not units:
             return
-        pending = list(units)
-        for attempt in range(self.max_retries + 1):
+        pending, attempt = list(units), 0
+        while True:
             results = self.project.refresh([name for unit in pending for name in self._views(unit)])
             for result in results:
                 self.log(result_line(result))
@@ -236,10 +312,21 @@ class Scheduler:
                 unit.last_seconds = max(took, default=unit.last_seconds)
             transient = {r.view for r in results if r.error and r.transient}
             pending = [unit for unit in pending if transient & set(self._views(unit))]
-            if not pending or attempt == self.max_retries or self.stop.is_set():
+            if not pending or self.stop.is_set():
+                return
+            try:
+                self.project.reachable()
+            except MvlogError as exc:  # PostgreSQL went away: wait for it, then refresh them at once
+                if not exc.transient:
+                    raise
+                if not self.source_watch.wait(exc):
+                    return
+                continue
+            if attempt == self.max_retries:
                 return
             delay = self.backoff * 2 ** attempt
+            attempt += 1
             self.log(f"retrying {', '.join(u.name for u in pending)} in {delay:.0f} s "
-                     f"(attempt {attempt + 2} of {self.max_retries + 1})")
+                     f"(attempt {attempt + 1} of {self.max_retries + 1})")
             if self.stop.wait(delay):
                 return

@@ -90,6 +90,9 @@ def kill_and_recover(db, tmp_path, connect_engine, points) -> None:
                                     env=env, capture_output=True, text=True, timeout=600)
             assert killed.returncode == -signal.SIGKILL, (point, killed.stderr[-2000:])
             change(db, round_ + 10)  # writers go on while the refresh is down
+            # ... and delete the order the killed refresh wrote (if it committed to Delta): the next
+            # refresh must take it out of every view, though the catalog never recorded it there.
+            db.execute("DELETE FROM orders WHERE id = %s", (5000 + round_,))
             interrupted = db.execute(
                 "SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0]
             # A view's history row exists from just after the stamp: later kills leave it "running".

@@ -103,7 +103,7 @@ def view_locks(source: Source, names: Sequence[str], wait: float = 0.0) -> Itera
     conn.autocommit = True
     deadline = time.monotonic() + wait
     try:
-        with conn.cursor() as cur:
+        with source.translated(), conn.cursor() as cur:
             keep_lock_session_alive(cur)
             for name in sorted(names):  # one order everywhere: two groups never wait for each other
                 if not take_view_lock(cur, name, deadline - time.monotonic()):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import re
+import select
+import socket
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -74,6 +76,48 @@ def dsn_secrets(dsn: str) -> list[str]:
     return [password] if password else []
 
 
+# SQLSTATEs of a server that is away for a while, beside libpq's own connection failures: the
+# connection exceptions (08…), an operator's or a crash's shutdown, a server starting up or in
+# recovery (57P01–57P03), a standby not yet promoted (25006: the DSN reached it during a failover),
+# and the conflicts a retry resolves (40001, 40P01).
+TRANSIENT_STATES = ("08", "57P01", "57P02", "57P03", "25006", "40001", "40P01")
+
+
+def is_transient(exc: psycopg2.Error) -> bool:
+    """Whether the same call may succeed later: a lost or refused connection, a server restarting."""
+    if isinstance(exc, (psycopg2.OperationalError, psycopg2.InterfaceError)):
+        return True
+    return (exc.pgcode or "").startswith(TRANSIENT_STATES) or snapshot_gone(exc)
+
+
+def snapshot_gone(exc: psycopg2.Error) -> bool:
+    """Whether ``exc`` is the import of an exported snapshot whose session has ended: mvlog holds a
+    refresh's snapshot for the whole refresh, so that session's connection was lost."""
+    return exc.pgcode == "22023" and "snapshot" in (exc.pgerror or "")
+
+
+def server_gone(conn: psycopg2.extensions.connection) -> bool:
+    """Whether an idle connection's server has closed it (a restart, a crash, pg_terminate_backend),
+    found without a round trip: an idle session is sent nothing unprompted but a notification, a
+    notice or a parameter's new value, while a server that ends it sends an error and closes the
+    socket. psycopg2 itself notices only at the next statement, which then fails."""
+    if conn.closed:
+        return True
+    if conn.info.transaction_status != psycopg2.extensions.TRANSACTION_STATUS_IDLE:
+        return False  # in a transaction: its next statement finds out, and the transaction is lost anyway
+    try:
+        readable, _, _ = select.select([conn], [], [], 0)
+        if not readable:
+            return False
+        with socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM) as sock:
+            first = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False
+    except (OSError, ValueError):
+        return True
+    return first in (b"", b"E")  # end of file, or the error that ends the session
+
+
 def table_identifier(table: TableInfo) -> sql.Identifier:
     return sql.Identifier(table.schema, table.name)
 
@@ -107,9 +151,12 @@ class Source:
 
     def error(self, exc: psycopg2.Error, prefix: str = "PostgreSQL") -> SourceError:
         """``exc`` as a SourceError; a lost or refused connection (and a serialization failure,
-        an administrator's shutdown) is transient: the same call may succeed later."""
-        return SourceError(f"{prefix}: {self.describe_error(exc)}",
-                           transient=isinstance(exc, (psycopg2.OperationalError, psycopg2.InterfaceError)))
+        an administrator's shutdown, a server restarting) is transient: the same call may succeed
+        later (:func:`is_transient`)."""
+        if snapshot_gone(exc):
+            return SourceError(f"{prefix}: the refresh's snapshot is gone: the connection that held it was lost "
+                               f"({self.describe_error(exc)})", transient=True)
+        return SourceError(f"{prefix}: {self.describe_error(exc)}", transient=is_transient(exc))
 
     def connect(self, **kwargs: object) -> psycopg2.extensions.connection:
         """A new connection; any failure becomes one clear SourceError."""
@@ -126,14 +173,28 @@ class Source:
 
     @property
     def conn(self) -> psycopg2.extensions.connection:
-        if self._conn is None or self._conn.closed:
+        """The main connection, opened again when the server has closed it (a long-lived process
+        outlives server restarts: the scheduler, the capture)."""
+        if self._conn is not None and server_gone(self._conn):
+            self.close()
+        if self._conn is None:
             self._conn = self.connect()
         return self._conn
 
     def close(self) -> None:
         if self._conn is not None and not self._conn.closed:
-            self._conn.close()
+            with contextlib.suppress(psycopg2.Error):
+                self._conn.close()
         self._conn = None
+
+    def _end(self, conn: psycopg2.extensions.connection) -> None:
+        """Roll back ``conn``'s transaction after an error; a connection the error broke is
+        forgotten (the next use opens a new one) instead of failing the rollback."""
+        if not conn.closed:
+            with contextlib.suppress(psycopg2.Error):
+                conn.rollback()
+        if conn.closed and conn is self._conn:
+            self._conn = None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Cursor]:
@@ -144,11 +205,10 @@ class Source:
                 yield cur
             conn.commit()
         except psycopg2.Error as exc:
-            conn.rollback()
+            self._end(conn)
             raise self.error(exc) from None
         except BaseException:
-            if not conn.closed:
-                conn.rollback()
+            self._end(conn)
             raise
 
     @contextlib.contextmanager
@@ -160,7 +220,15 @@ class Source:
             with conn.cursor() as cur:
                 yield cur
         finally:
-            conn.rollback()
+            self._end(conn)
+
+    @contextlib.contextmanager
+    def translated(self, prefix: str = "PostgreSQL") -> Iterator[None]:
+        """PostgreSQL's errors raised in the block as SourceErrors (:meth:`error`)."""
+        try:
+            yield
+        except psycopg2.Error as exc:
+            raise self.error(exc, prefix) from None
 
     @contextlib.contextmanager
     def validation(self, needs: str) -> Iterator[Cursor]:

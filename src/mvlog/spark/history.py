@@ -70,6 +70,27 @@ class DeltaHistory:
         its commits); None if no version is that old."""
         return next((v for v, s in self._stamped_versions(location) if s is not None and s <= stamp), None)
 
+    def restore_to_stamp(self, location: str, view: str, stamp: datetime) -> int | None:
+        """Take back the commits mvlog made after ``stamp`` (a refresh that wrote Delta and died
+        before the catalog recorded it): the table is restored, in one commit, to the newest
+        version that holds the view as of ``stamp``. Returns that version; None (nothing done)
+        when no commit is newer than ``stamp``."""
+        stamped = self._stamped_versions(location)
+        newest = stamped[0][1]
+        if newest is None or newest <= stamp:
+            return None
+        version = next((v for v, s in stamped if s is not None and s <= stamp), None)
+        if version is None:
+            raise WarehouseError(f"{location} holds a commit of a refresh the catalog never recorded, and no "
+                                 f"version as of its last recorded stamp {stamp.isoformat()}: refresh it completely")
+        metadata = {"view": view, "snaptime": stamp.isoformat(), "method": "restore"}  # it holds the view as of stamp
+        try:
+            with self.delta.commit_settings(metadata):
+                self.spark.sql(f"RESTORE TABLE {delta_table(location)} TO VERSION AS OF {int(version)}").collect()
+        except Exception as exc:
+            raise self.delta.fail(f"restoring {location} to version {version} failed", exc) from None
+        return version
+
     def read_version(self, location: str, version: int) -> DataFrame:
         """The Delta table at ``location`` as of ``version``."""
         try:

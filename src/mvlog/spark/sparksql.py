@@ -11,8 +11,11 @@ from typing import Any
 
 # What the PostgreSQL JDBC driver says, inside a Spark error, when the connection, not the
 # statement, failed: the same read may succeed later.
+# What PostgreSQL's JDBC driver says when the server went away; and a refresh's exported snapshot
+# is "invalid" only once the session that held it is gone (mvlog holds it for the whole refresh).
 JDBC_CONNECTION_LOST = ("terminating connection", "I/O error occurred", "Connection refused",
-                        "This connection has been closed", "server closed the connection")
+                        "This connection has been closed", "server closed the connection",
+                        "the database system is", "invalid snapshot identifier")
 
 
 def quote_spark(name: str) -> str:

@@ -92,6 +92,10 @@ class Warehouse:
         """See :meth:`DeltaHistory.version_at`."""
         return self.commits.version_at(location, stamp)
 
+    def restore_to_stamp(self, location: str, view: str, stamp: datetime) -> int | None:
+        """See :meth:`DeltaHistory.restore_to_stamp`."""
+        return self.commits.restore_to_stamp(location, view, stamp)
+
     def read_version(self, location: str, version: int) -> DataFrame:
         """See :meth:`DeltaHistory.read_version`."""
         return self.commits.read_version(location, version)

@@ -184,9 +184,9 @@ class Decoding:
         """Capture: one pass (``once``; another process capturing is a UsageError), or until
         ``stop()`` a stream of the slot (:mod:`.stream`: each change decoded once) while this
         process holds the capture, waiting ``interval`` seconds between tries while another
-        does. Yields each write of log rows. Where PostgreSQL refuses this role a replication
-        connection (``pg_hba.conf``), it captures by passes instead, pausing ``interval`` seconds
-        after one that found nothing."""
+        does. Yields each write of log rows, and each pass that found the slot lost (made again).
+        Where PostgreSQL refuses this role a replication connection (``pg_hba.conf``), it captures
+        by passes instead, pausing ``interval`` seconds after one that found nothing."""
         if once:
             done = self.catch_up()
             if done is None:
@@ -200,7 +200,7 @@ class Decoding:
                     return  # the capture was dropped (no log is captured logically any more)
                 if got and streaming:
                     first = self._pass(None)  # replaces a lost slot; the stream starts where it ends
-                    if first.rows:
+                    if first.rows or first.lost:
                         yield first
                     try:
                         yield from Stream(self, stop, interval).run()
@@ -210,7 +210,7 @@ class Decoding:
                         raise self.source.error(exc, "logical capture") from None
                     continue
                 done = self._pass(None) if got else None
-                if done is not None and done.rows:
+                if done is not None and (done.rows or done.lost):
                     yield done
             if done is None or not done.rows:
                 time.sleep(interval)

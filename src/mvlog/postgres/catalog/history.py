@@ -6,13 +6,25 @@ the versions views were left at, and their lags. A part of
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from mvlog.errors import MvlogError
 from mvlog.model import RefreshMethod
 from mvlog.postgres.catalog.rows import HistoryRow
 from mvlog.postgres.source import Cursor, Source
+
+INTERRUPTED = "interrupted: the refresh process ended before finishing"
+
+# The history rows of this process's failed refreshes that could not be ended because PostgreSQL
+# was away (id -> error): ended once it answers again, by the next refresh of this process
+# (:meth:`RefreshHistory.close_interrupted`) or the scheduler's first look
+# (:meth:`RefreshHistory.end_unended`). Only the process that ran a refresh knows why it failed;
+# another process finding the row 'running' under the view's lock can only call it interrupted.
+_unended: dict[int, str] = {}
+_unended_lock = threading.Lock()
 
 
 class RefreshHistory:
@@ -20,14 +32,43 @@ class RefreshHistory:
 
     source: Source
 
+    def end_failed(self, history_id: int, counts: Any, error: str) -> None:
+        """:meth:`history_end` of a failed refresh; when PostgreSQL is away (the failure itself, often),
+        the row is remembered and ended with this error once it is back (:meth:`end_unended`)."""
+        try:
+            self.history_end(history_id, counts, error=error)
+        except MvlogError as exc:
+            if not exc.transient:
+                raise
+            with _unended_lock:
+                _unended[history_id] = error
+
+    def end_unended(self) -> None:
+        """End, as failed with their errors, the history rows this process could not end while
+        PostgreSQL was away."""
+        with _unended_lock:
+            waiting = dict(_unended)
+        for history_id, error in waiting.items():
+            self.source.query("UPDATE mvlog.refresh_history SET status = 'failed', finished_at = clock_timestamp(), "
+                              "error = %s WHERE id = %s AND status = 'running'", (error, history_id))
+            with _unended_lock:
+                _unended.pop(history_id, None)
+
     def close_interrupted(self, names: Sequence[str]) -> None:
-        """Refreshes still 'running' while we hold the view locks died (killed, crashed): say so."""
+        """Refreshes still 'running' while we hold the view locks died (killed, crashed, or this
+        process's while PostgreSQL was away): say so."""
+        self.end_unended()
         self.source.query(
             "UPDATE mvlog.refresh_history SET status = 'failed', finished_at = clock_timestamp(), "
-            "error = 'interrupted: the refresh process ended before finishing' "
-            "WHERE view_name = ANY(%s) AND status = 'running'",
-            (list(names),),
+            "error = %s WHERE view_name = ANY(%s) AND status = 'running'",
+            (INTERRUPTED, list(names)),
         )
+
+    def last_attempt_failed(self, name: str) -> bool:
+        """Whether the view's latest refresh did not succeed (failed, or still 'running': killed)."""
+        rows = self.source.query("SELECT status <> 'succeeded' FROM mvlog.refresh_history WHERE view_name = %s "
+                                 "ORDER BY id DESC LIMIT 1", (name,))
+        return bool(rows and rows[0][0])
 
     def history_start(self, view: str, method: RefreshMethod, reason: str, stamp: datetime) -> int:
         rows = self.source.query(

@@ -1,0 +1,28 @@
+"""`mvlog schedule` outlives its source restarting: ``pg_ctl restart -m fast`` twice under a running
+scheduler with a writer, the logs filled by triggers. The scheduler stays up, every view is
+refreshed past each restart within its target plus its retry time, no refresh is left running, and
+every view equals its query afterwards. (Logical capture, and a crash: test_schedule_restart_logical.)"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import new_database
+from schedulers import schedule_through_restarts
+
+from mvlog.postgres.pgtemp import TempPostgres
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A cluster of this module's own: restarting the worker's shared one would cut other fixtures'
+    connections."""
+    with TempPostgres(password="pg-secret-4711") as restarted:
+        yield restarted
+
+
+def test_the_scheduler_rides_out_two_restarts_with_trigger_capture(cluster, tmp_path, connect_engine):
+    with new_database(cluster) as db:
+        schedule_through_restarts(cluster, db, tmp_path, {"remote": connect_engine.remote}, "trigger",
+                                  ["fast", "fast"])
