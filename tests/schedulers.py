@@ -214,9 +214,9 @@ def caught_up(dsn: str, since) -> set[str]:
 
 def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, modes: list[str]) -> list[str]:
     """``mvlog schedule`` over RESTART_VIEWS with a writer, while the server is restarted once per
-    mode (``pg_ctl restart -m <mode>``): the scheduler stays up, each view is refreshed past each
-    restart within its target plus CATCH_UP, no refresh is left 'running', every view equals its
-    query at the end. Returns the scheduler's output lines."""
+    mode (``pg_ctl restart -m <mode>``, or ``outage``: stopped for 8 s): the scheduler stays up,
+    each view is refreshed past each restart within its target plus CATCH_UP, no refresh is left
+    'running', every view equals its query at the end. Returns the scheduler's output lines."""
     db.execute("CREATE TABLE h (id int PRIMARY KEY, a int, note text);"
                "INSERT INTO h SELECT g, g % 100, 'n' || g FROM generate_series(1, 300) g")
     config = tmp_path / "mvlog.yaml"
@@ -238,7 +238,10 @@ def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, 
         writer.start()
         time.sleep(6)
         for mode in modes:
-            cluster.restart(mode)
+            if mode == "outage":  # stopped for longer than the scheduler's looks: it waits, and says so
+                cluster.outage(8)
+            else:
+                cluster.restart(mode)
             (back,) = fresh_query(db.dsn, "SELECT now()")[0]
             started = time.monotonic()
             while (behind := set(names) - caught_up(db.dsn, back)):

@@ -1,5 +1,6 @@
-"""`mvlog schedule` outlives its source restarting: ``pg_ctl restart -m fast`` twice under a running
-scheduler with a writer, the logs filled by triggers. The scheduler stays up, every view is
+"""`mvlog schedule` outlives its source restarting: ``pg_ctl restart -m fast`` twice, then a stop of 8
+s, under a running scheduler with a writer, the logs filled by triggers. The scheduler stays up
+(waiting the stop out, saying so once and when it is back), every view is
 refreshed past each restart within its target plus its retry time, no refresh is left running, and
 every view equals its query afterwards. (Logical capture, and a crash: test_schedule_restart_logical.)"""
 
@@ -22,7 +23,11 @@ def cluster():
         yield restarted
 
 
-def test_the_scheduler_rides_out_two_restarts_with_trigger_capture(cluster, tmp_path, connect_engine):
+def test_the_scheduler_rides_out_two_restarts_and_a_stop_with_trigger_capture(cluster, tmp_path, connect_engine):
     with new_database(cluster) as db:
-        schedule_through_restarts(cluster, db, tmp_path, {"remote": connect_engine.remote}, "trigger",
-                                  ["fast", "fast"])
+        lines = schedule_through_restarts(cluster, db, tmp_path, {"remote": connect_engine.remote}, "trigger",
+                                          ["fast", "fast", "outage"])
+    away = [line for line in lines if "PostgreSQL is unavailable" in line]
+    back = [line for line in lines if "PostgreSQL is back after" in line]
+    assert len(away) == len(back) >= 1, lines  # the stop, at least: said once, and its end
+    assert all("tries again every 1-30 s" in line for line in away), away

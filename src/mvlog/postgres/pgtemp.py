@@ -112,6 +112,7 @@ class TempPostgres:
         self.settings = {"fsync": "off", "max_connections": "100", "wal_level": "logical", **(settings or {})}
         self.bin_dir: Path | None = None
         self.root: Path | None = None
+        self._options = ""
 
     @property
     def datadir(self) -> Path:
@@ -149,6 +150,7 @@ class TempPostgres:
             "port": str(self.port), "listen_addresses": "127.0.0.1",
             "unix_socket_directories": str(self.root), **self.settings,
         }.items())
+        self._options = options
         result = self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.root / "server.log"),
                            "-o", options, "-w", "-t", "60", "start")
         if result.returncode != 0:
@@ -178,6 +180,18 @@ class TempPostgres:
                            "-m", mode, "-w", "-t", "60", "restart")
         if result.returncode != 0:
             raise SetupError(f"PostgreSQL did not restart: {result.stderr.strip()[-500:]}")
+        self._wait_ready()
+
+    def outage(self, seconds: float) -> None:
+        """Stop the server (``-m fast``) for ``seconds``, then start it again as it was: a
+        maintenance window, a failover that takes a while."""
+        assert self.root is not None
+        self._run("pg_ctl", "-D", str(self.datadir), "-m", "fast", "-w", "stop")
+        time.sleep(seconds)
+        result = self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.root / "server.log"),
+                           "-o", self._options, "-w", "-t", "60", "start")
+        if result.returncode != 0:
+            raise SetupError(f"PostgreSQL did not start again: {result.stderr.strip()[-500:]}")
         self._wait_ready()
 
     def stop(self) -> None:
