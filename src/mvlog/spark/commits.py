@@ -36,6 +36,8 @@ class DeltaSession:
         message = redact(short_error(exc), self.secrets)
         if "PSQLException" in str(exc) or "postgresql" in message.lower() or "JDBC" in message:
             message = redact(postgres_message(exc) or message, self.secrets)
+            if "invalid snapshot identifier" in message:  # mvlog holds a refresh's snapshot until it ends
+                message = f"the refresh's snapshot is gone: the connection that held it was lost ({message})"
             return SourceError(f"{what}: {message}", transient=any(m in str(exc) for m in JDBC_CONNECTION_LOST))
         return WarehouseError(f"{what}: {message}")
 
