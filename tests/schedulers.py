@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -214,7 +215,8 @@ def caught_up(dsn: str, since) -> set[str]:
 
 def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, modes: list[str]) -> list[str]:
     """``mvlog schedule`` over RESTART_VIEWS with a writer, while the server is restarted once per
-    mode (``pg_ctl restart -m <mode>``, or ``outage``: stopped for 8 s): the scheduler stays up,
+    mode (``pg_ctl restart -m <mode>``; ``outage``: stopped for 8 s; ``failover``: back without its
+    replication slots, as a standby of PostgreSQL below 17 is promoted): the scheduler stays up,
     each view is refreshed past each restart within its target plus CATCH_UP, no refresh is left
     'running', every view equals its query at the end. Returns the scheduler's output lines."""
     db.execute("CREATE TABLE h (id int PRIMARY KEY, a int, note text);"
@@ -240,6 +242,8 @@ def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, 
         for mode in modes:
             if mode == "outage":  # stopped for longer than the scheduler's looks: it waits, and says so
                 cluster.outage(8)
+            elif mode == "failover":  # back as a promoted standby that has no replication slot
+                cluster.outage(1, lambda data: [shutil.rmtree(slot) for slot in (data / "pg_replslot").iterdir()])
             else:
                 cluster.restart(mode)
             (back,) = fresh_query(db.dsn, "SELECT now()")[0]

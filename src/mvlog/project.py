@@ -222,6 +222,10 @@ class Project:
         finally:
             source.close()
 
+    def slot_replaced_at(self) -> datetime | None:
+        """When the logical capture's slot was last found lost or missing and made again; None if never."""
+        return self.logs.decoding.replaced_at()
+
     def _register_tables(self, names: list[str]) -> list[str]:
         """Register built views in the Spark catalog (``catalog:``); the names newly registered."""
         if self.config.catalog is None:

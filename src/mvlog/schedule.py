@@ -125,8 +125,9 @@ def units_of(config: Config) -> list[Unit]:
     return list(units.values())
 
 
-LOST_SLOT = ("the replication slot was missing or had lost WAL (a failover to a standby without it, or "
-             "max_slot_wal_keep_size): it was made again, and the views of logical logs refresh completely next")
+LOST_SLOT = ("the replication slot was missing or had lost WAL (a failover to a standby without a copy of it, or "
+             "max_slot_wal_keep_size): it was made again; the views of logical logs refresh completely next "
+             "('mvlog status' says so; a view with refresh: fast waits for 'mvlog refresh --complete')")
 
 
 def capture_until(project: Project, log: Callable[[str], None], stop: threading.Event,
@@ -138,15 +139,19 @@ def capture_until(project: Project, log: Callable[[str], None], stop: threading.
     stream resumes from the position the capture recorded. A slot found missing is said too."""
     failed_at: float | None = None
     failure, delay = "", RETRY_FIRST
+    replaced = _replaced_at(project)
     while not stop.is_set():
         try:
             for done in project.capture(interval=interval, stop=stop.is_set, batch_rows=batch_rows):
-                if failed_at is not None:
-                    log(f"capture: resumed after {duration_text(time.monotonic() - failed_at)}")
+                if failed_at is not None or done.lost:
+                    if failed_at is not None:
+                        log(f"capture: resumed after {duration_text(time.monotonic() - failed_at)}")
                     failed_at, failure, delay = None, "", RETRY_FIRST
-                if done.lost:
-                    log(f"capture: {LOST_SLOT}")
-                else:
+                    # Found lost here, or by a refresh's own pass while this capture was away.
+                    if (now := _replaced_at(project)) != replaced:
+                        log(f"capture: {LOST_SLOT}")
+                        replaced = now
+                if not done.lost:
                     written(done)
             return  # stopped, or the capture was dropped
         except MvlogError as exc:
@@ -159,6 +164,14 @@ def capture_until(project: Project, log: Callable[[str], None], stop: threading.
                 failure = str(exc)
             stop.wait(delay)
             delay = min(delay * 2, RETRY_MOST)
+
+
+def _replaced_at(project: Project) -> datetime | None:
+    """When the slot was last made again; None if never, or if PostgreSQL cannot say now."""
+    try:
+        return project.slot_replaced_at()
+    except MvlogError:
+        return None
 
 
 class SourceWatch:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg2
@@ -182,11 +183,14 @@ class TempPostgres:
             raise SetupError(f"PostgreSQL did not restart: {result.stderr.strip()[-500:]}")
         self._wait_ready()
 
-    def outage(self, seconds: float) -> None:
+    def outage(self, seconds: float, while_down: Callable[[Path], None] = lambda _: None) -> None:
         """Stop the server (``-m fast``) for ``seconds``, then start it again as it was: a
-        maintenance window, a failover that takes a while."""
+        maintenance window, a failover that takes a while. ``while_down`` is called with the data
+        directory while it is stopped (a test removes the replication slots there: the standby a
+        failover promotes has none)."""
         assert self.root is not None
         self._run("pg_ctl", "-D", str(self.datadir), "-m", "fast", "-w", "stop")
+        while_down(self.datadir)
         time.sleep(seconds)
         result = self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.root / "server.log"),
                            "-o", self._options, "-w", "-t", "60", "start")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 import psycopg2
 import psycopg2.errors
@@ -43,8 +44,9 @@ REPORT_EVERY = 2.0  # seconds between reports of what a wait for the capture wai
 FETCH_ROWS = 20_000  # messages fetched from the slot at a time
 BATCH_ROWS = 100_000  # log rows written per committed batch
 CHUNK_BYTES = 64 << 20  # WAL a pass decodes before it records its position and advances the slot
-LOST_REASON = ("the replication slot of mvlog's logical capture lost WAL it had not decoded "
-               "(max_slot_wal_keep_size): changes were not captured")
+LOST_REASON = ("the replication slot of mvlog's logical capture was missing, or lost WAL it had not decoded "
+               "(a failover to a standby that has no copy of it: PostgreSQL below 17, or failover slots not set "
+               "up; or max_slot_wal_keep_size): changes were not captured")
 
 
 class Decoding:
@@ -389,6 +391,10 @@ class Decoding:
                 self._create_slot(cur, slot, True, SLOT_WAIT, lambda _: None)
         finally:
             conn.close()
+
+    def replaced_at(self) -> datetime | None:
+        """When the slot was last found lost or missing and made again (by whichever process); None if never."""
+        return capture_state.replaced_at(self.source)
 
     def status(self) -> list[SlotStatus]:
         """The slot: retained WAL, the capture's lag, PostgreSQL's verdict on it."""

@@ -11,6 +11,8 @@ positions as text (``0/16B3748``).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 # How far the capture has written into the logs (the one row): a statement of its own, or a
@@ -18,6 +20,11 @@ from mvlog.postgres.source import Cursor, Source, fetch_row
 WRITTEN_SQL = "SELECT written_lsn::text FROM mvlog.capture_state LIMIT 1"
 # When a lost slot was last replaced (NULL: never); read at a refresh's snapshot.
 REPLACED_SQL = "SELECT max(replaced_at) FROM mvlog.capture_state"
+
+
+def replaced_at(source: Source) -> datetime | None:
+    """When a lost (or missing) slot was last made again; None if never."""
+    return source.query(REPLACED_SQL)[0][0]
 
 
 def exists(source: Source) -> bool:
