@@ -220,3 +220,45 @@ def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path, connec
     assert metrics[("mvlog_log_rows", (("table", "public.f"),))] >= 2  # kept for hourly
     assert metrics[("mvlog_log_bytes", (("table", "public.f"),))] > 0
     assert f"serving metrics on http://127.0.0.1:{port}/metrics" in stdout
+
+
+def test_the_source_watch_says_once_that_postgresql_is_away_and_when_it_is_back():
+    import threading
+
+    from mvlog import schedule
+    from mvlog.errors import SourceError
+
+    class Clock(threading.Event):  # waits no time, and remembers how long it was asked to
+        def __init__(self):
+            super().__init__()
+            self.delays: list[float] = []
+
+        def wait(self, timeout=None):
+            self.delays.append(timeout)
+            return self.is_set()
+
+    answers = [SourceError("PostgreSQL: refused", transient=True)] * 3 + [None]
+    pings, lines = [], []
+
+    def ping() -> None:
+        pings.append(1)
+        if (answer := answers[len(pings) - 1]) is not None:
+            raise answer
+
+    clock = Clock()
+    watch = schedule.SourceWatch(ping, lines.append, clock)
+    assert watch.wait(SourceError("PostgreSQL: server closed the connection unexpectedly", transient=True))
+    assert len(pings) == 4
+    assert [line.split(" (")[0].split(" after")[0] for line in lines] == ["PostgreSQL is unavailable",
+                                                                           "PostgreSQL is back"]
+    assert "server closed the connection unexpectedly" in lines[0]
+    assert clock.delays == [schedule.RETRY_FIRST * 2 ** i for i in range(4)]  # backoff
+    # A non-transient answer (the password changed while it was away) is not waited for.
+    answers[:] = [SourceError("PostgreSQL: password authentication failed")]
+    pings.clear()
+    with pytest.raises(SourceError, match="password"):
+        watch.wait(SourceError("PostgreSQL: gone", transient=True))
+    # Stopped while it waits: it returns False.
+    stopped = threading.Event()
+    stopped.set()
+    assert not schedule.SourceWatch(ping, lines.append, stopped).wait(SourceError("gone", transient=True))
