@@ -27,7 +27,8 @@ LAYERS: list[tuple[str, set[str], set[str]]] = [  # (layer, its modules or packa
     ("sql", {"mvlog.sql"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("postgres", {"mvlog.postgres"}, {"pyspark", "py4j", "rich", "click"}),
     ("spark", {"mvlog.spark"}, {"psycopg2", "rich", "click"}),
-    ("pipeline", {"mvlog.plan", "mvlog.apply", "mvlog.refresh", "mvlog.refresh_result", "mvlog.maintenance"},
+    ("pipeline", {"mvlog.plan", "mvlog.cost", "mvlog.apply", "mvlog.refresh", "mvlog.refresh_result",
+                  "mvlog.maintenance"},
      {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("ops", {"mvlog.ops"}, {"psycopg2", "rich", "click"}),
     ("facade", {"mvlog.project"}, {"psycopg2", "rich", "click"}),
@@ -37,7 +38,7 @@ LAYERS: list[tuple[str, set[str], set[str]]] = [  # (layer, its modules or packa
 # Beside the order: the adapters do not import each other (Spark reads PostgreSQL through the JDBC
 # options it is handed).
 NOT_BELOW = {"spark": {"postgres"}}
-PURE = ["mvlog.plan", "mvlog.model", "mvlog.config", "mvlog.errors", "mvlog.progress"]
+PURE = ["mvlog.plan", "mvlog.cost", "mvlog.model", "mvlog.config", "mvlog.errors", "mvlog.progress"]
 
 
 def module_name(path: Path) -> str:

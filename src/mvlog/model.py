@@ -153,3 +153,13 @@ class WindowSize:
     table: str
     changed_keys: int
     table_rows: float  # the planner's estimate (pg_class.reltuples); <= 0 when unknown
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one succeeded refresh of a view cost (:mod:`mvlog.cost` predicts the next from these)."""
+
+    method: RefreshMethod  # FAST or COMPLETE
+    seconds: float
+    window_keys: int | None  # distinct keys its window changed (fast refreshes of force views)
+    rows: int | None  # rows of the view it left

@@ -17,20 +17,15 @@ from datetime import datetime
 
 from sqlglot import exp
 
+from mvlog import cost
 from mvlog.errors import RefreshRefused
-from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, RefreshMethod, WindowSize
+from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, Measured, RefreshMethod, WindowSize
 from mvlog.sql.analysis import DIALECT
 from mvlog.sql.shape import ViewShape, col
 from mvlog.sql.strategies import strategy_of
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
 MAX_PARTITIONS = 64
-# `force` refreshes completely when a window changed this fraction of a base table's rows, and at
-# least COMPLETE_MIN_KEYS keys: from there a MERGE that touches most files costs more than
-# rewriting the table (BENCHMARKS.md: at 10 % of 1M random keys a fast refresh took 0.8-1.5x
-# as long as a complete one, in two runs).
-COMPLETE_ABOVE_FRACTION = 0.1
-COMPLETE_MIN_KEYS = 10_000
 
 
 @dataclass(frozen=True)
@@ -48,6 +43,7 @@ class RefreshPlan:
     partitions: tuple[str, ...] = ()  # complete refresh: one JDBC read per WHERE clause (empty: one read)
     row_hash: bool = True  # fast refresh: the Delta table stores row hashes (written before they existed: False)
     rewrite: bool = False  # fast refresh: the changes are written by rewriting the (small) table, not by a MERGE
+    window_keys: int | None = None  # force: the distinct keys the window changed (recorded: what it cost)
 
     def read_sql(self, null_keys: tuple[bool, ...] = ()) -> str:
         """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
@@ -160,11 +156,13 @@ def schema_drift(location: str, table_columns: Sequence[str] | None, expected: S
 
 
 def after_stamp(plan: RefreshPlan, requested: RefreshMethod, replaced: Sequence[str],
-                windows: Sequence[WindowSize]) -> RefreshPlan:
+                windows: Sequence[WindowSize], measured: Sequence[Measured] = (),
+                rows: int | None = None) -> RefreshPlan:
     """A fast plan, looked at again once the window is known: rows changed in ways the logs could
     not record key by key (``replaced``: why, e.g. a table truncated) need a complete refresh (a
-    ``fast`` view refuses); so does, for a ``force`` view, a window that changed so much of a
-    table that a complete refresh is cheaper (:func:`cheaper_complete`)."""
+    ``fast`` view refuses); a ``force`` view takes the method predicted cheaper for this window
+    from what its own refreshes cost (``measured``; the view holds ``rows``), by
+    :func:`mvlog.cost.choose`, and says why with both predictions."""
     if plan.method is not RefreshMethod.FAST:
         return plan
     if replaced:
@@ -173,10 +171,12 @@ def after_stamp(plan: RefreshPlan, requested: RefreshMethod, replaced: Sequence[
             raise RefreshRefused(f"view {plan.view} cannot be fast-refreshed: {reason}; "
                                  f"run 'mvlog refresh --complete {plan.view}'", reason)
         return dataclasses.replace(plan, method=RefreshMethod.COMPLETE, reason=reason)
-    cheaper = cheaper_complete(list(windows)) if requested is RefreshMethod.FORCE else None
-    if cheaper:
-        return dataclasses.replace(plan, method=RefreshMethod.COMPLETE, reason=cheaper)
-    return plan
+    if requested is not RefreshMethod.FORCE or not windows:
+        return plan
+    choice = cost.choose(measured, windows, rows)
+    keys = sum(window.changed_keys for window in windows)
+    return dataclasses.replace(plan, method=RefreshMethod.COMPLETE if choice.complete else RefreshMethod.FAST,
+                               reason=choice.reason, window_keys=None if choice.complete else keys)
 
 
 def with_partitions(plan: RefreshPlan, stats: ColumnStats | None) -> RefreshPlan:
@@ -200,19 +200,6 @@ def partition_predicates(shape: ViewShape, stats: ColumnStats | None) -> tuple[s
         return ()
     splits = list(dict.fromkeys(stats.histogram[round(i * buckets / wanted)] for i in range(1, wanted)))
     return tuple(range_predicates(shape.range_key.column, splits))
-
-
-def cheaper_complete(windows: list[WindowSize]) -> str | None:
-    """Why a complete refresh is cheaper than this fast one (the window changed a large share of a
-    base table), or None. Only ``force`` views act on it."""
-    for window in windows:
-        if window.table_rows <= 0 or window.changed_keys < COMPLETE_MIN_KEYS:
-            continue
-        share = window.changed_keys / window.table_rows
-        if share >= COMPLETE_ABOVE_FRACTION:
-            return (f"{window.changed_keys} changed keys are {min(share, 1):.0%} of {window.table}: "
-                    f"a complete refresh is cheaper")
-    return None
 
 
 def range_predicates(column: str, splits: list[str]) -> list[str]:

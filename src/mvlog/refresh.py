@@ -211,8 +211,14 @@ class Refresher:
         return results
 
     def preview(self, view: ViewConfig, complete: bool) -> RefreshPlan:
-        """The plan the next refresh of a view would follow (nothing is read, Spark is not started)."""
-        plan = self._plan(view, complete, for_refresh=False).plan
+        """The plan the next refresh of a view would follow (nothing is read, Spark is not started);
+        for a ``force`` view, the method predicted cheaper for the changes pending now, with both
+        predictions (:func:`mvlog.cost.choose`)."""
+        planned = self._plan(view, complete, for_refresh=False)
+        plan = planned.plan
+        if plan.method is RefreshMethod.FAST and view.refresh is RefreshMethod.FORCE:
+            plan = planner.after_stamp(plan, view.refresh, [], self.logs.window_sizes(plan.logs, plan.since),
+                                       self.catalog.measured(view.name), planned.state.row_count)
         return self._partitioned(plan)
 
     # -- the steps ---------------------------------------------------------------------------
@@ -250,7 +256,7 @@ class Refresher:
             with self.source.translated():  # a connection lost on the way fails the refresh like any error
                 if planned.after_failure and plan.method is RefreshMethod.FAST:
                     self._take_back_unrecorded(view, plan)
-                plan = self._after_stamp(view, plan, stamped)
+                plan = self._after_stamp(view, plan, stamped, planned.state.row_count)
                 plan = self._without_missing_groups(plan)
                 if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
                     oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
@@ -266,7 +272,8 @@ class Refresher:
         except MvlogError as exc:
             self.catalog.end_failed(history_id, counts, str(exc))  # later, if PostgreSQL is away
             return RefreshResult.failed(view.name, exc, started, plan, stamped.time)
-        self.catalog.history_end(history_id, counts, method=plan.method, reason=plan.reason, oldest_change=oldest)
+        self.catalog.history_end(history_id, counts, method=plan.method, reason=plan.reason, oldest_change=oldest,
+                                 window_keys=plan.window_keys)
         return RefreshResult(view.name, plan.method, plan.reason, stamped.time, counts.keys_read, counts.rows_inserted,
                              counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started,
                              phases=phases.seconds)
@@ -282,14 +289,16 @@ class Refresher:
             self.progress(f"{view.name}: its last refresh wrote Delta but was not recorded: restored to version "
                           f"{version} (as of {plan.since.isoformat()})")
 
-    def _after_stamp(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot) -> RefreshPlan:
+    def _after_stamp(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot,
+                     row_count: int | None) -> RefreshPlan:
         """The plan again, given what the window holds: truncations and partitions dropped or
         unlogged, and (``force``) its size."""
         if plan.method is RefreshMethod.FAST:
             replaced = [reason for log in plan.logs if (reason := stamped.replaced_since(log, plan.since))]
-            windows = [] if replaced or view.refresh is not RefreshMethod.FORCE else [
-                stamped.window_size(log, plan.since) for log in plan.logs]
-            plan = planner.after_stamp(plan, view.refresh, replaced, windows)
+            forced = not replaced and view.refresh is RefreshMethod.FORCE
+            windows = [stamped.window_size(log, plan.since) for log in plan.logs] if forced else []
+            measured = self.catalog.measured(view.name) if forced else []
+            plan = planner.after_stamp(plan, view.refresh, replaced, windows, measured, row_count)
         return self._partitioned(plan)
 
     def _partitioned(self, plan: RefreshPlan) -> RefreshPlan:

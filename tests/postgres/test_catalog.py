@@ -141,7 +141,7 @@ def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
     db.execute("ALTER TABLE mvlog.refresh_history DROP COLUMN delta_version")
     db.execute("DELETE FROM mvlog.schema_version WHERE version >= 3")
     with pytest.raises(UsageError,
-                       match="catalog in this database is version 2, this mvlog needs 6; run 'mvlog apply'"):
+                       match="catalog in this database is version 2, this mvlog needs 7; run 'mvlog apply'"):
         catalog.check()
     with registered.source.transaction() as cur:
         catalog.install(cur)

@@ -6,10 +6,10 @@ import pytest
 from facts import LOG, T0, shape
 
 from mvlog.config import RefreshMethod
+from mvlog.cost import COMPLETE_MIN_KEYS
 from mvlog.errors import RefreshError
 from mvlog.model import ColumnStats, WindowSize
 from mvlog.plan import (
-    COMPLETE_MIN_KEYS,
     ROWS_PER_PARTITION,
     after_stamp,
     needs_complete,
@@ -76,20 +76,6 @@ def test_small_tables_and_missing_statistics_read_in_one_piece():
     assert partition_predicates(grouped, many_rows_few_groups) == ()
 
 
-def test_force_switches_to_complete_only_for_large_windows_of_large_tables():
-    from mvlog.plan import COMPLETE_ABOVE_FRACTION, COMPLETE_MIN_KEYS, cheaper_complete
-
-    big = 10 * COMPLETE_MIN_KEYS / COMPLETE_ABOVE_FRACTION
-    small_change = WindowSize("public.orders", int(big * COMPLETE_ABOVE_FRACTION) - 1, big)
-    assert cheaper_complete([small_change]) is None
-    large_change = WindowSize("public.customers", int(big * COMPLETE_ABOVE_FRACTION), big)
-    reason = cheaper_complete([small_change, large_change])
-    assert reason is not None and "public.customers" in reason and "10%" in reason
-    # A small table changed entirely is still cheap to refresh fast; unknown sizes never switch.
-    assert cheaper_complete([WindowSize("public.t", COMPLETE_MIN_KEYS - 1, COMPLETE_MIN_KEYS - 1)]) is None
-    assert cheaper_complete([WindowSize("public.t", 10**9, -1)]) is None
-
-
 def test_plan_json_reports_the_partitioned_read():
     import dataclasses
     import json
@@ -124,6 +110,7 @@ def test_after_the_stamp_only_force_switches_for_a_large_window():
     large = [WindowSize("public.orders", 10 * COMPLETE_MIN_KEYS, 10 * COMPLETE_MIN_KEYS)]
     switched = after_stamp(fast_plan(), RefreshMethod.FORCE, [], large)
     assert switched.method is RefreshMethod.COMPLETE and "a complete refresh is cheaper" in switched.reason
+    assert switched.window_keys is None  # only a fast refresh records its window's keys
     kept = after_stamp(fast_plan(RefreshMethod.FAST), RefreshMethod.FAST, [], large)
     assert kept.method is RefreshMethod.FAST
     complete = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)

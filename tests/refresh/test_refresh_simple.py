@@ -250,22 +250,43 @@ def test_complete_and_force_methods(db, make_project):
     assert_views_match(project, views)
 
 
-def test_force_refreshes_completely_when_the_window_changed_much_of_a_table(db, make_project, monkeypatch):
-    from mvlog import plan
+def test_force_chooses_by_the_share_rule_then_by_what_the_view_s_refreshes_cost(db, make_project, monkeypatch):
+    from mvlog import cost
 
-    monkeypatch.setattr(plan, "COMPLETE_MIN_KEYS", 5)  # let a 100-row table count as large
+    monkeypatch.setattr(cost, "COMPLETE_MIN_KEYS", 5)  # let a 100-row table count as large
     db.execute(ITEMS)
     db.execute("INSERT INTO items SELECT g, g % 4, g, g, 'l' || g, true FROM generate_series(1, 100) g; ANALYZE items")
     views = [{"name": "v_force", "query": "SELECT id, qty FROM items WHERE grp = 1"},
              {"name": "v_fast", "refresh": "fast", "query": "SELECT id, label FROM items"}]
     project = make_project(["items"], views)
-    project.apply()
-    db.execute("UPDATE items SET qty = qty + 1 WHERE id <= 9")  # 9 % of the rows: still fast
-    assert {r.method for r in refresh_ok(project).values()} <= {"fast", "fresh"}
-    db.execute("UPDATE items SET grp = 1, label = 'moved' WHERE id > 80")  # 20 %
+    project.apply()  # measures a complete refresh of each
+    db.execute("UPDATE items SET qty = qty + 1 WHERE id <= 9")  # 9 % of the rows: fast by the share rule
     results = refresh_ok(project)
-    assert results["v_force"].method == "complete" and "20% of public.items" in results["v_force"].reason
+    assert results["v_force"].method == "fast" and "by the share rule" in results["v_force"].reason
+    assert db.execute("SELECT window_keys FROM mvlog.refresh_history WHERE view_name = 'v_force' "
+                      "AND method = 'fast'") == [(9,)]
+    db.execute("UPDATE items SET grp = 1, label = 'moved' WHERE id > 80")  # 20 %; measured both ways now
+
+    def costs(fast: str, complete: str) -> None:  # what the history says each method took
+        db.execute("UPDATE mvlog.refresh_history SET finished_at = started_at + CASE method "
+                   "WHEN 'fast' THEN %s::interval ELSE %s::interval END WHERE method IN ('fast', 'complete')",
+                   (fast, complete))
+
+    costs("60 s", "0.5 s")
+    planned = project.plan("v_force")  # what the next refresh will choose, from the changes pending now
+    assert planned.method == "complete" and planned.reason.startswith("a complete refresh is predicted cheaper")
+    results = refresh_ok(project)
+    assert results["v_force"].method == "complete", results["v_force"].reason
+    assert results["v_force"].reason.startswith("a complete refresh is predicted cheaper: fast predicted 133.3 s "
+                                                "(from 1 refresh) for 20 changed keys, complete 0.5 s"), \
+        results["v_force"].reason
     assert results["v_fast"].method == "fast"  # refresh: fast asked for it
+    costs("0.5 s", "60 s")
+    db.execute("UPDATE items SET qty = qty + 1 WHERE id > 90")
+    results = refresh_ok(project)
+    assert results["v_force"].method == "fast", results["v_force"].reason
+    assert results["v_force"].reason == ("fast predicted 0.6 s (from 1 refresh) for 10 changed keys, "
+                                         "complete 60.0 s (from 2 refreshes)")  # 0.5 s for 9 keys, in proportion
     assert_views_match(project, views)
 
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from mvlog.errors import MvlogError
-from mvlog.model import RefreshMethod
+from mvlog.model import Measured, RefreshMethod
 from mvlog.postgres.catalog.rows import HistoryRow
 from mvlog.postgres.source import Cursor, Source
 
@@ -64,6 +64,16 @@ class RefreshHistory:
             (INTERRUPTED, list(names)),
         )
 
+    def measured(self, name: str, limit: int = 20) -> list[Measured]:
+        """What the view's latest succeeded fast and complete refreshes cost, newest first."""
+        rows = self.source.query(
+            "SELECT method, extract(epoch FROM finished_at - started_at)::float8, window_keys, rows_inserted "
+            "FROM mvlog.refresh_history WHERE view_name = %s AND status = 'succeeded' "
+            "AND method IN ('fast', 'complete') AND finished_at IS NOT NULL ORDER BY id DESC LIMIT %s",
+            (name, limit))
+        return [Measured(RefreshMethod(method), seconds, keys, rows if method == "complete" else None)
+                for method, seconds, keys, rows in rows]
+
     def last_attempt_failed(self, name: str) -> bool:
         """Whether the view's latest refresh did not succeed (failed, or still 'running': killed)."""
         rows = self.source.query("SELECT status <> 'succeeded' FROM mvlog.refresh_history WHERE view_name = %s "
@@ -82,7 +92,7 @@ class RefreshHistory:
 
     def history_end(self, history_id: int, counts: Any, error: str | None = None,
                     method: RefreshMethod | None = None, reason: str | None = None,
-                    oldest_change: datetime | None = None) -> None:
+                    oldest_change: datetime | None = None, window_keys: int | None = None) -> None:
         """Finish a history row: failed with ``error``, else succeeded (with the method and reason
         the refresh ended with). ``counts``: keys_read, rows_inserted/updated/deleted and the Delta
         version written; a success that wrote nothing records the version of the view's last
@@ -92,7 +102,7 @@ class RefreshHistory:
             UPDATE mvlog.refresh_history AS h SET finished_at = clock_timestamp(), status = %s, error = %s,
                    keys_read = %s, rows_inserted = %s, rows_updated = %s, rows_deleted = %s,
                    method = coalesce(%s, method), reason = coalesce(%s, reason), oldest_change = %s,
-                   delta_version = CASE WHEN %s IS NOT NULL THEN NULL ELSE coalesce(%s, (
+                   window_keys = %s, delta_version = CASE WHEN %s IS NOT NULL THEN NULL ELSE coalesce(%s, (
                        SELECT p.delta_version FROM mvlog.refresh_history AS p
                        WHERE p.view_name = h.view_name AND p.id < h.id AND p.status = 'succeeded'
                          AND p.delta_version IS NOT NULL
@@ -100,8 +110,8 @@ class RefreshHistory:
             WHERE id = %s
             """,
             ("failed" if error else "succeeded", error, counts.keys_read, counts.rows_inserted, counts.rows_updated,
-             counts.rows_deleted, method.value if method else None, reason, oldest_change, error, counts.version,
-             history_id),
+             counts.rows_deleted, method.value if method else None, reason, oldest_change, window_keys, error,
+             counts.version, history_id),
         )
 
     def record_fresh(self, cur: Cursor, views: Sequence[tuple[str, datetime]], reason: str) -> None:

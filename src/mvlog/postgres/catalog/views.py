@@ -30,7 +30,7 @@ from mvlog.sql.shape import groups_name, keymap_name
 
 UNCHANGED_REASON = "nothing changed since the last refresh"  # a refresh that applied nothing and started no Spark
 
-SCHEMA_VERSION = 6  # the newest sql/NNN_*.sql catalog version (007: views found unchanged before Spark)
+SCHEMA_VERSION = 7  # the newest sql/NNN_*.sql catalog version (008: what each refresh's window held)
 
 
 class CatalogSchema:
@@ -61,6 +61,7 @@ class CatalogSchema:
         cur.execute(read_sql("005_partitions.sql"))
         cur.execute(read_sql("006_logical_capture.sql"))
         cur.execute(read_sql("007_unchanged.sql"))
+        cur.execute(read_sql("008_refresh_costs.sql"))
         cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         if fetch_row(cur)[0]:
             cur.execute(read_sql("003_event_triggers.sql"))
