@@ -73,7 +73,7 @@ def varied(steps) -> bool:
 
 ORACLE_THREADS = 4  # views checked at once by assert_views_match
 # fixtures that start PostgreSQL or Spark
-REAL_PARTS = {"pg", "db", "pg18", "db18", "spark", "make_project", "connect_engine"}
+REAL_PARTS = {"pg", "db", "pg18", "db18", "restartable_pg", "spark", "make_project", "connect_engine"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -101,6 +101,16 @@ def pg18() -> Iterator[TempPostgres]:
     from mvlog.postgres.pgtemp import TempPostgres
 
     with TempPostgres(password="pg-secret-4711", version="18") as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def restartable_pg() -> Iterator[TempPostgres]:
+    """A cluster of the test module's own, for tests that restart, crash or stop it: restarting the
+    worker's shared one would cut other fixtures' connections."""
+    from mvlog.postgres.pgtemp import TempPostgres
+
+    with TempPostgres(password="pg-secret-4711") as cluster:
         yield cluster
 
 

@@ -10,20 +10,11 @@ import pytest
 from conftest import new_database
 from schedulers import schedule_through_restarts
 
-from mvlog.postgres.pgtemp import TempPostgres
-
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """A cluster of this module's own: restarting the worker's shared one would cut other fixtures'
-    connections."""
-    with TempPostgres(password="pg-secret-4711") as restarted:
-        yield restarted
-
-
-def test_the_scheduler_rides_out_two_restarts_and_a_stop_with_trigger_capture(cluster, tmp_path, connect_engine):
+def test_the_scheduler_rides_out_two_restarts_and_a_stop_with_trigger_capture(restartable_pg, tmp_path, connect_engine):
+    cluster = restartable_pg
     with new_database(cluster) as db:
         lines = schedule_through_restarts(cluster, db, tmp_path, {"remote": connect_engine.remote}, "trigger",
                                           ["fast", "fast", "outage"])

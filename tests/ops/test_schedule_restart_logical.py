@@ -11,18 +11,12 @@ import pytest
 from conftest import new_database
 from schedulers import fresh_query, schedule_through_restarts
 
-from mvlog.postgres.pgtemp import TempPostgres
-
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with TempPostgres(password="pg-secret-4711") as restarted:
-        yield restarted
-
-
-def test_the_scheduler_and_its_capture_ride_out_a_restart_a_crash_and_a_failover(cluster, tmp_path, connect_engine):
+def test_the_scheduler_and_its_capture_ride_out_a_restart_a_crash_and_a_failover(restartable_pg, tmp_path,
+                                                                                  connect_engine):
+    cluster = restartable_pg
     with new_database(cluster) as db:
         lines = schedule_through_restarts(cluster, db, tmp_path, {"remote": connect_engine.remote}, "logical",
                                           ["fast", "immediate", "failover"])
