@@ -109,6 +109,8 @@ def server_gone(conn: psycopg2.extensions.connection) -> bool:
         readable, _, _ = select.select([conn], [], [], 0)
         if not readable:
             return False
+        if conn.info.ssl_in_use:  # the bytes are TLS records: an idle session readable is all there is to go by
+            return True
         with socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM) as sock:
             first = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
     except BlockingIOError:
