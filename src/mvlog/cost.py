@@ -71,9 +71,9 @@ def _line(points: Sequence[tuple[float, float]], x: float) -> float:
 def predict(measured: Sequence[Measured], method: RefreshMethod, size: float) -> Prediction | None:
     """The seconds of a refresh by ``method`` of ``size`` (a fast one's changed keys, a complete
     one's rows), from the view's latest refreshes by that method (``measured``, newest first)."""
-    fast = method is RefreshMethod.FAST
-    points = [(float(m.window_keys if fast else m.rows), m.seconds) for m in measured  # type: ignore[arg-type]
-              if m.method is method and (m.window_keys if fast else m.rows) is not None]
+    sized = ((m.window_keys if method is RefreshMethod.FAST else m.rows, m.seconds)
+             for m in measured if m.method is method)
+    points = [(float(size), seconds) for size, seconds in sized if size is not None]
     points = points[:SAMPLES]
     if not points:
         return None

@@ -39,7 +39,6 @@ from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.locks import close_releasing_locks
 from mvlog.postgres.source import (
-    ESTIMATED_ROWS,
     Cursor,
     Source,
     fetch_row,
@@ -47,8 +46,7 @@ from mvlog.postgres.source import (
     read_sql,
     table_identifier,
 )
-from mvlog.postgres.windows import UNCOVERED_PARTITION, Pending, StampedSnapshot, pending_sql
-from mvlog.sql.changes import changed_key_count_sql
+from mvlog.postgres.windows import UNCOVERED_PARTITION, Pending, StampedSnapshot, pending_sql, window_size
 
 LOCK_NAMESPACE = 0x6D766C67  # "mvlg": first key of the advisory locks that serialize stamping a log
 CAPTURE_WAIT = 60.0  # seconds a refresh waits for the logical capture to reach its snapshot
@@ -314,12 +312,7 @@ class Logs:
     def window_sizes(self, logs: Sequence[LogInfo], after: datetime | None) -> list[WindowSize]:
         """Per log, the distinct keys a consumer at ``after`` has not applied yet (stamped later, or
         not stamped), and the table's estimated rows: the next refresh's window, as far as it is known now."""
-        sizes = []
-        for log in logs:
-            ((rows,),) = self.source.query(ESTIMATED_ROWS, {"oid": log.table_oid})
-            ((changed,),) = self.source.query(changed_key_count_sql(log, after))
-            sizes.append(WindowSize(log.qualified_table, int(changed), float(rows or 0)))
-        return sizes
+        return [window_size(self.source.query, log, after) for log in logs]
 
     def pending(self, logs: Sequence[LogInfo], after: datetime | None) -> Pending:
         """What a consumer at ``after`` has not applied of ``logs`` (rows stamped later, or not

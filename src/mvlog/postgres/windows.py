@@ -3,7 +3,7 @@ windows, whether rows changed in ways no log records key by key, how far behind 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -116,6 +116,12 @@ class StampedSnapshot:
 
     def window_size(self, log: LogInfo, after: datetime | None) -> WindowSize:
         """How many distinct keys of the table this window changed, and the table's estimated rows."""
-        ((rows,),) = self.query(ESTIMATED_ROWS, {"oid": log.table_oid})
-        ((changed,),) = self.query(changed_key_count_sql(log, after))
-        return WindowSize(log.qualified_table, int(changed), float(rows or 0))
+        return window_size(self.query, log, after)
+
+
+def window_size(query: Callable[..., list[tuple]], log: LogInfo, after: datetime | None) -> WindowSize:
+    """How many distinct keys of ``log``'s table changed after ``after`` (rows stamped later, or not
+    stamped), and the table's estimated rows, by ``query`` (at a refresh's snapshot, or now)."""
+    ((rows,),) = query(ESTIMATED_ROWS, {"oid": log.table_oid})
+    ((changed,),) = query(changed_key_count_sql(log, after))
+    return WindowSize(log.qualified_table, int(changed), float(rows or 0))
