@@ -11,7 +11,8 @@ import psycopg2
 import pytest
 
 from mvlog.errors import SourceError
-from mvlog.postgres.source import Source, server_gone
+from mvlog.postgres.liveness import server_gone
+from mvlog.postgres.source import Source
 
 pytestmark = pytest.mark.integration
 
