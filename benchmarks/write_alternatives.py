@@ -72,6 +72,9 @@ def write(spark, path_name: str, path: str, staged, keys: list[int]) -> None:
                 VALUES (s.aid, s.bid, s.abalance, s.filler)""").collect()
     else:
         predicate = f"aid IN ({', '.join(map(str, sorted(keys)))})"
+        # Delta checks every written row against replaceWhere's predicate, an IN list it does not
+        # turn into a hash set: 4 of 6 s at 20,000 keys. The rows match it by construction.
+        spark.conf.set("spark.databricks.delta.replaceWhere.constraintCheck.enabled", "false")
         staged.write.format("delta").mode("overwrite").option("replaceWhere", predicate).save(path)
 
 

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from sqlglot import exp
 
@@ -26,6 +27,21 @@ from mvlog.sql.strategies import strategy_of
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
 MAX_PARTITIONS = 64
+
+
+class Write(StrEnum):
+    """How a fast refresh writes its changed keys into the view's Delta table: one commit each."""
+
+    MERGE = "merge"  # a Delta MERGE on the key
+    REWRITE = "rewrite"  # the (small) table rewritten whole
+    REPLACE = "replace"  # replaceWhere on the changed keys: a key-only delete and the new rows
+
+
+WRITE_TEXT = {
+    Write.MERGE: "one Delta MERGE of the affected keys",
+    Write.REWRITE: "the table rewritten whole (a small view without a change feed)",
+    Write.REPLACE: "the changed keys' rows replaced in one commit (a key-only delete by deletion vectors)",
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +58,7 @@ class RefreshPlan:
     shape: ViewShape
     partitions: tuple[str, ...] = ()  # complete refresh: one JDBC read per WHERE clause (empty: one read)
     row_hash: bool = True  # fast refresh: the Delta table stores row hashes (written before they existed: False)
-    rewrite: bool = False  # fast refresh: the changes are written by rewriting the (small) table, not by a MERGE
+    write: Write = Write.MERGE  # fast refresh: how the changed keys are written (see with_sized_write)
     window_keys: int | None = None  # force: the distinct keys the window changed (recorded: what it cost)
 
     def read_sql(self, null_keys: tuple[bool, ...] = ()) -> str:
@@ -67,7 +83,7 @@ class RefreshPlan:
             # aggregate views: the aggregates kept by deltas, or why affected groups are recomputed
             "aggregate_deltas": list(self.shape.deltas.aggregates) if self.shape.deltas else None,
             "groups_recomputed": self.shape.recompute_reason,
-            "write": None if self.method is RefreshMethod.COMPLETE else "rewrite" if self.rewrite else "merge",
+            "write": None if self.method is RefreshMethod.COMPLETE else self.write.value,
         }
 
     def describe(self) -> str:
@@ -81,8 +97,7 @@ class RefreshPlan:
         if self.method is RefreshMethod.FAST:
             lines.append(f"  window: snaptime$$ in {window}")
             lines.append(f"  affected: {strategy_of(self.shape).how()}")
-            lines.append("  write: " + ("the table rewritten whole (a small view without a change feed)"
-                                        if self.rewrite else "one Delta MERGE of the affected keys"))
+            lines.append(f"  write: {WRITE_TEXT[self.write]}")
         elif self.partitions and self.shape.range_key:
             lines.append(f"  read: {len(self.partitions)} partitions by ranges of {self.shape.range_key.column}")
         return "\n".join(lines)
@@ -120,13 +135,26 @@ def plan_refresh(
     return plan(RefreshMethod.COMPLETE, blocker)
 
 
-def with_sized_write(plan: RefreshPlan, row_count: int | None, change_feed: bool, rewrite_max_rows: int
-                     ) -> RefreshPlan:
-    """A fast plan that rewrites the view's table whole when it held at most ``rewrite_max_rows``
-    rows after its last refresh (``row_count``) and has no change feed; else it merges."""
-    small = row_count is not None and row_count <= rewrite_max_rows
-    rewrite = plan.method is RefreshMethod.FAST and plan.row_hash and small and not change_feed
-    return dataclasses.replace(plan, rewrite=rewrite)
+def with_sized_write(plan: RefreshPlan, row_count: int | None, change_feed: bool, rewrite_max_rows: int,
+                     deletion_vectors: bool = False) -> RefreshPlan:
+    """How a fast plan writes (:class:`Write`). A view with a change feed is merged, so that its
+    readers see updates as updates; so is a table written before row hashes, whose unchanged
+    rows only a MERGE can tell. Else the table is rewritten whole when it held at most
+    ``rewrite_max_rows`` rows after its last refresh (``row_count``), and its changed keys are
+    replaced by a key-only delete when it has ``deletion_vectors`` (BENCHMARKS.md session 32)."""
+    write = Write.MERGE
+    if plan.method is RefreshMethod.FAST and plan.row_hash and not change_feed:
+        if row_count is not None and row_count <= rewrite_max_rows:
+            write = Write.REWRITE
+        elif deletion_vectors:
+            write = Write.REPLACE
+    return dataclasses.replace(plan, write=write)
+
+
+def write_for(planned: Write, unreplaceable: str | None) -> Write:
+    """The write of a fast refresh once its rows are read: a planned :data:`Write.REPLACE` merges
+    when the changed keys cannot be named in its predicate (``unreplaceable`` says why)."""
+    return Write.MERGE if planned is Write.REPLACE and unreplaceable else planned
 
 
 def needs_complete(recorded: str | None, key_changed: Sequence[str], columns_changed: bool,

@@ -26,7 +26,7 @@ from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError
 from mvlog.faults import arm, checkpoint
 from mvlog.model import ROW_HASH_COLUMN, UNCHANGED, RefreshMethod
-from mvlog.plan import RefreshPlan, plan_refresh
+from mvlog.plan import RefreshPlan, Write, plan_refresh
 from mvlog.postgres.catalog import UNCHANGED_REASON, Catalog, ViewState
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs
@@ -244,7 +244,8 @@ class Refresher:
             needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)
         plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
                             row_hash)
-        plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows)
+        plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows,
+                                        self.config.deletion_vectors(view))
         return PlannedView(view, state, plan, after_failure)
 
     def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float,
@@ -323,8 +324,11 @@ class Refresher:
             with phases("write"):
                 checkpoint("after_read")
                 arm("during_merge")
-                if plan.rewrite:
+                write = planner.write_for(plan.write, self.warehouse.unreplaceable(staged))
+                if write is Write.REWRITE:
                     return self.warehouse.rewrite(plan.location, staged, plan.key_columns, metadata, txn)
+                if write is Write.REPLACE:
+                    return self.warehouse.replace_keys(plan.location, staged, plan.key_columns, metadata, txn)
                 return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn, plan.row_hash)
         self.progress(f"{plan.view}: complete refresh"
                       + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))

@@ -88,11 +88,14 @@ def test_small_views_are_rewritten_with_the_merges_counts_and_a_change_feed_view
 def test_a_view_above_the_threshold_merges(built_shop):
     shop = built_shop.seeded()
     plan = shop.plan("open_orders")
-    assert plan.rewrite
     from mvlog import plan as planner
-    assert not planner.with_sized_write(plan, 1001, False, 1000).rewrite  # one row too many
-    assert not planner.with_sized_write(plan, 10, True, 1000).rewrite  # a change feed
-    assert not planner.with_sized_write(plan, 10, False, 0).rewrite  # switched off
+    assert plan.write is planner.Write.REWRITE
+    assert planner.with_sized_write(plan, 1001, False, 1000).write is planner.Write.MERGE  # one row too many
+    assert planner.with_sized_write(plan, 10, True, 1000).write is planner.Write.MERGE  # a change feed
+    assert planner.with_sized_write(plan, 10, False, 0).write is planner.Write.MERGE  # switched off
+    # with deletion vectors, a table above the threshold is written by a key-only replace
+    assert planner.with_sized_write(plan, 1001, False, 1000, True).write is planner.Write.REPLACE
+    assert planner.with_sized_write(plan, 1001, True, 1000, True).write is planner.Write.MERGE  # a change feed
     assert Counter(shop.plan(v["name"]).to_json()["write"] for v in VIEWS)["rewrite"] == len(REWRITTEN)
 
 

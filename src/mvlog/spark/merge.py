@@ -117,9 +117,9 @@ class Merger:
         # Null-safe: an aggregate's group key may hold NULLs.
         on = [f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns)]
         try:
-            key_range = _key_range(key_columns[0], df.schema[CHANGED_KEY_PREFIX + "0"].dataType, staged)
-            if key_range is not None:  # a target-only predicate: Delta skips files outside the range
-                on.append(key_range)
+            bounds = key_range(key_columns[0], df.schema[CHANGED_KEY_PREFIX + "0"].dataType, staged)
+            if bounds is not None:  # a target-only predicate: Delta skips files outside the range
+                on.append(bounds)
             present = f"{s(PRESENT)} IS NOT NULL"
             unchanged = " AND ".join(f"{t(c)} <=> {s(c)}" for c in compared)
             assignments = ", ".join(f"{quote_spark(c)} = {s(c)}" for c in value_columns)
@@ -137,7 +137,7 @@ class Merger:
                     return self.spark.sql(statement).collect(), self.delta.session_commit_version()
 
             try:
-                rows, version = _until_committed(attempt)
+                rows, version = until_committed(attempt)
             finally:
                 self.spark.catalog.dropTempView(view)
         except (SourceError, WarehouseError):
@@ -199,7 +199,7 @@ class Merger:
                     return changed, self.delta.session_commit_version()
 
             try:
-                (deleted, updated, inserted), version = _until_committed(attempt)
+                (deleted, updated, inserted), version = until_committed(attempt)
             finally:
                 for name in names:
                     self.spark.catalog.dropTempView(name)
@@ -227,7 +227,7 @@ def _null_key_delete(columns: list[str]) -> str:
     return " AND ".join([*(f"{quote_spark(k)} IS NULL" for k in keys), f"{quote_spark(PRESENT)} IS NULL"])
 
 
-def _until_committed(attempt: Callable[[], _T]) -> _T:
+def until_committed(attempt: Callable[[], _T]) -> _T:
     """``attempt()``, run again (up to MERGE_ATTEMPTS times) while it loses a commit race."""
     for _ in range(1, MERGE_ATTEMPTS):
         try:
@@ -251,7 +251,7 @@ def _lost_commit_race(exc: BaseException) -> bool:
 RANGE_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
 
 
-def _key_range(name: str, data_type: DataType, staged: Staged) -> str | None:
+def key_range(name: str, data_type: DataType, staged: Staged) -> str | None:
     """``t.<first key> BETWEEN low AND high`` (OR IS NULL) over the staged keys, as Spark SQL;
     None for key types whose literals do not round-trip exactly (floats, timestamps)."""
     if type(data_type).__name__ not in RANGE_TYPES or (staged.low is None and not staged.has_nulls):

@@ -16,6 +16,7 @@ from mvlog.spark import features
 from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata
 from mvlog.spark.history import DeltaHistory
 from mvlog.spark.merge import Merger, Staged, WriteCounts
+from mvlog.spark.replace import Replacer, unreplaceable
 from mvlog.spark.session import is_connect
 from mvlog.spark.sparksql import (
     delta_table,
@@ -49,10 +50,10 @@ class Warehouse:
 
     Delta is spoken to through Spark SQL and the DataFrame API only (no JVM objects, no
     DeltaTable), so the same code runs on a session of our own and on a Spark Connect
-    server that has Delta's SQL extension. Composed of three parts on one
-    :class:`DeltaSession`: the tables' history (:class:`DeltaHistory`), the MERGE of a
-    fast refresh (:class:`Merger`), and what this class does itself (reads, replaces,
-    table properties, the catalog, OPTIMIZE).
+    server that has Delta's SQL extension. Composed of parts on one :class:`DeltaSession`: the
+    tables' history (:class:`DeltaHistory`), the MERGE of a fast refresh (:class:`Merger`), its
+    key-only write (:class:`Replacer`), and what this class does itself (reads, replaces, table
+    properties, the catalog, OPTIMIZE).
     """
 
     def __init__(self, spark: SparkSession, root: str, secrets: list[str] | None = None):
@@ -63,6 +64,7 @@ class Warehouse:
         self.delta = DeltaSession(spark, self.secrets)
         self.commits = DeltaHistory(self.delta)
         self.merger = Merger(self.delta, self.commits)
+        self.replacer = Replacer(self.delta, self.commits)
 
     # -- the parts' operations, as the pipeline calls them ------------------------------
 
@@ -79,6 +81,15 @@ class Warehouse:
                 txn: tuple[str, int] | None = None) -> WriteCounts:
         """See :meth:`Merger.rewrite`."""
         return self.merger.rewrite(location, staged, key_columns, metadata, txn)
+
+    def unreplaceable(self, staged: Staged) -> str | None:
+        """See :func:`mvlog.spark.replace.unreplaceable`."""
+        return unreplaceable(staged)
+
+    def replace_keys(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
+                     txn: tuple[str, int] | None = None) -> WriteCounts:
+        """See :meth:`Replacer.replace`."""
+        return self.replacer.replace(location, staged, key_columns, metadata, txn)
 
     def history(self, location: str, limit: int | None = None) -> DataFrame:
         """See :meth:`DeltaHistory.history`."""
