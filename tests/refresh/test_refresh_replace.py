@@ -111,7 +111,7 @@ def test_a_key_left_out_of_the_predicate_fails_the_oracle(db, make_project, monk
     real = replace.key_predicate
     monkeypatch.setattr(replace, "key_predicate", lambda columns, keys: real(columns, keys[:-1] or keys))
     db.execute("UPDATE account SET balance = 1 WHERE id IN (3, 30)")
-    assert refresh_ok(project)["accounts"].rows_updated == 2
+    refresh_ok(project)
     with pytest.raises(AssertionError):  # the old row of the key left out stays beside the new one
         assert_view_matches(project, "accounts")
 

@@ -21,15 +21,15 @@ for key types whose literals round-trip exactly and up to :data:`REPLACE_MAX_KEY
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mvlog.errors import SourceError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
 from mvlog.spark.commits import DeltaSession, int_or_none
 from mvlog.spark.history import DeltaHistory
-from mvlog.spark.merge import Staged, WriteCounts, key_range, until_committed
+from mvlog.spark.merge import Staged, WriteCounts, until_committed
 from mvlog.spark.sparksql import quote_spark, row_hash_sql, spark_literal
 
 if TYPE_CHECKING:
@@ -43,8 +43,6 @@ EXACT_KEY_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalT
 # row (4 of 6 s at 20,000 keys, BENCHMARKS.md session 32); the rows are the predicate's by
 # construction: their keys are the ones it names.
 REPLACE_CONF = {"spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false"}
-CHANGE = "_mvlog_change"  # the classification of a staged key: 'i'nserted, 'u'pdated, 'd'eleted
-INSERTED, UPDATED, DELETED = "i", "u", "d"
 
 
 def unreplaceable(staged: Staged) -> str | None:
@@ -100,37 +98,32 @@ class Replacer:
             return WriteCounts()
         value_columns = [c for c in staged.df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
         source = staged.df.selectExpr("*", f"{row_hash_sql(value_columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
-        names = [f"mvlog_{role}_{uuid.uuid4().hex}" for role in ("staged", "target")]
-        staged_view, target_view = map(quote_spark, names)
         staged_keys = [CHANGED_KEY_PREFIX + str(i) for i in range(len(key_columns))]
-
-        bounds = key_range(key_columns[0], source.schema[staged_keys[0]].dataType, staged)
-        classify = _classify(key_columns, staged_view, target_view, bounds)
-
-        def attempt() -> tuple[tuple[int, int, int], int | None]:
-            target = self.spark.read.format("delta").load(location)
-            target.createOrReplaceTempView(names[1])
-            classified = self.spark.sql(classify).localCheckpoint(eager=True)
-            changes = classified.where(f"{CHANGE} IS NOT NULL").select(CHANGE, *staged_keys).collect()
-            kinds = [row[0] for row in changes]
-            counts = (kinds.count(DELETED), kinds.count(UPDATED), kinds.count(INSERTED))
-            if not changes:
-                return (0, 0, 0), None
-            predicate = key_predicate(key_columns, [tuple(row[1:]) for row in changes])
-            written = classified.where(f"{CHANGE} IN ('{INSERTED}', '{UPDATED}')")
-            rows = written.select(*map(quote_spark, target.columns))
-            with self.delta.commit_settings(metadata, txn, REPLACE_CONF):
-                rows.write.format("delta").mode("overwrite").option("replaceWhere", predicate).save(location)
-                return counts, self.delta.session_commit_version()
-
         try:
-            source.createOrReplaceTempView(names[0])
-            try:
-                (deleted, updated, inserted), version = until_committed(attempt)
-            finally:
-                for name in names:
-                    self.spark.catalog.dropTempView(name)
-            if not (deleted or updated or inserted):
+            # key -> the new row's hash (None: the key has no row now); at most REPLACE_MAX_KEYS
+            new = {tuple(r[:-2]): (r[-1] if r[-2] is not None else None)
+                   for r in source.select(*map(quote_spark, [*staged_keys, PRESENT, ROW_HASH_COLUMN])).collect()}
+            searched = key_predicate(key_columns, list(new))
+
+            def attempt() -> tuple[Changes, int | None]:
+                target = self.spark.read.format("delta").load(location)
+                # One scan of the key columns and row hash, files outside the keys' range skipped.
+                stored = {tuple(r[:-1]): r[-1] for r in
+                          target.where(searched).select(*map(quote_spark, [*key_columns, ROW_HASH_COLUMN])).collect()}
+                changes = classify(new, stored)
+                if not changes.keys:
+                    return changes, None
+                rows = source.where(f"{quote_spark(PRESENT)} IS NOT NULL")
+                if changes.unchanged:
+                    rows = rows.where(f"NOT coalesce({key_predicate(staged_keys, changes.unchanged)}, false)")
+                predicate = key_predicate(key_columns, changes.keys)
+                with self.delta.commit_settings(metadata, txn, REPLACE_CONF):
+                    rows.select(*map(quote_spark, target.columns)).write.format("delta").mode("overwrite") \
+                        .option("replaceWhere", predicate).save(location)
+                    return changes, self.delta.session_commit_version()
+
+            changes, version = until_committed(attempt)
+            if not changes.keys:
                 return WriteCounts(keys_read=staged.rows)
             if version is None:  # its transaction was applied before, or the session was not told
                 version = int_or_none((self.history.own_commit(location, metadata) or {}).get("version"))
@@ -138,23 +131,38 @@ class Replacer:
             raise
         except Exception as exc:
             raise self.delta.fail(f"replacing the changed keys in {location} failed", exc) from None
-        return WriteCounts(staged.rows, inserted, updated, deleted, version)
+        return WriteCounts(staged.rows, changes.inserted, changes.updated, changes.deleted, version)
 
 
-def _classify(key_columns: Sequence[str], staged_view: str, target_view: str, bounds: str | None) -> str:
-    """Spark SQL: every staged row with :data:`CHANGE`, what the write does to its key (NULL:
-    nothing). The table's rows of the staged keys are found by a broadcast join that reads their
-    key columns and row hash only (and skips the files outside the first key's range)."""
-    s = lambda c: f"s.{quote_spark(c)}"  # noqa: E731
-    t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
-    m = lambda c: f"m.{quote_spark(c)}"  # noqa: E731
-    on = lambda o: " AND ".join(f"{o(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}"  # noqa: E731
-                                for i, k in enumerate(key_columns))
-    stored, present = f"{m(ROW_HASH_COLUMN)} IS NOT NULL", f"{s(PRESENT)} IS NOT NULL"  # every stored row has a hash
-    change = (f"CASE WHEN {stored} AND NOT {present} THEN '{DELETED}' "
-              f"WHEN NOT {stored} AND {present} THEN '{INSERTED}' "
-              f"WHEN {stored} AND NOT ({m(ROW_HASH_COLUMN)} <=> {s(ROW_HASH_COLUMN)}) THEN '{UPDATED}' END")
-    matched = (f"SELECT /*+ BROADCAST(s) */ {', '.join(map(t, [*key_columns, ROW_HASH_COLUMN]))} "
-               f"FROM {target_view} t JOIN {staged_view} s ON {on(t)}" + (f" WHERE {bounds}" if bounds else ""))
-    return (f"SELECT /*+ BROADCAST(m) */ s.*, {change} AS {CHANGE} "
-            f"FROM {staged_view} s LEFT JOIN ({matched}) m ON {on(m)}")
+@dataclass(frozen=True)
+class Changes:
+    """What the write does, key by key: the keys it replaces (``keys``: inserted, updated, deleted)
+    and the keys whose new row equals the stored one (``unchanged``: not written)."""
+
+    keys: list[tuple]
+    unchanged: list[tuple]
+    inserted: int
+    updated: int
+    deleted: int
+
+
+def classify(new: dict[tuple, int | None], stored: dict[tuple, int]) -> Changes:
+    """The staged keys (``new``: key -> the new row's hash, None if the key has no row now)
+    against the table's (``stored``: key -> row hash), as a MERGE on the key would apply them."""
+    keys, unchanged = [], []
+    inserted = updated = deleted = 0
+    for key, hash_ in new.items():
+        old = stored.get(key)
+        if key not in stored:
+            if hash_ is None:
+                continue  # no row before or after
+            inserted += 1
+        elif hash_ is None:
+            deleted += 1
+        elif old == hash_:
+            unchanged.append(key)
+            continue
+        else:
+            updated += 1
+        keys.append(key)
+    return Changes(keys, unchanged, inserted, updated, deleted)
