@@ -145,6 +145,7 @@ def main() -> None:
     parser.add_argument("--fraction", type=float, default=0.001, help="orders changed by RF1 and by RF2 per round")
     parser.add_argument("--rounds", type=int, default=2, help="counted rounds (one more warms the engine)")
     parser.add_argument("--views", default="line_revenue,segment_month")
+    parser.add_argument("--deletion-vectors", action="store_true", help="the views' tables with deletion vectors")
     args = parser.parse_args()
     views = [v for v in VIEWS if v["name"] in args.views.split(",")]
     with (TempPostgres(settings={"shared_buffers": "2GB", "work_mem": "256MB", "max_wal_size": "8GB"}) as pg,
@@ -158,7 +159,8 @@ def main() -> None:
         # No spark.master: every command finds the running engine by itself.
         config.write_text(yaml.safe_dump({
             "source": {"dsn": pg.dsn()}, "warehouse": str(tmp_path / "wh"), "spark": SPARK,
-            "logs": [{"table": t} for t in ("customer", "orders", "lineitem")], "views": views}, sort_keys=False))
+            "logs": [{"table": t} for t in ("customer", "orders", "lineitem")], "views": views,
+            "delta": {"deletion_vectors": args.deletion_vectors}}, sort_keys=False))
         os.environ[engine.ENGINE_DIR_ENV] = str(tmp_path / "engine")
         os.environ.pop("SPARK_REMOTE", None)
         engine.start(SparkConfig(**ENGINE_SPARK), port=free_port())

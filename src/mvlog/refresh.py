@@ -244,8 +244,7 @@ class Refresher:
             needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)
         plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
                             row_hash)
-        plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows,
-                                        self.config.deletion_vectors(view))
+        plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows)
         return PlannedView(view, state, plan, after_failure)
 
     def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float,

@@ -359,9 +359,10 @@ class Warehouse:
         table's bytes per row; 1 MB to 1 GB), ordered by ``cluster_column`` (ZORDER BY on one
         column is a sort) so that each file again holds one key range, as after a complete
         refresh — the small files and deletion vectors fast refreshes leave are folded in.
-        Without a column, plain compaction. ``vacuum``: then delete files no version inside the
-        table's retention period (Delta's default: 7 days) still needs.
-        Returns (files removed, files added)."""
+        Without a column, plain compaction. On a table with deletion vectors, then Delta's
+        ``REORG … APPLY (PURGE)``: every file that still has one is rewritten without it (a
+        file OPTIMIZE left alone). ``vacuum``: then delete files no version inside the table's
+        retention period (Delta's default: 7 days) still needs. Returns (files removed, files added)."""
         table = delta_table(location)
         statement = f"OPTIMIZE {table}" + (f" ZORDER BY ({quote_spark(cluster_column)})" if cluster_column else "")
         try:
@@ -373,6 +374,13 @@ class Warehouse:
             with self.delta.commit_settings({"view": view, "operation": "optimize"}, None,
                                        {OPTIMIZE_MAX_FILE_SIZE: str(file_bytes)}):
                 metrics = self.spark.sql(statement).collect()[0]["metrics"]
+            removed, added = int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
+            if (detail.get("properties") or {}).get(features.DELETION_VECTORS) == "true":
+                with self.delta.commit_settings({"view": view, "operation": "purge"}):
+                    purged = self.spark.sql(f"REORG TABLE {table} APPLY (PURGE)").collect()
+                purge = purged[0]["metrics"] if purged and "metrics" in purged[0].asDict() else None
+                if purge:
+                    removed, added = removed + int(purge["numFilesRemoved"]), added + int(purge["numFilesAdded"])
             if vacuum:
                 with self.delta.commit_settings({"view": view, "operation": "vacuum"}):
                     self.spark.sql(f"VACUUM {table}").collect()
@@ -380,7 +388,7 @@ class Warehouse:
             raise
         except Exception as exc:
             raise self.delta.fail(f"optimizing {location} failed", exc) from None
-        return int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
+        return removed, added
 
     def row_count(self, location: str) -> int:
         try:
