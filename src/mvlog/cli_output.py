@@ -123,6 +123,10 @@ def print_explain(result: Explanation) -> None:
     out.print("Delta table features: " + ("; ".join(result.table_features) if result.table_features else
                                           "none that a reader may lack (Spark, deltalake, polars and DuckDB read it)"),
               markup=False)
+    if result.next_refresh:
+        nxt = result.next_refresh
+        write = f", write: {nxt['write']}" if nxt["write"] else ""
+        out.print(f"next refresh: {nxt['method']} ({nxt['reason']}){write}", markup=False)
 
 
 def print_history(rows: list[dict], redact: Callable[[str], str]) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mvlog.apply import Registrar, Registration
 from mvlog.config import Config, ViewConfig, load_config
-from mvlog.errors import ConfigError, RefreshError, UsageError, WarehouseError
+from mvlog.errors import ConfigError, MvlogError, RefreshError, UsageError, WarehouseError
 from mvlog.maintenance import Maintenance
 from mvlog.model import LogInfo, Occupant
 from mvlog.ops.freshness import Freshness
@@ -347,8 +347,16 @@ class Project:
         return version, stamp
 
     def explain(self, name: str) -> Explanation:
-        """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW)."""
-        return self.registrar.explain(self._select_views([name])[0])
+        """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW), and what its
+        next refresh would do now (:meth:`plan`'s method, reason and write)."""
+        view = self._select_views([name])[0]
+        result = self.registrar.explain(view)
+        try:
+            plan = self.refresher.preview(view, False)
+        except MvlogError:  # not registered yet (explain runs before apply), or not plannable now
+            return result
+        result.next_refresh = {key: plan.to_json()[key] for key in ("method", "reason", "write")}
+        return result
 
     # -- maintenance -------------------------------------------------------------------------------
 

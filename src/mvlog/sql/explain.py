@@ -30,6 +30,9 @@ class Explanation:
     dependents: list[str] = field(default_factory=list)  # the project's views that read it directly
     # The Delta table features the view's table has, each with why ("column mapping: column 'a b'").
     table_features: list[str] = field(default_factory=list)
+    # What the next refresh would do now, as `mvlog plan` says it (method, reason, write); None if
+    # the view is not registered yet. A `force` view's reason holds both methods' predictions.
+    next_refresh: dict | None = None
 
     def to_json(self) -> dict:
         data = asdict(self)
