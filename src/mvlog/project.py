@@ -132,6 +132,13 @@ class Project:
                 release_session(spark)
             source.close()
 
+    def warm(self, names: list[str]) -> None:
+        """Build the Delta state of the views' newest versions now, between refreshes: a long-running
+        process (``mvlog schedule``) calls it after a refresh committed, so that the next refresh of
+        these views finds the state of its table's version built (BENCHMARKS.md session 32)."""
+        for name in names:
+            self.warehouse.warm(self.config.view_location(name))
+
     def reachable(self) -> None:
         """A round trip to PostgreSQL on the project's connection (opened again if the server closed
         it); its SourceError, transient while the server is away, if there is none. Once it answers,

@@ -38,6 +38,14 @@ class RefreshResult:
     skipped: bool = False  # another process was refreshing the view: not a failure (reason says who)
     detail: str | None = None  # a failure's traceback, with the error it reports (``mvlog --debug``)
 
+    @property
+    def wrote(self) -> bool:
+        """Whether the refresh committed to its Delta table (a new version whose state a reader
+        builds first)."""
+        changed = self.rows_inserted or self.rows_updated or self.rows_deleted
+        return (not self.error and not self.skipped
+                and (self.method is RefreshMethod.COMPLETE or (self.method is RefreshMethod.FAST and bool(changed))))
+
     @classmethod
     def failed(cls, view: str, exc: MvlogError, started: float, plan: RefreshPlan | None = None,
                snaptime: datetime | None = None) -> RefreshResult:

@@ -319,6 +319,8 @@ class Scheduler:
                 self.log(result_line(result))
                 if self.metrics is not None:
                     self.metrics.observe(result)
+            # Now, while nothing waits: else the next refresh of each view builds it first.
+            self.project.warm([r.view for r in results if r.wrote])
             seconds = {r.view: r.seconds for r in results if not r.error and not r.skipped}
             for unit in pending:
                 took = [seconds[v] for v in self._views(unit) if v in seconds]

@@ -115,6 +115,41 @@ def test_schedule_units():
         units_of(parse_config(base + "  - {name: d, query: 'SELECT 1'}\n"))
 
 
+def test_the_scheduler_warms_the_tables_its_refreshes_wrote():
+    """After a refresh, the views whose refresh committed have their new Delta version's state built
+    (``Project.warm``): not those that found nothing, failed or wrote no row."""
+    from mvlog.model import RefreshMethod
+    from mvlog.refresh_result import RefreshResult
+    from mvlog.schedule import Scheduler
+
+    base = "source: {dsn: 'host=h'}\nwarehouse: w\nviews:\n"
+    config = parse_config(base + "".join(f"  - {{name: {v}, query: 'SELECT 1', schedule: '* * * * *'}}\n"
+                                         for v in "abcde"))
+    results = [RefreshResult("a", RefreshMethod.FAST, "", None, 3, rows_updated=2),
+               RefreshResult("b", RefreshMethod.COMPLETE, "", None, rows_inserted=0),
+               RefreshResult("c", RefreshMethod.FAST, "", None, 1),  # its one key's row unchanged
+               RefreshResult("d", "fresh", "", None),
+               RefreshResult("e", RefreshMethod.FAST, "", None, 2, rows_inserted=1, error="boom")]
+
+    class Stub:
+        def __init__(self):
+            self.config, self.warmed = config, []
+
+        def refresh(self, names):
+            return [r for r in results if r.view in names]
+
+        def warm(self, names):
+            self.warmed.append(names)
+
+        def reachable(self):
+            pass
+
+    project = Stub()
+    scheduler = Scheduler(project, lambda line: None)  # type: ignore[arg-type]
+    scheduler.refresh(scheduler.units)
+    assert project.warmed == [["a", "b"]]
+
+
 def test_freshness_units():
     """A group keeps its strictest target; a unit waits while its lag, plus what its last refresh
     took, plus the time to its next look, stays under the target; nothing pending never fires."""

@@ -144,6 +144,15 @@ class Warehouse:
                       if not k.startswith(("delta.feature.", "delta.minReaderVersion", "delta.minWriterVersion"))}
         return {"properties": properties, "tableFeatures": features}
 
+    def warm(self, location: str) -> None:
+        """Have Delta build the state of the table's newest version (its file list, which every
+        read and write of the version needs first) and keep it cached in this session's JVM. An
+        optimization only: a failure is left to the next refresh to meet."""
+        try:
+            self.spark.read.format("delta").load(location).inputFiles()
+        except Exception:  # noqa: BLE001 - the next read of the table reports what is wrong
+            pass
+
     def exists(self, location: str) -> bool:
         return self._detail(location) is not None
 
