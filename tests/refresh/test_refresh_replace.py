@@ -26,7 +26,8 @@ VIEWS = [
      "query": "SELECT c.id AS customer_id, c.name, o.id AS order_id FROM customers c "
               "LEFT JOIN orders o ON o.customer_id = c.id"},
     {"name": "by_status", **DV,  # aggregate: a text key with a NULL group
-     "query": "SELECT status, count(*) AS n, sum(amount) AS total, max(amount) AS hi FROM orders GROUP BY status"},
+     "query": "SELECT status, count(*) AS n, sum(amount) AS total, max(amount) AS hi, "
+              "count(DISTINCT customer_id) AS customers FROM orders GROUP BY status"},
     {"name": "by_amount", **DV,  # aggregate: a numeric key with a NULL group, HAVING
      "query": "SELECT amount, count(*) AS n FROM orders GROUP BY amount HAVING count(*) < 3"},
     {"name": "retail_orders", **DV,  # subquery

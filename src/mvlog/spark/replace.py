@@ -119,8 +119,12 @@ class Replacer:
                 if changes.unchanged:
                     rows = rows.where(f"NOT coalesce({key_predicate(staged_keys, changes.unchanged)}, false)")
                 predicate = key_predicate(key_columns, changes.keys)
+                # The table's types, as a MERGE's assignments cast them (a read's count may be an int
+                # where the complete refresh wrote a bigint): a write would try to merge the two.
+                typed = [f"CAST({quote_spark(f.name)} AS {f.dataType.simpleString()}) AS {quote_spark(f.name)}"
+                         for f in target.schema.fields]
                 with self.delta.commit_settings(metadata, txn, REPLACE_CONF):
-                    rows.select(*map(quote_spark, target.columns)).write.format("delta").mode("overwrite") \
+                    rows.selectExpr(*typed).write.format("delta").mode("overwrite") \
                         .option("replaceWhere", predicate).save(location)
                     return changes, self.delta.session_commit_version()
 
