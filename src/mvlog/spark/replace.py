@@ -99,9 +99,16 @@ class Replacer:
         if staged.rows == 0:
             return WriteCounts()
         value_columns = [c for c in staged.df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
-        source = staged.df.selectExpr("*", f"{row_hash_sql(value_columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
         staged_keys = [CHANGED_KEY_PREFIX + str(i) for i in range(len(key_columns))]
         try:
+            # The new rows in the table's types, as a MERGE's assignments cast them (a count read by
+            # state may come as another integer type than the complete refresh wrote): the row hash
+            # is then the one the table stores for the same values, and Delta need not merge types.
+            types = {f.name: f.dataType.simpleString() for f in self.spark.read.format("delta").load(location).schema}
+            typed = [f"CAST({quote_spark(c)} AS {types[c]}) AS {quote_spark(c)}" if c in types else quote_spark(c)
+                     for c in value_columns]
+            source = staged.df.selectExpr(*map(quote_spark, [*staged_keys, PRESENT]), *typed) \
+                .selectExpr("*", f"{row_hash_sql(value_columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
             # key -> the new row's hash (None: the key has no row now); at most REPLACE_MAX_KEYS
             new = {tuple(r[:-2]): (r[-1] if r[-2] is not None else None)
                    for r in source.select(*map(quote_spark, [*staged_keys, PRESENT, ROW_HASH_COLUMN])).collect()}
@@ -119,12 +126,8 @@ class Replacer:
                 if changes.unchanged:
                     rows = rows.where(f"NOT coalesce({key_predicate(staged_keys, changes.unchanged)}, false)")
                 predicate = key_predicate(key_columns, changes.keys)
-                # The table's types, as a MERGE's assignments cast them (a read's count may be an int
-                # where the complete refresh wrote a bigint): a write would try to merge the two.
-                typed = [f"CAST({quote_spark(f.name)} AS {f.dataType.simpleString()}) AS {quote_spark(f.name)}"
-                         for f in target.schema.fields]
                 with self.delta.commit_settings(metadata, txn, REPLACE_CONF):
-                    rows.selectExpr(*typed).write.format("delta").mode("overwrite") \
+                    rows.select(*map(quote_spark, target.columns)).write.format("delta").mode("overwrite") \
                         .option("replaceWhere", predicate).save(location)
                     return changes, self.delta.session_commit_version()
 
