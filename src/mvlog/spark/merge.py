@@ -17,7 +17,7 @@ from mvlog.spark.sparksql import delta_table, error_class, quote_spark, row_hash
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 # Adaptive execution runs each of a MERGE's stages as a job of its own: off for the MERGE, it ran
@@ -106,6 +106,10 @@ class Merger:
         # target table (measured: about a third of a small MERGE's time).
         value_columns = [c for c in df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
         compared = value_columns
+        try:
+            df = in_table_types(df, self.spark.read.format("delta").load(location).schema, value_columns)
+        except Exception as exc:
+            raise self.delta.fail(f"reading {location} failed", exc) from None
         if row_hash:
             df = df.selectExpr("*", f"{row_hash_sql(value_columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
             compared = [ROW_HASH_COLUMN] if trust_row_hash else [*value_columns, ROW_HASH_COLUMN]
@@ -219,6 +223,17 @@ class Merger:
             return bool(self.spark.read.format("delta").load(location).where(condition).limit(1).count())
         except Exception as exc:
             raise self.delta.fail(f"reading {location} failed", exc) from None
+
+
+def in_table_types(df: DataFrame, schema: StructType, value_columns: list[str]) -> DataFrame:
+    """``df`` with its ``value_columns`` cast to the table's types (``schema``), as a MERGE's
+    assignments would cast them: a count read by state may come as another integer type than
+    the complete refresh wrote, and the row hash of equal values must be the stored one."""
+    types = {f.name: f.dataType.simpleString() for f in schema.fields}
+    keep = [quote_spark(c) for c in df.columns if c not in value_columns]
+    typed = [f"CAST({quote_spark(c)} AS {types[c]}) AS {quote_spark(c)}" if c in types else quote_spark(c)
+             for c in value_columns]
+    return df.selectExpr(*keep, *typed)
 
 
 def _null_key_delete(columns: list[str]) -> str:

@@ -31,7 +31,7 @@ from mvlog.errors import SourceError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
 from mvlog.spark.commits import DeltaSession, int_or_none
 from mvlog.spark.history import DeltaHistory
-from mvlog.spark.merge import Staged, WriteCounts, until_committed
+from mvlog.spark.merge import Staged, WriteCounts, in_table_types, until_committed
 from mvlog.spark.sparksql import quote_spark, row_hash_sql, spark_literal
 
 if TYPE_CHECKING:
@@ -104,10 +104,8 @@ class Replacer:
             # The new rows in the table's types, as a MERGE's assignments cast them (a count read by
             # state may come as another integer type than the complete refresh wrote): the row hash
             # is then the one the table stores for the same values, and Delta need not merge types.
-            types = {f.name: f.dataType.simpleString() for f in self.spark.read.format("delta").load(location).schema}
-            typed = [f"CAST({quote_spark(c)} AS {types[c]}) AS {quote_spark(c)}" if c in types else quote_spark(c)
-                     for c in value_columns]
-            source = staged.df.selectExpr(*map(quote_spark, [*staged_keys, PRESENT]), *typed) \
+            schema = self.spark.read.format("delta").load(location).schema
+            source = in_table_types(staged.df, schema, value_columns) \
                 .selectExpr("*", f"{row_hash_sql(value_columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
             # key -> the new row's hash (None: the key has no row now); at most REPLACE_MAX_KEYS
             new = {tuple(r[:-2]): (r[-1] if r[-2] is not None else None)
