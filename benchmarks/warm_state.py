@@ -45,7 +45,7 @@ def main() -> None:
         dsn = pg.dsn()
         with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
             cur.execute("CREATE TABLE t (id int PRIMARY KEY, g int NOT NULL, a int, b numeric(12,2))")
-            cur.execute("INSERT INTO t SELECT n, n % 100, (n * 7) % 1000, (n % 997) * 1.25 "
+            cur.execute("INSERT INTO t SELECT n, n %% 100, (n * 7) %% 1000, (n %% 997) * 1.25 "
                         "FROM generate_series(1, %s) n", (args.rows,))
         config = Path(tmp) / "mvlog.yaml"
         delta = {} if args.rewrite_max_rows is None else {"delta": {"rewrite_max_rows": args.rewrite_max_rows}}
