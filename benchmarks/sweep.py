@@ -40,7 +40,9 @@ SPARK = {"master": "local[2]", "conf": {"spark.driver.memory": "8g", "spark.sql.
 
 
 def load(dsn: str, sizes: list[int]) -> None:
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True  # VACUUM
+    with conn, conn.cursor() as cur:
         for size in sizes:
             cur.execute(f"CREATE TABLE accounts_{size} (aid int PRIMARY KEY, bid int NOT NULL, abalance int NOT NULL, "
                         "filler char(84))")

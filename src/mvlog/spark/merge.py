@@ -13,7 +13,7 @@ from mvlog.errors import SourceError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
 from mvlog.spark.commits import DeltaSession, int_or_none
 from mvlog.spark.history import DeltaHistory
-from mvlog.spark.sparksql import delta_table, error_class, quote_spark, row_hash_sql, spark_literal
+from mvlog.spark.sparksql import delta_table, error_class, quote_spark, row_hash_sql, spark_literal, types_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -229,7 +229,7 @@ def in_table_types(df: DataFrame, schema: StructType, value_columns: list[str]) 
     """``df`` with its ``value_columns`` cast to the table's types (``schema``), as a MERGE's
     assignments would cast them: a count read by state may come as another integer type than
     the complete refresh wrote, and the row hash of equal values must be the stored one."""
-    types = {f.name: f.dataType.simpleString() for f in schema.fields}
+    types = types_of(schema)
     keep = [quote_spark(c) for c in df.columns if c not in value_columns]
     typed = [f"CAST({quote_spark(c)} AS {types[c]}) AS {quote_spark(c)}" if c in types else quote_spark(c)
              for c in value_columns]

@@ -32,7 +32,7 @@ from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
 from mvlog.spark.commits import DeltaSession, int_or_none
 from mvlog.spark.history import DeltaHistory
 from mvlog.spark.merge import Staged, WriteCounts, in_table_types, until_committed
-from mvlog.spark.sparksql import quote_spark, row_hash_sql, spark_literal
+from mvlog.spark.sparksql import quote_spark, row_hash_sql, spark_literal, types_of
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -61,10 +61,12 @@ def _inexact_key(schema: StructType) -> str | None:
     return None
 
 
-def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple]) -> str:
+def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple], types: Sequence[str] = ()) -> str:
     """Spark SQL true for exactly the rows whose key columns equal one of ``keys`` (NULL equal to
     NULL, as the MERGE's ``<=>``), ANDed with the first column's range so that Delta skips the
-    files outside it by their statistics."""
+    files outside it by their statistics. ``types``: the key columns' Spark types; a key of
+    several columns is compared as a tuple, whose literals must have the columns' types exactly
+    (Spark does not widen the fields of a tuple: ``1`` is no ``bigint``)."""
     columns = [quote_spark(c) for c in key_columns]
     whole = [k for k in keys if None not in k]
     parts = []
@@ -72,7 +74,8 @@ def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple]) -> str:
         if len(columns) == 1:
             parts.append(f"{columns[0]} IN ({', '.join(spark_literal(k[0]) for k in whole)})")
         else:
-            tuples = ", ".join("(" + ", ".join(map(spark_literal, k)) + ")" for k in whole)
+            typed = list(types) or [""] * len(columns)
+            tuples = ", ".join("(" + ", ".join(map(typed_literal, k, typed)) + ")" for k in whole)
             parts.append(f"({', '.join(columns)}) IN ({tuples})")
     for key in (k for k in keys if None in k):
         parts.append("(" + " AND ".join(f"{c} IS NULL" if v is None else f"{c} = {spark_literal(v)}"
@@ -82,6 +85,20 @@ def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple]) -> str:
     if len(firsts) < len(keys):
         bounds.append(f"{columns[0]} IS NULL")
     return f"({' OR '.join(bounds)}) AND ({' OR '.join(parts)})"
+
+
+INTEGER_SUFFIXES = {"bigint": "L", "smallint": "S", "tinyint": "Y"}
+
+
+def typed_literal(value: object, type_name: str) -> str:
+    """``value`` as a Spark SQL literal of the type ``type_name`` (a Spark simple string; empty:
+    the literal's own type)."""
+    literal = spark_literal(value)
+    if type_name in INTEGER_SUFFIXES:
+        return literal + INTEGER_SUFFIXES[type_name]
+    if type_name.startswith("decimal"):
+        return f"CAST({literal} AS {type_name})"
+    return literal
 
 
 class Replacer:
@@ -110,7 +127,8 @@ class Replacer:
             # key -> the new row's hash (None: the key has no row now); at most REPLACE_MAX_KEYS
             new = {tuple(r[:-2]): (r[-1] if r[-2] is not None else None)
                    for r in source.select(*map(quote_spark, [*staged_keys, PRESENT, ROW_HASH_COLUMN])).collect()}
-            searched = key_predicate(key_columns, list(new))
+            key_types = [types_of(schema)[k] for k in key_columns]
+            searched = key_predicate(key_columns, list(new), key_types)
 
             def attempt() -> tuple[Changes, int | None]:
                 target = self.spark.read.format("delta").load(location)
@@ -122,8 +140,10 @@ class Replacer:
                     return changes, None
                 rows = source.where(f"{quote_spark(PRESENT)} IS NOT NULL")
                 if changes.unchanged:
-                    rows = rows.where(f"NOT coalesce({key_predicate(staged_keys, changes.unchanged)}, false)")
-                predicate = key_predicate(key_columns, changes.keys)
+                    staged_types = [types_of(source.schema)[k] for k in staged_keys]
+                    unchanged = key_predicate(staged_keys, changes.unchanged, staged_types)
+                    rows = rows.where(f"NOT coalesce({unchanged}, false)")
+                predicate = key_predicate(key_columns, changes.keys, key_types)
                 with self.delta.commit_settings(metadata, txn, REPLACE_CONF):
                     rows.select(*map(quote_spark, target.columns)).write.format("delta").mode("overwrite") \
                         .option("replaceWhere", predicate).save(location)

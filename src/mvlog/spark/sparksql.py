@@ -32,6 +32,11 @@ def row_hash_sql(columns: list[str]) -> str:
     return f"xxhash64({', '.join([*nulls, *map(quote_spark, names)]) or 'true'})"
 
 
+def types_of(schema: Any) -> dict[str, str]:
+    """Each column of a Spark schema (a StructType) and its type, as Spark SQL spells it."""
+    return {f.name: f.dataType.simpleString() for f in schema.fields}
+
+
 def delta_table(location: str) -> str:
     """The Delta table at ``location`` as Spark SQL names it: delta.`<path>`."""
     return f"delta.{quote_spark(location)}"
