@@ -39,6 +39,11 @@ if TYPE_CHECKING:
 
 # Above this many staged keys the predicate's literals are a large plan; a MERGE's join scales.
 REPLACE_MAX_KEYS = 100_000
+# A key of several columns is a tuple IN list, which Spark evaluates far slower than one column's
+# hash set: TPC-H SF1's lineitem view, 38,624 keys, wrote in 25.2 s against ~15 s by MERGE (with
+# deletion vectors); 1M rows, 20,000 keys: a lookup of 3.5 s against 1.3 s on one column, 5,000
+# keys 1.7 s against 0.7 s (BENCHMARKS.md session 32).
+REPLACE_MAX_TUPLE_KEYS = 5_000
 # Types whose values come back to Python and go into Spark SQL as literals unchanged.
 EXACT_KEY_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
 # Delta checks each written row against replaceWhere's predicate, an IN list it evaluates row by
@@ -49,8 +54,10 @@ REPLACE_CONF = {"spark.databricks.delta.replaceWhere.constraintCheck.enabled": "
 
 def unreplaceable(staged: Staged) -> str | None:
     """Why the staged rows cannot be written by :meth:`Replacer.replace`, or None."""
-    if staged.rows > REPLACE_MAX_KEYS:
-        return f"{staged.rows} changed keys (more than {REPLACE_MAX_KEYS})"
+    several = sum(1 for c in staged.df.columns if c.startswith(CHANGED_KEY_PREFIX)) > 1
+    limit = REPLACE_MAX_TUPLE_KEYS if several else REPLACE_MAX_KEYS
+    if staged.rows > limit:
+        return f"{staged.rows} changed keys (more than {limit}{' of several columns' if several else ''})"
     return _inexact_key(staged.df.schema)
 
 
