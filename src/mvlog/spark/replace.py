@@ -40,9 +40,9 @@ if TYPE_CHECKING:
 # Above this many staged keys the predicate's literals are a large plan; a MERGE's join scales.
 REPLACE_MAX_KEYS = 100_000
 # A key of several columns is a tuple IN list, which Spark evaluates far slower than one column's
-# hash set: TPC-H SF1's lineitem view, 38,624 keys, wrote in 25.2 s (a MERGE of 37k keys: 11.2 s, session 14;
-# both with deletion vectors); 1M rows, 20,000 keys: a lookup of 3.5 s against 1.3 s on one column, 5,000
-# keys 1.7 s against 0.7 s (BENCHMARKS.md session 32).
+# hash set: TPC-H SF1's lineitem view, 38,624 keys, wrote in 25.2 s (a MERGE of 37k keys: 11.2 s,
+# session 14; both with deletion vectors); 1M rows, 20,000 keys: a lookup of 3.5 s against 1.3 s
+# on one column, 5,000 keys 1.7 s against 0.7 s (BENCHMARKS.md session 32).
 REPLACE_MAX_TUPLE_KEYS = 5_000
 # Types whose values come back to Python and go into Spark SQL as literals unchanged.
 EXACT_KEY_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
