@@ -21,6 +21,7 @@ row per point of the last pass, with force's seconds over the cheaper method's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import random
@@ -41,8 +42,8 @@ SPARK = {"master": "local[2]", "conf": {"spark.driver.memory": "8g", "spark.sql.
 
 def load(dsn: str, sizes: list[int]) -> None:
     conn = psycopg2.connect(dsn)
-    conn.autocommit = True  # VACUUM
-    with conn, conn.cursor() as cur:
+    conn.autocommit = True  # VACUUM; psycopg2's "with conn" would open a transaction
+    with contextlib.closing(conn), conn.cursor() as cur:
         for size in sizes:
             cur.execute(f"CREATE TABLE accounts_{size} (aid int PRIMARY KEY, bid int NOT NULL, abalance int NOT NULL, "
                         "filler char(84))")
