@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from mvlog.errors import WarehouseError
-from mvlog.spark.commits import DeltaSession, mvlog_metadata
+from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata
 from mvlog.spark.sparksql import delta_table
 
 if TYPE_CHECKING:
@@ -37,6 +37,10 @@ class DeltaHistory:
                 if mvlog_metadata(row["userMetadata"]) == expected:
                     return row.asDict()
         return None  # buried under later commits: the write stands, its version is not known
+
+    def own_version(self, location: str, metadata: dict) -> int | None:
+        """The version of :meth:`own_commit`; None if it is not known."""
+        return int_or_none((self.own_commit(location, metadata) or {}).get("version"))
 
 
     def history(self, location: str, limit: int | None = None) -> DataFrame:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mvlog.errors import SourceError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
-from mvlog.spark.commits import DeltaSession, int_or_none
+from mvlog.spark.commits import DeltaSession
 from mvlog.spark.history import DeltaHistory
 from mvlog.spark.sparksql import delta_table, error_class, quote_spark, row_hash_sql, spark_literal, types_of
 
@@ -152,7 +152,7 @@ class Merger:
         # telling this session: the commit is looked up in the history.
         if not rows or (version is None and int(rows[0]["num_affected_rows"])):
             try:
-                version = int_or_none((self.history.own_commit(location, metadata) or {}).get("version"))
+                version = self.history.own_version(location, metadata)
             except Exception as exc:
                 raise self.delta.fail(f"reading the history of {location} failed", exc) from None
         if not rows:
@@ -210,7 +210,7 @@ class Merger:
             if not (deleted or updated or inserted):
                 return WriteCounts(keys_read=staged.rows)
             if version is None:  # its transaction was applied before, or the session was not told
-                version = int_or_none((self.history.own_commit(location, metadata) or {}).get("version"))
+                version = self.history.own_version(location, metadata)
         except (SourceError, WarehouseError):
             raise
         except Exception as exc:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from mvlog.errors import SourceError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
-from mvlog.spark.commits import DeltaSession, int_or_none
+from mvlog.spark.commits import DeltaSession
 from mvlog.spark.history import DeltaHistory
 from mvlog.spark.merge import Staged, WriteCounts, in_table_types, until_committed
 from mvlog.spark.sparksql import quote_spark, row_hash_sql, spark_literal, types_of
@@ -160,7 +160,7 @@ class Replacer:
             if not changes.keys:
                 return WriteCounts(keys_read=staged.rows)
             if version is None:  # its transaction was applied before, or the session was not told
-                version = int_or_none((self.history.own_commit(location, metadata) or {}).get("version"))
+                version = self.history.own_version(location, metadata)
         except (SourceError, WarehouseError):
             raise
         except Exception as exc:
