@@ -323,7 +323,10 @@ class Refresher:
             with phases("write"):
                 checkpoint("after_read")
                 arm("during_merge")
-                write = planner.write_for(plan.write, self.warehouse.unreplaceable(staged))
+                unreplaceable = self.warehouse.unreplaceable(staged) if plan.write is Write.REPLACE else None
+                write = planner.write_for(plan.write, unreplaceable)
+                if write is not plan.write:
+                    self.progress(f"{plan.view}: merged, not replaced by key ({unreplaceable})")
                 if write is Write.REWRITE:
                     return self.warehouse.rewrite(plan.location, staged, plan.key_columns, metadata, txn)
                 if write is Write.REPLACE:
