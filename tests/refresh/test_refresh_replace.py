@@ -96,13 +96,13 @@ def test_random_dml_then_key_only_writes_equal_postgres(built_shop, sequence):
 def test_key_predicates_name_exactly_the_keys():
     assert replace.key_predicate(["id"], [(3,), (1,)]) == "(`id` BETWEEN 1 AND 3) AND (`id` IN (3, 1))"
     both = replace.key_predicate(["a", "b"], [(1, "x"), (2, None), (None, None)])
-    assert both == ("(`a` BETWEEN 1 AND 2 OR `a` IS NULL) AND ((`a`, `b`) IN ((1, 'x')) OR (`a` = 2 AND `b` IS NULL) "
-                    "OR (`a` IS NULL AND `b` IS NULL))")
+    assert both == ("(`a` BETWEEN 1 AND 2 OR `a` IS NULL) AND ((`a` IN (1) AND (`a`, `b`) IN ((1, 'x'))) "
+                    "OR (`a` = 2 AND `b` IS NULL) OR (`a` IS NULL AND `b` IS NULL))")
 
 
 def test_typed_tuples_for_keys_of_several_columns():
     both = replace.key_predicate(["a", "b"], [(1, Decimal("2.5")), (3, None)], ["bigint", "decimal(6,1)"])
-    assert both == ("(`a` BETWEEN 1 AND 3) AND ((`a`, `b`) IN ((1L, CAST(2.5 AS decimal(6,1)))) "
+    assert both == ("(`a` BETWEEN 1 AND 3) AND ((`a` IN (1) AND (`a`, `b`) IN ((1L, CAST(2.5 AS decimal(6,1))))) "
                     "OR (`a` = 3 AND `b` IS NULL))")
 
 
