@@ -84,8 +84,8 @@ def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple], types: Sequ
             typed = list(types) or [""] * len(columns)
             tuples = ", ".join("(" + ", ".join(map(typed_literal, k, typed)) + ")" for k in whole)
             # The first column's hash set first: the tuple list is compared for its matches only.
-            firsts = ", ".join(spark_literal(v) for v in dict.fromkeys(k[0] for k in whole))
-            parts.append(f"({columns[0]} IN ({firsts}) AND ({', '.join(columns)}) IN ({tuples}))")
+            heads = ", ".join(spark_literal(v) for v in dict.fromkeys(k[0] for k in whole))
+            parts.append(f"({columns[0]} IN ({heads}) AND ({', '.join(columns)}) IN ({tuples}))")
     for key in (k for k in keys if None in k):
         parts.append("(" + " AND ".join(f"{c} IS NULL" if v is None else f"{c} = {spark_literal(v)}"
                                         for c, v in zip(columns, key, strict=True)) + ")")
