@@ -42,6 +42,16 @@ class DeltaSession:
         return WarehouseError(f"{what}: {message}")
 
     @contextlib.contextmanager
+    def failing(self, what: str) -> Iterator[None]:
+        """Spark's errors inside as mvlog's (:meth:`fail`, ``what`` failed); mvlog's own pass."""
+        try:
+            yield
+        except (SourceError, WarehouseError):
+            raise
+        except Exception as exc:
+            raise self.fail(what, exc) from None
+
+    @contextlib.contextmanager
     def commit_settings(self, metadata: dict, txn: tuple[str, int] | None = None,
                         conf: dict[str, str] | None = None) -> Iterator[None]:
         """Session settings for the next Delta commit: mvlog's metadata, the idempotent-write

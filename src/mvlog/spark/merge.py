@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mvlog.errors import SourceError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
 from mvlog.spark.commits import DeltaSession
 from mvlog.spark.history import DeltaHistory
@@ -120,7 +119,7 @@ class Merger:
         t = lambda c: f"t.{quote_spark(c)}"  # noqa: E731
         # Null-safe: an aggregate's group key may hold NULLs.
         on = [f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns)]
-        try:
+        with self.delta.failing(f"merging into {location} failed"):
             bounds = key_range(key_columns[0], df.schema[CHANGED_KEY_PREFIX + "0"].dataType, staged)
             if bounds is not None:  # a target-only predicate: Delta skips files outside the range
                 on.append(bounds)
@@ -144,10 +143,6 @@ class Merger:
                 rows, version = until_committed(attempt)
             finally:
                 self.spark.catalog.dropTempView(view)
-        except (SourceError, WarehouseError):
-            raise
-        except Exception as exc:
-            raise self.delta.fail(f"merging into {location} failed", exc) from None
         # Delta skipped the commit (this transaction was applied already), or committed without
         # telling this session: the commit is looked up in the history.
         if not rows or (version is None and int(rows[0]["num_affected_rows"])):
@@ -186,7 +181,7 @@ class Merger:
         staged_view, target_view = map(quote_spark, names)
         counts = (f"SELECT count_if({found} AND NOT {present}), count_if({found} AND {present} AND NOT ({hashes})), "
                   f"count_if(NOT {found} AND {present}) FROM {staged_view} s LEFT JOIN {target_view} t ON {on}")
-        try:
+        with self.delta.failing(f"rewriting {location} failed"):
             target = self.spark.read.format("delta").load(location)
             columns = ", ".join(map(quote_spark, target.columns))
             kept = f"SELECT t.* FROM {target_view} t LEFT ANTI JOIN {staged_view} s ON {on}"
@@ -211,10 +206,6 @@ class Merger:
                 return WriteCounts(keys_read=staged.rows)
             if version is None:  # its transaction was applied before, or the session was not told
                 version = self.history.own_version(location, metadata)
-        except (SourceError, WarehouseError):
-            raise
-        except Exception as exc:
-            raise self.delta.fail(f"rewriting {location} failed", exc) from None
         return WriteCounts(staged.rows, int(inserted), int(updated), int(deleted), version)
 
     def _has_null_key_row(self, location: str, key_columns: tuple[str, ...]) -> bool:

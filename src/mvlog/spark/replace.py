@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mvlog.errors import SourceError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
 from mvlog.spark.commits import DeltaSession
 from mvlog.spark.history import DeltaHistory
@@ -126,7 +125,7 @@ class Replacer:
             return WriteCounts()
         value_columns = [c for c in staged.df.columns if not c.startswith(CHANGED_KEY_PREFIX) and c != PRESENT]
         staged_keys = [CHANGED_KEY_PREFIX + str(i) for i in range(len(key_columns))]
-        try:
+        with self.delta.failing(f"replacing the changed keys in {location} failed"):
             # The new rows in the table's types, as a MERGE's assignments cast them (a count read by
             # state may come as another integer type than the complete refresh wrote): the row hash
             # is then the one the table stores for the same values, and Delta need not merge types.
@@ -136,7 +135,8 @@ class Replacer:
             # key -> the new row's hash (None: the key has no row now); at most REPLACE_MAX_KEYS
             new = {tuple(r[:-2]): (r[-1] if r[-2] is not None else None)
                    for r in source.select(*map(quote_spark, [*staged_keys, PRESENT, ROW_HASH_COLUMN])).collect()}
-            key_types = [types_of(schema)[k] for k in key_columns]
+            table_types, staged_types = types_of(schema), types_of(source.schema)
+            key_types = [table_types[k] for k in key_columns]
             searched = key_predicate(key_columns, list(new), key_types)
 
             def attempt() -> tuple[Changes, int | None]:
@@ -149,8 +149,7 @@ class Replacer:
                     return changes, None
                 rows = source.where(f"{quote_spark(PRESENT)} IS NOT NULL")
                 if changes.unchanged:
-                    staged_types = [types_of(source.schema)[k] for k in staged_keys]
-                    unchanged = key_predicate(staged_keys, changes.unchanged, staged_types)
+                    unchanged = key_predicate(staged_keys, changes.unchanged, [staged_types[k] for k in staged_keys])
                     rows = rows.where(f"NOT coalesce({unchanged}, false)")
                 predicate = key_predicate(key_columns, changes.keys, key_types)
                 with self.delta.commit_settings(metadata, txn, REPLACE_CONF):
@@ -163,10 +162,6 @@ class Replacer:
                 return WriteCounts(keys_read=staged.rows)
             if version is None:  # its transaction was applied before, or the session was not told
                 version = self.history.own_version(location, metadata)
-        except (SourceError, WarehouseError):
-            raise
-        except Exception as exc:
-            raise self.delta.fail(f"replacing the changed keys in {location} failed", exc) from None
         return WriteCounts(staged.rows, changes.inserted, changes.updated, changes.deleted, version)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from mvlog.errors import SourceError, WarehouseError, redact
+from mvlog.errors import WarehouseError, redact
 from mvlog.model import FOREIGN_FILES_SHOWN, ROW_HASH_COLUMN, Occupant, checked_snapshot_id
 from mvlog.spark import features
 from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata
@@ -273,7 +273,7 @@ class Warehouse:
         before = self.row_count(location) if detail else 0
         last_key = max((df.columns.index(k) + 1 for k in key_columns if k in df.columns), default=0)
         indexed = last_key if last_key > DEFAULT_INDEXED_COLUMNS else None
-        try:
+        with self.delta.failing(f"writing {location} failed"):
             writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
             drops: list[features.Change] = []
             if detail is None:  # a new table takes its properties from the writer
@@ -290,10 +290,6 @@ class Warehouse:
                 writer.save(location)
             commit = self.commits.own_commit(location, metadata)
             self._change_features(location, view, drops)  # nothing left to rewrite: the write replaced it
-        except (SourceError, WarehouseError):
-            raise
-        except Exception as exc:
-            raise self.delta.fail(f"writing {location} failed", exc) from None
         commit = commit or {}
         written = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
         return WriteCounts(keys_read=written, rows_inserted=written, rows_deleted=before,
