@@ -249,7 +249,8 @@ def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, 
             (back,) = fresh_query(db.dsn, "SELECT now()")[0]
             started = time.monotonic()
             while (behind := set(names) - caught_up(db.dsn, back)):
-                assert process.poll() is None, f"the scheduler exited after a restart ({mode}): {lines[-5:]}"
+                assert process.poll() is None, (f"the scheduler exited after a restart ({mode}): {lines[-5:]}; "
+                                                f"it said: {errors.read_text()[-3000:]}")
                 assert time.monotonic() - started < 5 + CATCH_UP, (
                     f"after the restart ({mode}), {sorted(behind)} not refreshed within 5 s + {CATCH_UP:g} s: "
                     f"{lines[-8:]}")

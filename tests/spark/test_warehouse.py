@@ -287,3 +287,20 @@ def test_a_warmed_table_s_next_read_builds_no_delta_state(spark, tmp_path):
     commit(2)
     warehouse.warm(location)
     assert jobs_of_a_read("warm") == again
+
+
+@pytest.mark.parametrize("spark_mode", ["local", "connect"])
+def test_a_read_from_an_unreachable_postgresql_fails_as_mvlog_s_transient_error_at_once(db, make_project, spark_mode):
+    """Spark Connect resolves a JDBC read lazily: unless the read asks for its schema, PostgreSQL's
+    refusal surfaces later, outside mvlog's wording, and stopped the scheduler (a restart)."""
+    from mvlog.errors import SourceError
+    from mvlog.postgres.jdbc import JdbcSource
+    from mvlog.postgres.pgtemp import free_port
+
+    db.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    project = make_project(["t"], [], spark_mode=spark_mode)
+    away = JdbcSource.from_dsn(f"host=127.0.0.1 port={free_port()} dbname={db.name} user=nobody")
+    with pytest.raises(SourceError) as failed:
+        project.warehouse.read(away, "SELECT 1 AS one", None)
+    assert failed.value.transient, str(failed.value)
+    assert str(failed.value).startswith("reading from PostgreSQL failed: "), str(failed.value)

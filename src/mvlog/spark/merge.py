@@ -72,8 +72,8 @@ class Merger:
         """
         # SQL text, not pyspark.sql.functions: those pick classic or Connect by process-wide state.
         first = quote_spark(CHANGED_KEY_PREFIX + "0")
-        null_key_delete = _null_key_delete(df.columns)
         try:
+            null_key_delete = _null_key_delete(df.columns)
             checkpointed = df.localCheckpoint(eager=True)
             rows, low, high, non_null, null_key_deletes = checkpointed.selectExpr(
                 "count(1)", f"min({first})", f"max({first})", f"count({first})",

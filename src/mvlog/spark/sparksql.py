@@ -15,7 +15,8 @@ from typing import Any
 # is "invalid" only once the session that held it is gone (mvlog holds it for the whole refresh).
 JDBC_CONNECTION_LOST = ("terminating connection", "I/O error occurred", "Connection refused",
                         "This connection has been closed", "server closed the connection",
-                        "the database system is", "invalid snapshot identifier")
+                        "the database system is", "invalid snapshot identifier",
+                        "FAILED_JDBC.CONNECTION")
 
 
 def quote_spark(name: str) -> str:

@@ -248,9 +248,14 @@ class Warehouse:
         table = f"({select_sql}\n) AS mvlog_src"
         try:
             if partitions:
-                return self.spark.read.jdbc(jdbc.url, table, predicates=list(partitions), properties=options)
-            return (self.spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", table)
-                    .options(**options).load())
+                df = self.spark.read.jdbc(jdbc.url, table, predicates=list(partitions), properties=options)
+            else:
+                df = (self.spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", table)
+                      .options(**options).load())
+            # Under Spark Connect the read is resolved (PostgreSQL asked for its columns) only when its
+            # schema is first needed: here, where a failure becomes mvlog's error; the schema is kept.
+            _ = df.schema
+            return df
         except Exception as exc:
             raise self.delta.fail("reading from PostgreSQL failed", exc) from None
 
