@@ -23,7 +23,7 @@ for key types whose literals round-trip exactly and up to :data:`REPLACE_MAX_KEY
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,11 +38,6 @@ if TYPE_CHECKING:
 
 # Above this many staged keys the predicate's literals are a large plan; a MERGE's join scales.
 REPLACE_MAX_KEYS = 100_000
-# A key of several columns is a tuple IN list, which Spark evaluates far slower than one column's
-# hash set: TPC-H SF1's lineitem view, 38,624 keys, wrote in 25.2 s (a MERGE of 37k keys: 11.2 s,
-# session 14; both with deletion vectors); 1M rows, 20,000 keys: a lookup of 3.5 s against 1.3 s
-# on one column, 5,000 keys 1.7 s against 0.7 s (BENCHMARKS.md session 32).
-REPLACE_MAX_TUPLE_KEYS = 5_000
 # Types whose values come back to Python and go into Spark SQL as literals unchanged.
 EXACT_KEY_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
 # Delta checks each written row against replaceWhere's predicate, an IN list it evaluates row by
@@ -53,10 +48,8 @@ REPLACE_CONF = {"spark.databricks.delta.replaceWhere.constraintCheck.enabled": "
 
 def unreplaceable(staged: Staged) -> str | None:
     """Why the staged rows cannot be written by :meth:`Replacer.replace`, or None."""
-    several = sum(1 for c in staged.df.columns if c.startswith(CHANGED_KEY_PREFIX)) > 1
-    limit = REPLACE_MAX_TUPLE_KEYS if several else REPLACE_MAX_KEYS
-    if staged.rows > limit:
-        return f"{staged.rows} changed keys (more than {limit}{' of several columns' if several else ''})"
+    if staged.rows > REPLACE_MAX_KEYS:
+        return f"{staged.rows} changed keys (more than {REPLACE_MAX_KEYS})"
     return _inexact_key(staged.df.schema)
 
 
@@ -67,12 +60,20 @@ def _inexact_key(schema: StructType) -> str | None:
     return None
 
 
-def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple], types: Sequence[str] = ()) -> str:
+def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple], types: Sequence[str] = (),
+                  hashes: Mapping[tuple, int] | None = None, hash_of: str | None = None) -> str:
     """Spark SQL true for exactly the rows whose key columns equal one of ``keys`` (NULL equal to
     NULL, as the MERGE's ``<=>``), ANDed with the first column's range so that Delta skips the
-    files outside it by their statistics. ``types``: the key columns' Spark types; a key of
-    several columns is compared as a tuple, whose literals must have the columns' types exactly
-    (Spark does not widen the fields of a tuple: ``1`` is no ``bigint``)."""
+    files outside it by their statistics.
+
+    A key of several columns is named by its tuple hash (``hashes``: key -> :func:`tuple_hash_sql`
+    of it; ``hash_of``: that expression over the compared columns, by default over the key
+    columns): Spark tests one long against a hash set, where it compares a tuple with a list of
+    tuples one by one (TPC-H's lineitem view, 38,624 keys: 25 s, BENCHMARKS.md session 32). A hash
+    names more rows than its key only if another key has the same hash: :meth:`Replacer.replace`
+    checks that no row it finds has one. Without ``hashes`` the tuples are listed, as literals of
+    the columns' ``types`` exactly (Spark does not widen the fields of a tuple: ``1`` is no
+    ``bigint``). Keys with a NULL are named column by column."""
     columns = [quote_spark(c) for c in key_columns]
     whole = [k for k in keys if None not in k]
     parts = []
@@ -80,11 +81,16 @@ def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple], types: Sequ
         if len(columns) == 1:
             parts.append(f"{columns[0]} IN ({', '.join(spark_literal(k[0]) for k in whole)})")
         else:
-            typed = list(types) or [""] * len(columns)
-            tuples = ", ".join("(" + ", ".join(map(typed_literal, k, typed)) + ")" for k in whole)
-            # The first column's hash set first: the tuple list is compared for its matches only.
+            # The first column's hash set first: the rest is evaluated for its matches only.
             heads = ", ".join(spark_literal(v) for v in dict.fromkeys(k[0] for k in whole))
-            parts.append(f"({columns[0]} IN ({heads}) AND ({', '.join(columns)}) IN ({tuples}))")
+            if hashes is not None:
+                listed = ", ".join(str(hashes[k]) + "L" for k in whole)
+                named = f"{hash_of or tuple_hash_sql(key_columns)} IN ({listed})"
+            else:
+                typed = list(types) or [""] * len(columns)
+                named = (f"({', '.join(columns)}) IN ("
+                         + ", ".join("(" + ", ".join(map(typed_literal, k, typed)) + ")" for k in whole) + ")")
+            parts.append(f"({columns[0]} IN ({heads}) AND {named})")
     for key in (k for k in keys if None in k):
         parts.append("(" + " AND ".join(f"{c} IS NULL" if v is None else f"{c} = {spark_literal(v)}"
                                         for c, v in zip(columns, key, strict=True)) + ")")
@@ -93,6 +99,15 @@ def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple], types: Sequ
     if len(firsts) < len(keys):
         bounds.append(f"{columns[0]} IS NULL")
     return f"({' OR '.join(bounds)}) AND ({' OR '.join(parts)})"
+
+
+def tuple_hash_sql(columns: Sequence[str], types: Sequence[str] = ()) -> str:
+    """Spark SQL of the 64-bit hash of a key tuple: ``xxhash64`` of the columns, each cast to its
+    Spark type where ``types`` gives one (a value's hash depends on its type: the staged keys are
+    hashed as the table's key columns are)."""
+    typed = list(types) or [""] * len(columns)
+    return "xxhash64(" + ", ".join(f"CAST({quote_spark(c)} AS {t})" if t else quote_spark(c)
+                                   for c, t in zip(columns, typed, strict=True)) + ")"
 
 
 INTEGER_SUFFIXES = {"bigint": "L", "smallint": "S", "tinyint": "Y"}
@@ -132,26 +147,31 @@ class Replacer:
             schema = self.spark.read.format("delta").load(location).schema
             source = in_table_types(staged.df, schema, value_columns) \
                 .selectExpr("*", f"{row_hash_sql(value_columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
-            # key -> the new row's hash (None: the key has no row now); at most REPLACE_MAX_KEYS
-            new = {tuple(r[:-2]): (r[-1] if r[-2] is not None else None)
-                   for r in source.select(*map(quote_spark, [*staged_keys, PRESENT, ROW_HASH_COLUMN])).collect()}
-            table_types, staged_types = types_of(schema), types_of(source.schema)
-            key_types = [table_types[k] for k in key_columns]
-            searched = key_predicate(key_columns, list(new), key_types)
+            key_types = [types_of(schema)[k] for k in key_columns]
+            staged_hash = tuple_hash_sql(staged_keys, key_types)  # a staged key's hash as its table row's
+            # key -> the new row's hash (None: the key has no row now), key -> its tuple hash
+            new, hashes = {}, {}
+            for *key, present, row_hash, key_hash in source.selectExpr(
+                    *map(quote_spark, [*staged_keys, PRESENT, ROW_HASH_COLUMN]), staged_hash).collect():
+                new[tuple(key)] = row_hash if present is not None else None
+                hashes[tuple(key)] = key_hash
+            named = naming(hashes) if len(key_columns) > 1 else None
+            searched = key_predicate(key_columns, list(new), key_types, named)
 
             def attempt() -> tuple[Changes, int | None]:
                 target = self.spark.read.format("delta").load(location)
                 # One scan of the key columns and row hash, files outside the keys' range skipped.
                 stored = {tuple(r[:-1]): r[-1] for r in
                           target.where(searched).select(*map(quote_spark, [*key_columns, ROW_HASH_COLUMN])).collect()}
+                exact = naming(named, stored) if named is not None else None
                 changes = classify(new, stored)
                 if not changes.keys:
                     return changes, None
                 rows = source.where(f"{quote_spark(PRESENT)} IS NOT NULL")
                 if changes.unchanged:
-                    unchanged = key_predicate(staged_keys, changes.unchanged, [staged_types[k] for k in staged_keys])
+                    unchanged = key_predicate(staged_keys, changes.unchanged, key_types, named, staged_hash)
                     rows = rows.where(f"NOT coalesce({unchanged}, false)")
-                predicate = key_predicate(key_columns, changes.keys, key_types)
+                predicate = key_predicate(key_columns, changes.keys, key_types, exact)
                 with self.delta.commit_settings(metadata, txn, REPLACE_CONF):
                     rows.select(*map(quote_spark, target.columns)).write.format("delta").mode("overwrite") \
                         .option("replaceWhere", predicate).save(location)
@@ -163,6 +183,16 @@ class Replacer:
             if version is None:  # its transaction was applied before, or the session was not told
                 version = self.history.own_version(location, metadata)
         return WriteCounts(staged.rows, changes.inserted, changes.updated, changes.deleted, version)
+
+
+def naming(hashes: Mapping[tuple, int], found: Collection[tuple] = ()) -> Mapping[tuple, int] | None:
+    """The staged keys' tuple hashes if they name those keys exactly, else None (the tuples are
+    listed instead): no two staged keys share a hash, and every row that a predicate of these
+    hashes found in the table (``found``: their keys) has a staged key — a row whose key shares
+    a staged key's hash would be replaced with it."""
+    if len(set(hashes.values())) < len(hashes) or any(key not in hashes for key in found):
+        return None
+    return hashes
 
 
 @dataclass(frozen=True)
