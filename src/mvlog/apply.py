@@ -159,8 +159,10 @@ class Registrar:
                     late = LateRows.stand_in([log for log in shape.logs if is_decoded(log)])
                     statements = [*statements, *(late.resolve(s) for s in statements)] if late else statements
                     self.source.check_statements(cur, statements, strategy.stand_in_sql())
-            except ConfigError as exc:
-                shape = downgrade(shape, query, f"mvlog cannot key this view for fast refresh: {exc}")
+            except ConfigError as exc:  # a shape mvlog claims but writes wrong SQL for: say so, and whose fault
+                shape = downgrade(shape, query, f"mvlog cannot key this view for fast refresh: PostgreSQL refused "
+                                                f"the SQL mvlog wrote for its shape ({shape.view_class.value}): {exc} "
+                                                f"(a bug in mvlog: please report it with the query)")
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
             raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
         # Its result can change with nothing in its logs: it reads the clock, or a PostgreSQL view
@@ -355,6 +357,9 @@ class Registrar:
             if registered.get(view.name) != digest:
                 report.views_registered.append(view.name)
                 self.catalog.drop_keymap(cur, view.name)  # its columns may differ now
+                if view.refresh is RefreshMethod.FORCE and not shape.fast_possible:  # not in silence
+                    report.warnings.append(f"view {view.name} will always be refreshed completely: "
+                                           f"{'; '.join(shape.fast_reasons)}")
         gone = sorted(set(registered) - {v.name for v in self.config.views})
         for name in gone:
             self.catalog.unregister(cur, name)

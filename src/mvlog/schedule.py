@@ -23,6 +23,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -220,6 +221,9 @@ class Scheduler:
         self.backoff = backoff
         self.stop = threading.Event()
         self.source_watch = SourceWatch(project.reachable, log, self.stop)
+        # Builds the Delta state of the versions refreshes committed, beside the next looks: on the
+        # loop, four views' warming held the next refresh of a 5 s freshness target for seconds.
+        self.warmer = ThreadPoolExecutor(1, thread_name_prefix="mvlog-warm")
 
     def install_signal_handlers(self) -> None:
         def request_stop(signum: int, _frame: object) -> None:
@@ -259,6 +263,7 @@ class Scheduler:
             for unit in looking:
                 looked[unit.name] = now
                 unit.advance(max(datetime.now(UTC), now))
+        self.warmer.shutdown(wait=True, cancel_futures=True)
         self.log("stopped")
 
     def _capture(self) -> None:
@@ -319,8 +324,11 @@ class Scheduler:
                 self.log(result_line(result))
                 if self.metrics is not None:
                     self.metrics.observe(result)
-            # Now, while nothing waits: else the next refresh of each view builds it first.
-            self.project.warm([r.view for r in results if r.wrote])
+            # Now, beside the next looks: else the next refresh of each view builds it first (Delta
+            # builds a version's state once: a refresh that needs it meanwhile waits for this build).
+            wrote = [r.view for r in results if r.wrote]
+            if wrote:
+                self.warmer.submit(self.project.warm, wrote)
             seconds = {r.view: r.seconds for r in results if not r.error and not r.skipped}
             for unit in pending:
                 took = [seconds[v] for v in self._views(unit) if v in seconds]

@@ -147,6 +147,7 @@ def test_the_scheduler_warms_the_tables_its_refreshes_wrote():
     project = Stub()
     scheduler = Scheduler(project, lambda line: None)  # type: ignore[arg-type]
     scheduler.refresh(scheduler.units)
+    scheduler.warmer.shutdown(wait=True)  # it warms beside the loop
     assert project.warmed == [["a", "b"]]
 
 
@@ -220,8 +221,11 @@ def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path, connec
         assert waited > 3, waited
         decision = next(re.search(r"fresh15: lag (\d+)s \+ last refresh (\d+)s nears", line) for line in lines
                         if "fresh15: lag" in line)
-        decided = int(decision.group(1)) + int(decision.group(2)) + 3 + 3
-        assert 15 - 1 <= decided <= 15 + 2 * 3 + 1, decision.group(0)
+        lag_then, last = int(decision.group(1)), int(decision.group(2))
+        assert lag_then + last + 3 + 3 >= 15 - 1, decision.group(0)  # not before it was due
+        # and at most two looks after (due at once when its last refresh, the build on a loaded
+        # machine, took about the target: seen in a suite run, lag 1 s + 16 s)
+        assert lag_then <= max(15 - 3 - 3 - last, 0) + 2 * 3 + 1, decision.group(0)
         status = json.loads(run("status", "--json").stdout)
         # Prometheus metrics, scraped over HTTP: the refresh counted, the gauges brought up to date.
         ((updated,),) = db.execute("SELECT rows_updated FROM mvlog.refresh_history WHERE view_name = 'fresh15' "

@@ -81,6 +81,29 @@ VIEWS = [
      "query": "WITH big AS (SELECT id, amount FROM orders WHERE amount > 100) SELECT id, amount FROM big "
               "UNION ALL SELECT c.id, NULL::numeric FROM customers c WHERE EXISTS "
               "(SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.amount > 100)"},
+    # TPC-H's subquery shapes (issue #61) over comma joins, whose key SQL PostgreSQL once refused:
+    # a correlated scalar subquery over a join of several tables (Q2)
+    {"name": "top_order_per_nation", "refresh": "fast",
+     "query": "SELECT o.id, c.name, o.amount FROM orders o, customers c WHERE c.id = o.customer_id "
+              "AND o.amount = (SELECT max(o2.amount) FROM orders o2, customers c2 "
+              "WHERE c2.id = o2.customer_id AND c2.nation_id = c.nation_id)"},
+    # NOT IN beside count(DISTINCT …) (Q16)
+    {"name": "buyers_not_cancelled", "refresh": "fast",
+     "query": "SELECT c.segment, count(DISTINCT o.customer_id) AS buyers FROM orders o, customers c "
+              "WHERE c.id = o.customer_id AND o.id NOT IN (SELECT o2.id FROM orders o2 WHERE o2.status = 'cancelled') "
+              "GROUP BY c.segment"},
+    # IN over a grouped subquery with HAVING, under an aggregate (Q18)
+    {"name": "big_buyers", "refresh": "fast",
+     "query": "SELECT c.name, o.customer_id, sum(o.amount) AS total FROM customers c, orders o "
+              "WHERE o.customer_id IN (SELECT customer_id FROM orders GROUP BY customer_id HAVING count(*) > 2) "
+              "AND c.id = o.customer_id GROUP BY c.name, o.customer_id"},
+    # EXISTS and NOT EXISTS of one table under other aliases, correlated by <> (Q21)
+    {"name": "waiting_customers", "refresh": "fast",
+     "query": "SELECT c.name, count(*) AS n FROM customers c, orders o1, nation n "
+              "WHERE c.id = o1.customer_id AND n.id = c.nation_id AND n.region = 1 "
+              "AND EXISTS (SELECT 1 FROM orders o2 WHERE o2.customer_id = o1.customer_id AND o2.id <> o1.id) "
+              "AND NOT EXISTS (SELECT 1 FROM orders o3 WHERE o3.customer_id = o1.customer_id AND o3.id <> o1.id "
+              "AND o3.status = 'cancelled') GROUP BY c.name"},
 ]
 
 

@@ -52,7 +52,12 @@ def lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) ->
         joins = [root] + joins[right + 1:]
     first_outer = 0 if right is not None else next(
         (i for i, side in enumerate(sides) if side == "LEFT"), len(sides))
+    for join in joins[:first_outer]:
+        if _comma(join):  # `a, b LEFT JOIN s ON <a's column>` may not name a: `a CROSS JOIN b` may
+            join.set("kind", "CROSS")
     for join in joins[first_outer:]:
+        if _comma(join):
+            join.set("on", exp.true())
         join.set("side", "LEFT")
         join.set("kind", None)
     prefix = {item_alias(items[0])} | {item_alias(j.this) for j in joins[:first_outer]}
@@ -72,6 +77,11 @@ def lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) ->
         if kept:
             core.where(exp.and_(*kept), copy=False)
     return core
+
+
+def _comma(join: exp.Join) -> bool:
+    """Whether ``join`` is a FROM list's comma (a cross join that binds looser than any JOIN)."""
+    return not any(join.args.get(arg) for arg in ("on", "using", "kind", "side", "method"))
 
 
 def _on_tables(condition: exp.Expr, aliases: set[str]) -> bool:
