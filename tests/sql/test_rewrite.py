@@ -127,9 +127,9 @@ def test_subquery_over_several_tables_joins_the_lineage_as_one_item():
          "FROM orders GROUP BY 1) s ON s.customer_id = p.customer_id WHERE p.id = o.id)", "over a subquery"),
         ("SELECT * FROM (SELECT customer_id, count(*) AS n FROM orders GROUP BY 1) s "
          "LEFT JOIN customers c ON c.id = s.customer_id",
-         "FROM items other than tables"),
+         "an aggregated derived table or CTE that does not merge"),
         ("SELECT * FROM (SELECT o.*, row_number() OVER (PARTITION BY customer_id ORDER BY id) AS rn FROM orders o) s "
-         "JOIN customers c ON c.id = s.customer_id", "FROM items other than tables"),
+         "JOIN customers c ON c.id = s.customer_id", "a derived table or CTE that does not merge"),
         ("SELECT * FROM (SELECT o.*, sum(amount) OVER (PARTITION BY customer_id) AS s FROM orders o) s "
          "WHERE s.s > (SELECT 1 FROM customers c WHERE c.id = s.customer_id)", "only filters and projections"),
         ("SELECT o.id, rank() OVER (PARTITION BY c.segment ORDER BY o.id) FROM orders o "
@@ -179,7 +179,7 @@ def test_aggregate_over_distinct_or_union_is_one_over_its_branches():
         ("SELECT s.id FROM (SELECT id FROM orders INTERSECT SELECT id FROM customers) s GROUP BY s.id",
          "FROM items other than tables"),
         ("SELECT s.k, count(*) FROM (SELECT DISTINCT ON (customer_id) customer_id AS k FROM orders) s GROUP BY s.k",
-         "FROM items other than tables"),
+         "a derived table or CTE that does not merge into the query (a window, LIMIT, DISTINCT ON"),
     ],
 )
 def test_aggregate_over_union_all_stays_complete_with_a_reason(query, reason):

@@ -228,6 +228,20 @@ def _plain_distinct(query: exp.Expr) -> bool:
             and not own_aggregates(query) and not own_windows(query))
 
 
+def _from_item_reason(item: exp.Expr) -> str:
+    """Why a FROM item that is left a derived table (one that did not merge), a function or
+    VALUES keeps the view from fast refresh: named by what it is."""
+    inner = item.this if isinstance(item, exp.Subquery) else None
+    if isinstance(inner, exp.Select) and (inner.args.get("group") or own_aggregates(inner)):
+        return ("an aggregated derived table or CTE that does not merge into the query (under an aggregate "
+                "that does not fold its aggregates, such as a count of counts or a max of sums, outer-joined, "
+                "or beside another) is not incrementally maintainable")
+    if inner is not None:
+        return ("a derived table or CTE that does not merge into the query (a window, LIMIT, DISTINCT ON, "
+                "a set operation) is not incrementally maintainable")
+    return "functions and VALUES in FROM are not incrementally maintainable: they have no log"
+
+
 def _analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_null: set[tuple[str, str]]) -> Analysis:
     """An aggregate over a UNION ALL (``SELECT g, sum(v) FROM (… UNION ALL …) s GROUP BY g``), a
     UNION or a SELECT DISTINCT (one branch): each branch with the outer WHERE and the groups moved
@@ -336,9 +350,8 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     if not tree.args.get("from_"):
         reasons.append("a query without FROM has no base table to log")
     sources = from_items(tree)
-    if any(not isinstance(s, exp.Table) or not isinstance(s.this, exp.Identifier) for s in sources):
-        reasons.append("FROM items other than tables (subqueries, functions, VALUES) are not incrementally "
-                       "maintainable")
+    reasons += list(dict.fromkeys(_from_item_reason(s) for s in sources
+                                  if not isinstance(s, exp.Table) or not isinstance(s.this, exp.Identifier)))
     named = sources and (sources[0].alias or isinstance(sources[0].this, exp.Identifier))
     reasons += join_reasons(item_alias(sources[0]) if named else "", tree.args.get("joins") or [])
     distinct = tree.args.get("distinct")
