@@ -106,17 +106,18 @@ def mvlog(config: Path, *args: str) -> tuple[float, str]:
     return seconds, done.stdout
 
 
-def load(dsn: str, scale: float, data: Path) -> dict[str, int]:
-    """Generate the three tables with tpchgen-cli and COPY them in; their row counts."""
+def load(dsn: str, scale: float, data: Path, tables: tuple[str, ...] = ("customer", "orders", "lineitem"),
+         schema: str = SCHEMA) -> dict[str, int]:
+    """Generate ``tables`` with tpchgen-cli and COPY them into ``schema``'s tables; their row counts."""
     tool = shutil.which("tpchgen-cli")
     if tool is None:
         raise SystemExit("tpchgen-cli is not installed: pip install -e '.[bench]'")
-    subprocess.run([tool, "csv", "-s", str(scale), "-T", "customer", "-T", "orders", "-T", "lineitem",
-                    "-o", str(data)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([tool, "csv", "-s", str(scale), *[a for t in tables for a in ("-T", t)], "-o", str(data)],
+                   check=True, stdout=subprocess.DEVNULL)
     counts = {}
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
-        cur.execute(SCHEMA)
-        for table in ("customer", "orders", "lineitem"):
+        cur.execute(schema)
+        for table in tables:
             with open(data / f"{table}.csv", encoding="utf-8") as f:
                 cur.copy_expert(f"COPY {table} FROM STDIN WITH (FORMAT csv, HEADER true)", f)
             cur.execute(f"SELECT count(*) FROM {table}")

@@ -130,7 +130,7 @@ class Registrar:
         # A rewritten query names its tables as resolved (schema.name), the others as written.
         known: dict[tuple[str | None, str], TableInfo] = {
             **{(t.schema, t.name): t for t in catalog.values()}, **catalog}
-        by_alias = {ref.alias: logs[known[(ref.schema, ref.name)].oid] for ref in analysis.tables}
+        by_alias = {ref.alias: logs[known[(ref.schema, ref.name)].oid] for ref in analysis.tables + analysis.parameters}
         duplicates = sorted({c for c in columns if columns.count(c) > 1})
         if duplicates:
             raise ConfigError(f"{where}: the query outputs column {duplicates[0]!r} more than once; "
@@ -152,6 +152,9 @@ class Registrar:
                 if shape.branches:
                     shape = dataclasses.replace(shape, branches=tuple(self._exact(cur, b) for b in shape.branches))
                 shape = self._exact(cur, shape)
+                if shape.parameter_logs and shape.deltas is None:  # its groups re-read whenever a parameter moves
+                    shape = downgrade(shape, query, f"an uncorrelated subquery in HAVING is kept only for aggregates "
+                                                    f"kept by deltas, and {shape.recompute_reason}")
                 if check_refresh_sql:
                     strategy = strategy_of(shape)
                     statements = strategy.statements(CHECK_SINCE)

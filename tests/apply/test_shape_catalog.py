@@ -48,6 +48,8 @@ FAST: dict[str, list[str]] = {
         "SELECT count(*) AS n, sum(amount) AS total FROM orders",
         "SELECT DISTINCT customer_id, status FROM orders",
         "SELECT amount > 50 AS big, stddev(amount) AS spread FROM orders GROUP BY amount > 50",
+        "SELECT customer_id, sum(amount) AS total FROM orders GROUP BY customer_id "
+        "HAVING sum(amount) > (SELECT avg(amount) * 2 FROM orders)",  # a parameter (TPC-H Q11)
         "SELECT c.segment, count(DISTINCT o.customer_id) AS buyers FROM orders o, customers c "
         "WHERE c.id = o.customer_id AND o.id NOT IN (SELECT o2.id FROM orders o2 WHERE o2.status = 'x') "
         "GROUP BY c.segment",

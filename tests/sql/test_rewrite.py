@@ -254,3 +254,19 @@ def test_a_distinct_derived_table_is_grouped_by_its_outputs():
     assert over.view_class is ViewClass.AGGREGATE and "DISTINCT" in over.tree.sql(dialect="postgres")
     constant = _analyze("SELECT t.x FROM (SELECT DISTINCT 1 AS x, status FROM orders) t")
     assert constant.view_class is ViewClass.OTHER
+
+
+def test_an_uncorrelated_scalar_subquery_in_having_is_a_parameter():
+    """TPC-H Q11's shape: the subquery is one value for every group; its tables are watched, not keyed."""
+    analysis = _analyze("SELECT customer_id, sum(amount) AS total FROM orders GROUP BY customer_id "
+                        "HAVING sum(amount) > (SELECT avg(amount) FROM orders)")
+    assert analysis.view_class is ViewClass.AGGREGATE and analysis.fast_possible, analysis.reasons
+    assert [(p.name, p.alias) for p in analysis.parameters] == [("orders", "orders_2")]
+    assert [t.alias for t in analysis.tables] == ["orders"] and not analysis.semi_joins
+    # in WHERE, or correlated, it is no parameter
+    where = _analyze("SELECT customer_id, count(*) AS n FROM orders WHERE amount > (SELECT avg(amount) FROM orders) "
+                     "GROUP BY customer_id")
+    assert not where.parameters and any("uncorrelated" in r for r in where.reasons)
+    correlated = _analyze("SELECT c.id, count(*) AS n FROM customers c JOIN orders o ON o.customer_id = c.id "
+                          "GROUP BY c.id HAVING count(*) > (SELECT count(*) FROM orders p WHERE p.customer_id = c.id)")
+    assert not correlated.parameters

@@ -35,6 +35,7 @@ from mvlog.sql.changes import (
     keymap_items,
     keymap_key_columns,
     keymap_table,
+    timestamptz_literal,
     touched_rows,
     union_of,
 )
@@ -131,6 +132,8 @@ def _delta_sql(shape: ViewShape, since: datetime | None) -> exp.Select:
                                      for c in changes]).from_(SIGNED)
     for j in shape.deltas.distinct:
         signed = exp.union(signed, _distinct_changes_sql(shape, since, j), distinct=False)
+    if shape.parameter_logs:
+        signed = exp.union(signed, _every_group_sql(shape, since, len(inputs) + len(changes)), distinct=False)
     sign = col(SIGN)
     items = [exp.alias_(exp.Sum(this=sign.copy()), ident(ROWS))]
     for j, summed in enumerate(shape.deltas.summed):
@@ -153,6 +156,19 @@ def _delta_sql(shape: ViewShape, since: datetime | None) -> exp.Select:
     return (exp.select(*map(col, keys), *items)
             .from_(exp.Subquery(this=signed, alias=exp.TableAlias(this=ident("c"))))
             .group_by(*map(col, keys)))
+
+
+def _every_group_sql(shape: ViewShape, since: datetime | None, nulls: int) -> exp.Select:
+    """Every group of the group table with nothing added or removed (sign 0, NULL inputs), when a
+    table a parameter reads (an uncorrelated scalar subquery in HAVING) has rows in the window:
+    its value may have changed, so every group's HAVING is evaluated again, from its state."""
+    logged = [exp.select(exp.Literal.number(1)).from_(exp.Table(this=ident(log.log_name), db=ident("mvlog")))
+              for log in shape.parameter_logs]
+    changed = [exp.Exists(this=rows if since is None else
+                          rows.where(exp.GT(this=col("snaptime$$"), expression=timestamptz_literal(since))))
+               for rows in logged]
+    return (exp.select(*map(col, keymap_key_columns(shape)), exp.Literal.number(0), *[exp.Null()] * nulls)
+            .from_(groups_table(shape)).where(exp.or_(*changed)))
 
 
 def _state_sql(shape: ViewShape) -> exp.Select:

@@ -45,10 +45,11 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
     deltas, or why its affected groups are recomputed instead."""
     if select.args.get("distinct") or not groups:
         return "a global aggregate or SELECT DISTINCT over groups is recomputed"
+    select = select.copy()
+    parameters = _set_aside_parameters(select)
     having = select.args.get("having")
     written = [a.parent if isinstance(a.parent, exp.Filter) else a
                for part in [*select.selects, *([having] if having else [])] for a in part.find_all(exp.AggFunc)]
-    select = select.copy()
     for projection in select.selects:
         projection.replace(_without_filters(projection))
     having = _without_filters(having) if having else None
@@ -126,10 +127,26 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
         if stray is not None:
             return (f"output {stray.sql(dialect=DIALECT)} is not a GROUP BY expression or an aggregate: "
                     f"its groups are recomputed")
+    condition = condition.transform(lambda node: parameters[node.name].copy()
+                                    if isinstance(node, exp.Column) and node.name in parameters else node)
     outputs_sql = exp.select(*outputs, exp.alias_(exp.true(), ident(PRESENT))).where(condition)
     aggregates = tuple(dict.fromkeys(a.sql(dialect=DIALECT) for a in written))
     return AggregateDeltas(tuple(inputs), tuple(summed), outputs_sql.sql(dialect=DIALECT), groups_name(keymap),
                            aggregates, tuple(extremes), tuple(distinct))
+
+
+def _set_aside_parameters(select: exp.Select) -> dict[str, exp.Subquery]:
+    """Replace the scalar subqueries of ``select``'s HAVING (parameters: uncorrelated, see
+    :func:`mvlog.sql.subqueries.is_parameter`) by placeholder columns of STATE, so that their own
+    aggregates are not taken for the view's; the placeholders' names -> the subqueries."""
+    having = select.args.get("having")
+    found: dict[str, exp.Subquery] = {}
+    for i, subquery in enumerate(list(having.find_all(exp.Subquery)) if having else []):
+        if subquery.find_ancestor(exp.Subquery) is None:  # not inside another one
+            name = f"{HIDDEN_PREFIX}parameter{i}"
+            found[name] = subquery.copy()
+            subquery.replace(col(name, STATE))
+    return found
 
 
 def _without_filters(node: exp.Expr) -> exp.Expr:

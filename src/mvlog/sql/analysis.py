@@ -66,6 +66,9 @@ class Analysis:
     # Tables read by subquery expressions (EXISTS, IN, scalar): the last entries of ``tables``,
     # each with the condition under which its rows matter to a row of the FROM items.
     semi_joins: list[SemiJoin] = field(default_factory=list)
+    # Tables read by parameters, uncorrelated scalar subqueries in HAVING (subqueries.is_parameter):
+    # logged and watched, not keyed.
+    parameters: list[TableRef] = field(default_factory=list)
 
     @property
     def fast_possible(self) -> bool:
@@ -344,6 +347,7 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
         return _analyze_over_union(query, tree, source, not_null)
     tables = table_refs(tree)
     semi_joins: list[SemiJoin] = []
+    parameters: list[TableRef] = []
 
     if tree.args.get("with_") or tree.args.get("with"):
         reasons.append("common table expressions (WITH) are not incrementally maintainable")
@@ -370,7 +374,7 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
         if not_null is None:  # not qualified: which table a column belongs to is unknown
             reasons.append("subqueries are not incrementally maintainable without the catalog's columns")
         elif not reasons:
-            semi_joins, why = subquery_lineage(tree, tables, not_null)
+            semi_joins, why, parameters = subquery_lineage(tree, tables, not_null)
             reasons += why
     for node in tree.find_all(exp.Func):
         if is_volatile(node):
@@ -401,6 +405,6 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     else:
         view_class = ViewClass.SIMPLE
     if reasons:
-        semi_joins = []
+        semi_joins, parameters = [], []
     return Analysis(query, tree, view_class, tables + [t for s in semi_joins for t in s.tables], reasons,
-                    semi_joins=semi_joins)
+                    semi_joins=semi_joins, parameters=parameters)

@@ -20,7 +20,7 @@ AFFECTED = HIDDEN_PREFIX + "affected_keys"  # the view keys to recompute (_mvlog
 ROOTS = HIDDEN_PREFIX + "roots"  # an outer-join view's affected roots, a window view's partitions
 
 
-def _timestamptz(value: datetime) -> exp.Expr:
+def timestamptz_literal(value: datetime) -> exp.Expr:
     return exp.cast(exp.Literal.string(value.isoformat()), exp.DataType.build("timestamptz", dialect=DIALECT))
 
 
@@ -58,7 +58,7 @@ def changed_keys_sql(log: LogInfo, since: datetime | None, names: list[str] | tu
     # rows of keys: not T (a TRUNCATE) or P (a partition dropped or unwatched), which have none
     condition: exp.Condition = exp.In(this=col("dmltype$$"), expressions=[exp.Literal.string(t) for t in "IUD"])
     if since is not None:
-        condition = exp.and_(condition, exp.GT(this=col("snaptime$$"), expression=_timestamptz(since)))
+        condition = exp.and_(condition, exp.GT(this=col("snaptime$$"), expression=timestamptz_literal(since)))
     return (
         exp.select(*[exp.alias_(col(k), ident(n))
                      for k, n in zip(log.key_columns, names or key_names(len(log.key_columns)))])

@@ -116,6 +116,9 @@ class ViewShape:
     # A join view: keyed by its tables' primary keys, which its key map holds as they are (other
     # key maps map those keys to a view key, or a window view's to a partition).
     row_keyed: bool = False
+    # An aggregate by deltas with parameters (uncorrelated scalar subqueries in HAVING): the logs
+    # of the tables they read; a window with rows in one of them evaluates every group again.
+    parameter_logs: tuple[LogInfo, ...] = ()
 
     @property
     def fast_possible(self) -> bool:

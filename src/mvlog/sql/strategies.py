@@ -18,10 +18,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from mvlog.model import LogInfo
 from mvlog.sql import shaping
 from mvlog.sql.analysis import Analysis, ViewClass
-from mvlog.sql.shape import ViewShape
+from mvlog.sql.shape import ViewShape, downgrade
 from mvlog.sql.strategy import (
     AggregateByDeltas,
     AggregateRecomputed,
@@ -59,9 +61,16 @@ def strategy_of(shape: ViewShape) -> Strategy:
 def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]) -> ViewShape:
     """Join the analysis of a view with its logs (``logs_by_alias``: FROM alias -> log), by the
     builder of its shape (:mod:`mvlog.sql.shaping`)."""
-    logs = tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.tables))
+    logs = tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.tables + analysis.parameters))
     if analysis.view_class is ViewClass.OTHER or analysis.reasons:
         return shaping.complete_only(name, analysis, logs)
+    if analysis.parameters and (analysis.view_class is not ViewClass.AGGREGATE or shaping.has_full_join(analysis)):
+        return downgrade(shaping.complete_only(name, analysis, logs), analysis.query,
+                         "an uncorrelated subquery is kept only in the HAVING of an aggregate over one table or "
+                         "inner joins")
+    if analysis.parameters:
+        return with_parameters(shaping.keyed(name, analysis, logs_by_alias, logs, aggregate=True), analysis,
+                               tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.parameters)))
     if analysis.view_class is ViewClass.UNION and analysis.distinct:
         return shaping.union_distinct(name, analysis, logs_by_alias, logs, shape_view)
     if analysis.over_union:
@@ -75,3 +84,17 @@ def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo])
     if analysis.view_class is ViewClass.WINDOW:
         return shaping.window(name, analysis, logs_by_alias, logs)
     return shaping.keyed(name, analysis, logs_by_alias, logs, aggregate=analysis.view_class is ViewClass.AGGREGATE)
+
+
+def with_parameters(shape: ViewShape, analysis: Analysis, parameter_logs: tuple[LogInfo, ...]) -> ViewShape:
+    """An aggregate whose HAVING compares its groups with parameters (uncorrelated scalar
+    subqueries): kept by deltas, every group evaluated again from its state when a parameter's
+    tables change; an aggregate not kept by deltas would have to read every group's rows again,
+    which costs what a complete refresh does."""
+    if not shape.fast_possible:
+        return shape
+    if shape.deltas is None:
+        return downgrade(shape, analysis.query, f"an uncorrelated subquery in HAVING is kept only for aggregates "
+                                                f"kept by deltas (count, sum, avg, min, max, count(DISTINCT)), "
+                                                f"and here {shape.recompute_reason}")
+    return dataclasses.replace(shape, parameter_logs=parameter_logs)

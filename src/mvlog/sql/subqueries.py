@@ -22,13 +22,15 @@ class SemiJoin:
 
 
 def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[tuple[str, str]]
-                     ) -> tuple[list[SemiJoin], list[str]]:
+                     ) -> tuple[list[SemiJoin], list[str], list[TableRef]]:
     """The table each subquery expression of ``select`` reads, and the condition that ties its
-    rows to the FROM items' rows (or why a subquery cannot be keyed). Renames a subquery's alias
-    that another table of the view already uses."""
+    rows to the FROM items' rows (or why a subquery cannot be keyed); and the tables read by
+    *parameters*: uncorrelated scalar subqueries in ``HAVING`` (one value for every group, see
+    :func:`is_parameter`). Renames a subquery's alias that another table of the view already uses."""
     taken = {t.alias for t in tables}
     semi_joins: list[SemiJoin] = []
     reasons: list[str] = []
+    parameters: list[TableRef] = []
     for inner in [s for s in select.find_all(exp.Select) if s is not select]:
         if inner.find_ancestor(exp.Select) is not select:
             continue  # nested deeper: the enclosing subquery is refused below
@@ -61,9 +63,12 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
         elif not isinstance(holder, exp.Exists) and not isinstance(inner.parent, exp.Subquery):
             reasons.append("subqueries other than EXISTS, IN and scalar subqueries are not incrementally maintainable")
             continue
+        aliases = {ref.alias for ref in refs}
+        if is_parameter(inner, select, aliases):
+            parameters += refs
+            continue
         condition = exp.and_(*conditions) if conditions else None
         columns = list(condition.find_all(exp.Column)) if condition is not None else []
-        aliases = {ref.alias for ref in refs}
         outer_refs = [c for c in columns if identifier_name(c.args.get("table") or "") not in aliases]
         if len(outer_refs) in (0, len(columns)):
             if null_sensitive:
@@ -80,7 +85,20 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
         semi = SemiJoin(tuple(refs), condition)
         if _signature(semi) not in {_signature(s) for s in semi_joins}:
             semi_joins.append(semi)  # the same tables under the same condition: one join of the lineage
-    return semi_joins, reasons
+    return semi_joins, reasons, parameters
+
+
+def is_parameter(inner: exp.Select, select: exp.Select, aliases: set[str]) -> bool:
+    """Whether ``inner`` is a *parameter* of the aggregate ``select``: a scalar subquery in its
+    ``HAVING`` that reads only its own tables (``aliases``; no column of the outer query). Its one
+    value is compared with every group's aggregates, so when its tables change every group is
+    evaluated again, from the state mvlog keeps per group (:mod:`mvlog.sql.aggdelta`)."""
+    having = inner.find_ancestor(exp.Having)
+    if (not isinstance(inner.parent, exp.Subquery) or having is None or having.parent is not select
+            or isinstance(inner.parent.parent, (exp.Exists, exp.In))):
+        return False
+    return all(c.args.get("table") is not None and identifier_name(c.args["table"]) in aliases
+               for c in inner.find_all(exp.Column))
 
 
 def _signature(semi: SemiJoin) -> tuple[tuple[tuple[str | None, str], ...], str]:
