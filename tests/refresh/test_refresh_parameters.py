@@ -15,7 +15,8 @@ pytestmark = pytest.mark.integration
 
 VIEWS = [
     {"name": "above_average", "refresh": "fast",  # the subquery reads the grouped table itself
-     "query": "SELECT customer_id, sum(amount) AS total, count(*) AS n FROM orders GROUP BY customer_id "
+     "query": "SELECT customer_id, sum(amount) AS total, count(*) AS n, max(amount) AS top, "
+              "count(DISTINCT status) AS statuses FROM orders GROUP BY customer_id "
               "HAVING sum(amount) > (SELECT avg(amount) FROM orders)"},
     {"name": "big_segments", "refresh": "fast",  # another table: its changes alone move the bar
      "query": "SELECT c.segment, count(*) AS n FROM orders o JOIN customers c ON c.id = o.customer_id "
