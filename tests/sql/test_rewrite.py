@@ -270,3 +270,6 @@ def test_an_uncorrelated_scalar_subquery_in_having_is_a_parameter():
     correlated = _analyze("SELECT c.id, count(*) AS n FROM customers c JOIN orders o ON o.customer_id = c.id "
                           "GROUP BY c.id HAVING count(*) > (SELECT count(*) FROM orders p WHERE p.customer_id = c.id)")
     assert not correlated.parameters
+    inside = _analyze("SELECT customer_id, sum(amount) AS s FROM orders GROUP BY customer_id "
+                      "HAVING sum(amount - (SELECT avg(amount) FROM orders)) > 0")  # an aggregate's input
+    assert not inside.parameters and not inside.fast_possible

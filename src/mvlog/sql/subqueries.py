@@ -95,8 +95,8 @@ def is_parameter(inner: exp.Select, select: exp.Select, aliases: set[str]) -> bo
     evaluated again, from the state mvlog keeps per group (:mod:`mvlog.sql.aggdelta`)."""
     having = inner.find_ancestor(exp.Having)
     if (not isinstance(inner.parent, exp.Subquery) or having is None or having.parent is not select
-            or isinstance(inner.parent.parent, (exp.Exists, exp.In))):
-        return False
+            or isinstance(inner.parent.parent, (exp.Exists, exp.In)) or inner.find_ancestor(exp.AggFunc)):
+        return False  # compared with the groups' aggregates, not an input of one
     return all(c.args.get("table") is not None and identifier_name(c.args["table"]) in aliases
                for c in inner.find_all(exp.Column))
 
