@@ -32,7 +32,7 @@ from mvlog.sql.dependencies import ViewGraph
 from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
 from mvlog.sql.restrictions import reads_volatile
 from mvlog.sql.shape import ViewShape, downgrade
-from mvlog.sql.strategies import shape_view, strategy_of
+from mvlog.sql.strategies import parameters_kept, shape_view, strategy_of
 
 if TYPE_CHECKING:
     from mvlog.sql.explain import Explanation
@@ -151,10 +151,7 @@ class Registrar:
                     self.source.describe_query(cur, probe)
                 if shape.branches:
                     shape = dataclasses.replace(shape, branches=tuple(self._exact(cur, b) for b in shape.branches))
-                shape = self._exact(cur, shape)
-                if shape.parameter_logs and shape.deltas is None:  # its groups re-read whenever a parameter moves
-                    shape = downgrade(shape, query, f"an uncorrelated subquery in HAVING is kept only for aggregates "
-                                                    f"kept by deltas, and {shape.recompute_reason}")
+                shape = parameters_kept(self._exact(cur, shape), query)
                 if check_refresh_sql:
                     strategy = strategy_of(shape)
                     statements = strategy.statements(CHECK_SINCE)

@@ -147,7 +147,8 @@ class Replacer:
             schema = self.spark.read.format("delta").load(location).schema
             source = in_table_types(staged.df, schema, value_columns) \
                 .selectExpr("*", f"{row_hash_sql(value_columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
-            key_types = [types_of(schema)[k] for k in key_columns]
+            table_types = types_of(schema)
+            key_types = [table_types[k] for k in key_columns]
             staged_hash = tuple_hash_sql(staged_keys, key_types)  # a staged key's hash as its table row's
             # key -> the new row's hash (None: the key has no row now), key -> its tuple hash
             new, hashes = {}, {}

@@ -35,7 +35,8 @@ from mvlog.sql.changes import (
     keymap_items,
     keymap_key_columns,
     keymap_table,
-    timestamptz_literal,
+    log_table,
+    logged_after,
     touched_rows,
     union_of,
 )
@@ -162,11 +163,8 @@ def _every_group_sql(shape: ViewShape, since: datetime | None, nulls: int) -> ex
     """Every group of the group table with nothing added or removed (sign 0, NULL inputs), when a
     table a parameter reads (an uncorrelated scalar subquery in HAVING) has rows in the window:
     its value may have changed, so every group's HAVING is evaluated again, from its state."""
-    logged = [exp.select(exp.Literal.number(1)).from_(exp.Table(this=ident(log.log_name), db=ident("mvlog")))
-              for log in shape.parameter_logs]
-    changed = [exp.Exists(this=rows if since is None else
-                          rows.where(exp.GT(this=col("snaptime$$"), expression=timestamptz_literal(since))))
-               for rows in logged]
+    logged = [exp.select(exp.Literal.number(1)).from_(log_table(log)) for log in shape.parameter_logs]
+    changed = [exp.Exists(this=rows if since is None else rows.where(logged_after(since))) for rows in logged]
     return (exp.select(*map(col, keymap_key_columns(shape)), exp.Literal.number(0), *[exp.Null()] * nulls)
             .from_(groups_table(shape)).where(exp.or_(*changed)))
 

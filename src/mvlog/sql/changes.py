@@ -20,7 +20,7 @@ AFFECTED = HIDDEN_PREFIX + "affected_keys"  # the view keys to recompute (_mvlog
 ROOTS = HIDDEN_PREFIX + "roots"  # an outer-join view's affected roots, a window view's partitions
 
 
-def timestamptz_literal(value: datetime) -> exp.Expr:
+def _timestamptz(value: datetime) -> exp.Expr:
     return exp.cast(exp.Literal.string(value.isoformat()), exp.DataType.build("timestamptz", dialect=DIALECT))
 
 
@@ -58,14 +58,24 @@ def changed_keys_sql(log: LogInfo, since: datetime | None, names: list[str] | tu
     # rows of keys: not T (a TRUNCATE) or P (a partition dropped or unwatched), which have none
     condition: exp.Condition = exp.In(this=col("dmltype$$"), expressions=[exp.Literal.string(t) for t in "IUD"])
     if since is not None:
-        condition = exp.and_(condition, exp.GT(this=col("snaptime$$"), expression=timestamptz_literal(since)))
+        condition = exp.and_(condition, logged_after(since))
     return (
         exp.select(*[exp.alias_(col(k), ident(n))
                      for k, n in zip(log.key_columns, names or key_names(len(log.key_columns)))])
         .distinct()
-        .from_(exp.Table(this=ident(log.log_name), db=ident("mvlog")))
+        .from_(log_table(log))
         .where(condition)
     )
+
+
+def log_table(log: LogInfo) -> exp.Table:
+    """The log's table, ``mvlog.<log>``."""
+    return exp.Table(this=ident(log.log_name), db=ident("mvlog"))
+
+
+def logged_after(since: datetime) -> exp.Condition:
+    """A log row of the window that starts after ``since`` (at the refresh's snapshot: up to its stamp)."""
+    return exp.GT(this=col("snaptime$$"), expression=_timestamptz(since))
 
 
 def changed_key_count_sql(log: LogInfo, since: datetime | None) -> str:

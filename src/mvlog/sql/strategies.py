@@ -93,8 +93,14 @@ def with_parameters(shape: ViewShape, analysis: Analysis, parameter_logs: tuple[
     which costs what a complete refresh does."""
     if not shape.fast_possible:
         return shape
-    if shape.deltas is None:
-        return downgrade(shape, analysis.query, f"an uncorrelated subquery in HAVING is kept only for aggregates "
-                                                f"kept by deltas (count, sum, avg, min, max, count(DISTINCT)), "
-                                                f"and here {shape.recompute_reason}")
-    return dataclasses.replace(shape, parameter_logs=parameter_logs)
+    return parameters_kept(dataclasses.replace(shape, parameter_logs=parameter_logs), analysis.query)
+
+
+def parameters_kept(shape: ViewShape, query: str) -> ViewShape:
+    """``shape``, or complete-only if it has parameters but is not kept by deltas (also once apply
+    found its sums inexact: :meth:`mvlog.apply.Registrar._exact`)."""
+    if shape.parameter_logs and shape.deltas is None:
+        return downgrade(shape, query, f"an uncorrelated subquery in HAVING is kept only for aggregates kept by "
+                                       f"deltas (count, sum, avg, min, max, count(DISTINCT)), and here "
+                                       f"{shape.recompute_reason}")
+    return shape
