@@ -89,6 +89,9 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=60.0, help="seconds left out at the start")
     parser.add_argument("--bound", type=float, default=10.0, help="the staleness a view must stay within")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--checkpoint-interval", type=int,
+                        help="the views' delta.checkpointInterval (Delta's default: 10 commits)")
+    parser.add_argument("--keep-log", type=Path, help="copy the scheduler's output here")
     args = parser.parse_args()
 
     with TempPostgres(password="bench") as pg, tempfile.TemporaryDirectory() as tmp:
@@ -100,7 +103,8 @@ def main() -> None:
         config = Path(tmp) / "mvlog.yaml"
         config.write_text(yaml.safe_dump({
             "source": {"dsn": dsn, "capture": "logical"}, "warehouse": str(Path(tmp) / "warehouse"),
-            "spark": {"master": args.master},
+            "spark": {"master": args.master, "conf": {} if args.checkpoint_interval is None else {
+                "spark.databricks.delta.properties.defaults.checkpointInterval": str(args.checkpoint_interval)}},
             "logs": [{"table": t} for t in ("pgbench_accounts", "pgbench_tellers", "pgbench_branches", "heartbeat")],
             "views": [{"name": name, "query": query, "freshness": f"{args.target:g}s"}
                       for name, query in VIEWS.items()],
@@ -130,6 +134,8 @@ def main() -> None:
             scheduler.send_signal(signal.SIGTERM)
             scheduler.wait(120)
             log.close()
+            if args.keep_log:
+                args.keep_log.write_text((Path(tmp) / "schedule.out").read_text())
 
         with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
             cur.execute("SELECT view_name, finished_at, snaptime, method, finished_at - started_at FROM "
@@ -163,6 +169,16 @@ def main() -> None:
             print(f"| {name} | {len(mine)} | {sum(1 for r in mine if r[3] == 'fast')} | {took:.2f} | "
                   f"{percentile(samples, 0.5):.1f} | {percentile(samples, 0.95):.1f} | {max(samples):.1f} | "
                   f"{within:.1%} | {failed.get(name, 0)} |")
+        print("\nThe longest waits for a new stamp (the staleness peaks): the refresh that ended each")
+        print("\n| view | peak (s) | stamps apart (s) | its seconds | method |")
+        print("|---|---:|---:|---:|---:|")
+        for name in VIEWS:
+            mine = sorted((r for r in rows if r[0] == name), key=lambda r: r[2])
+            gaps = [(b[1] - a[2], b[2] - a[2], b[4], b[3]) for a, b in zip(mine, mine[1:])
+                    if b[1] >= started + timedelta(seconds=args.settle)]
+            for peak, gap, took, method in sorted(gaps, reverse=True)[:3]:
+                print(f"| {name} | {peak.total_seconds():.1f} | {gap.total_seconds():.1f} | "
+                      f"{took.total_seconds():.2f} | {method} |")
         print(f"\nworst staleness {worst:.1f} s (bound {args.bound:g} s); the heartbeat view holds "
               f"{beat_in_view:%H:%M:%S.%f}, its last refresh's stamp {last_stamp:%H:%M:%S.%f}")
         if beat_in_view > last_stamp:

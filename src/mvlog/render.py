@@ -40,7 +40,8 @@ def result_line(result: RefreshResult) -> str:
         return f"view={result.view} status=skipped reason={result.reason!r}"
     return (f"view={result.view} status=ok method={result.method} keys={result.keys_read} "
             f"inserted={result.rows_inserted} updated={result.rows_updated} deleted={result.rows_deleted} "
-            f"rows={result.row_count} seconds={result.seconds:.1f}")
+            f"rows={result.row_count} seconds={result.seconds:.1f}"
+            + "".join(f" {name}={seconds:.2f}" for name, seconds in result.phases.items()))
 
 
 def verify_table(results: Iterable[VerifyResult], secrets: Iterable[str] = ()) -> Table:

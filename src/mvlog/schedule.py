@@ -60,6 +60,7 @@ class Unit:
     freshness: timedelta | None = None
     next_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     last_seconds: float = 0.0  # what its last refresh took: a freshness unit starts that much early
+    stamp: datetime | None = None  # the source time its last refresh applied (a group's oldest)
 
     def advance(self, after: datetime) -> None:
         """The next moment to fire (cron) or to look at the lag (freshness), after ``after``."""
@@ -69,6 +70,24 @@ class Unit:
         self.next_at = self._next_firing(after)
         if self.freshness is not None:
             self.next_at = min(self.next_at, after + timedelta(seconds=self.poll))
+
+    def advance_after_refresh(self, stamp: datetime | None, now: datetime) -> None:
+        """The next look after a refresh that applied the source as of ``stamp`` (its oldest
+        stamp, for a group): when the lag could reach the point where :meth:`fresh_enough` fires,
+        at once if it already has, and no later than a poll away. A unit kept busy by its target
+        refreshes back to back, not a poll apart."""
+        self.advance(now)
+        if self.freshness is None or stamp is None:
+            return
+        due = stamp + timedelta(seconds=self._margin)
+        self.next_at = min(self.next_at, max(now, due))
+
+    @property
+    def _margin(self) -> float:
+        """The lag at which the unit must refresh (see :meth:`fresh_enough`)."""
+        assert self.freshness is not None
+        target = self.freshness.total_seconds()
+        return target - self.last_seconds - self.poll - target / 10
 
     @property
     def poll(self) -> float:
@@ -91,8 +110,7 @@ class Unit:
         if lag is None:
             return False
         # A tenth of the target to spare: a refresh can take longer than the last one did.
-        target = self.freshness.total_seconds()
-        return lag == 0 or lag + self.last_seconds + self.poll + target / 10 < target
+        return lag == 0 or lag < self._margin
 
     def describe(self) -> str:
         when = [f"on {self.cron!r}"] if self.cron else []
@@ -253,7 +271,8 @@ class Scheduler:
             now = datetime.now(UTC)
             looking = [u for u in self.units if u.next_at <= now]
             try:
-                self.refresh(self.due(looking, looked, now))
+                due = self.due(looking, looked, now)
+                self.refresh(due)
                 self._update_gauges()
             except MvlogError as exc:
                 if not exc.transient:
@@ -262,7 +281,7 @@ class Scheduler:
                 continue  # look at the same units again at once: they fell behind while it was away
             for unit in looking:
                 looked[unit.name] = now
-                unit.advance(max(datetime.now(UTC), now))
+                unit.advance_after_refresh(unit.stamp if unit in due else None, max(datetime.now(UTC), now))
         self.warmer.shutdown(wait=True, cancel_futures=True)
         self.log("stopped")
 
@@ -330,9 +349,12 @@ class Scheduler:
             if wrote:
                 self.warmer.submit(self.project.warm, wrote)
             seconds = {r.view: r.seconds for r in results if not r.error and not r.skipped}
+            stamps = {r.view: r.snaptime for r in results if not r.error and not r.skipped}
             for unit in pending:
                 took = [seconds[v] for v in self._views(unit) if v in seconds]
                 unit.last_seconds = max(took, default=unit.last_seconds)
+                applied = [t for v in self._views(unit) if (t := stamps.get(v)) is not None]
+                unit.stamp = min(applied, default=None)
             transient = {r.view for r in results if r.error and r.transient}
             pending = [unit for unit in pending if transient & set(self._views(unit))]
             if not pending or self.stop.is_set():

@@ -55,6 +55,6 @@ def test_a_view_another_process_is_refreshing_is_skipped_not_failed():
 
 def test_the_log_line():
     assert result_line(OK) == ("view=open_orders status=ok method=fast keys=10 inserted=4 updated=0 deleted=6 "
-                               "rows=498 seconds=3.9")
+                               "rows=498 seconds=3.9 prepare=0.21 read=0.30 write=3.30 record=0.10")
     assert result_line(FAILED).startswith("view=per_customer status=failed seconds=")
     assert "error='cannot connect: password s3cret refused'" in result_line(FAILED)  # the CLI redacts its log

@@ -173,6 +173,24 @@ def test_freshness_units():
     assert units_of(parse_config(base + "  - {name: q, query: 'SELECT 1', freshness: 5s}\n"))[0].poll == 1.0
 
 
+def test_a_busy_freshness_unit_looks_again_when_its_lag_will_need_it():
+    """After a refresh, the next look comes when the lag since the applied stamp reaches the point
+    where the unit must refresh again: at once if it already has, never later than a poll."""
+    base = "source: {dsn: 'host=h'}\nwarehouse: w\nviews:\n"
+    (unit,) = units_of(parse_config(base + "  - {name: q, query: 'SELECT 1', freshness: 10s}\n"))
+    unit.last_seconds = 3.0  # must refresh at a lag of 10 - 3 - 1 (poll) - 1 (spare) = 5 s
+    assert unit.fresh_enough(4.9) and not unit.fresh_enough(5.0)
+    now = datetime(2026, 1, 1, 10, 0, 0, tzinfo=UTC)
+    unit.advance_after_refresh(now - timedelta(seconds=4.5), now)
+    assert unit.next_at == now + timedelta(seconds=0.5)
+    unit.advance_after_refresh(now - timedelta(seconds=6), now)  # behind already: look at once
+    assert unit.next_at == now
+    unit.advance_after_refresh(now - timedelta(seconds=1), now)  # far from it: a poll away
+    assert unit.next_at == now + timedelta(seconds=1)
+    unit.advance_after_refresh(None, now)  # nothing applied (it failed): a poll away
+    assert unit.next_at == now + timedelta(seconds=1)
+
+
 def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path, connect_engine):
     """`freshness: 15s`: nothing is refreshed while nothing is pending; a change is applied after the
     scheduler has let it wait (batching) and before the target; `mvlog status` shows the lag and
