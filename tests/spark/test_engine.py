@@ -76,8 +76,10 @@ def test_start_refuses_a_port_in_use_and_a_connect_master(engine_dir):
 def test_the_server_command_carries_mvlogs_settings_and_listens_on_loopback():
     command = engine.server_command(SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "3"}),
                                     "127.0.0.1", 15555)
-    assert command[0].endswith("spark-submit") and command[command.index("--class") + 1] == engine.SERVER_CLASS
+    assert command[0].endswith("spark-submit") and command[-1].endswith("engine_driver.py")
     conf = dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "--conf")
+    assert conf["spark.plugins"] == engine.CONNECT_PLUGIN  # Spark's Connect server, in mvlog's driver
+    assert conf["spark.pyspark.driver.python"] == sys.executable
     assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
     assert conf["spark.connect.grpc.binding.port"] == "15555"
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"

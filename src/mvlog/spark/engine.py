@@ -1,8 +1,9 @@
 """``mvlog engine``: a local Spark Connect server that every mvlog command can reuse.
 
-The server is Spark's own (``org.apache.spark.sql.connect.service.SparkConnectServer``, in
-the pyspark installation's jars), started by ``spark-submit`` with Delta, the PostgreSQL
-JDBC driver and mvlog's Spark settings. It listens on loopback unless told otherwise,
+The server is Spark's own Connect server (in the pyspark installation's jars), started by
+``spark-submit`` as a plugin of mvlog's driver program (:mod:`mvlog.spark.engine_driver`, which
+keeps the Delta state of newly committed versions warm between commands) with Delta, the
+PostgreSQL JDBC driver and mvlog's Spark settings. It listens on loopback unless told otherwise,
 writes its own log file, and is described by a small JSON state file, so ``status`` and
 ``stop`` work from any later process. A command reaches it through ``spark.remote:
 sc://127.0.0.1:<port>`` in mvlog.yaml (or ``$SPARK_REMOTE``).
@@ -16,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -24,10 +26,11 @@ from pathlib import Path
 
 from mvlog.config import SparkConfig
 from mvlog.errors import SetupError, UsageError
+from mvlog.spark import engine_driver
 from mvlog.spark.remote import configured_remote, host_port, remote_address
 from mvlog.spark.settings import packages_resolved_alone, session_conf
 
-SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"  # Spark's Connect server, in any driver
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 15002
 ENGINE_DIR_ENV = "MVLOG_ENGINE_DIR"
@@ -114,12 +117,15 @@ def server_command(config: SparkConfig, host: str, port: int) -> list[str]:
     conf = session_conf(config)
     conf["spark.connect.grpc.binding.address"] = host
     conf["spark.connect.grpc.binding.port"] = str(port)
+    conf["spark.plugins"] = ",".join(dict.fromkeys([*filter(None, conf.get("spark.plugins", "").split(",")),
+                                                     CONNECT_PLUGIN]))
+    # The driver is mvlog's own (engine_driver.py), run by this Python: the server as a plugin in it.
+    conf["spark.pyspark.driver.python"] = conf["spark.pyspark.python"] = sys.executable
     packages = conf.pop("spark.jars.packages")
-    command = [str(spark_submit()), "--class", SERVER_CLASS, "--name", "mvlog-engine", "--master", config.master,
-               "--packages", packages]
+    command = [str(spark_submit()), "--name", "mvlog-engine", "--master", config.master, "--packages", packages]
     for key, value in sorted(conf.items()):
         command += ["--conf", f"{key}={value}"]
-    return command + ["spark-internal"]
+    return command + [str(Path(engine_driver.__file__).resolve())]
 
 
 def default_address(config: SparkConfig) -> tuple[str, int]:
