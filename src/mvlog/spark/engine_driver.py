@@ -3,7 +3,8 @@
 ``spark-submit`` runs this file as the engine's driver. Spark's own Connect server starts inside
 it as a plugin (``SparkConnectPlugin``, the same server ``SparkConnectServer`` runs), so every
 client command works as with that server. Beside it, this driver builds the Delta state of each
-table version committed in the engine's JVM, between commands: after a refresh commits version
+table version committed in the engine's JVM, between commands (once the engine ran no job for
+``IDLE_BEFORE_WARM`` seconds): after a refresh commits version
 v+1, Delta holds v+1's snapshot without its file list, and the next command that reads the table
 (the view's next refresh, minutes later) would build it first — 1.4–1.6 s of a new ``mvlog
 refresh`` process on the engine (BENCHMARKS.md session 32). ``mvlog schedule`` does the same for
@@ -22,7 +23,10 @@ import threading
 import time
 from typing import Any
 
-WARM_INTERVAL = 0.5  # seconds between looks at the tables the engine's JVM holds
+WARM_INTERVAL = 0.25  # seconds between looks at the engine's jobs and the tables its JVM holds
+# Warm only after the engine ran no Spark job for this long: between commands, not inside one
+# (a refresh of two views warming the first's commit while the second writes slowed it by 1 s).
+IDLE_BEFORE_WARM = 1.0
 
 
 def warm_new_versions(jvm: Any, conf: Any, warmed: dict[str, int]) -> list[str]:
@@ -57,11 +61,18 @@ def main() -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     jvm, conf = spark._jvm, spark._jsparkSession.sessionState().conf()
+    jobs = spark.sparkContext.statusTracker()
     warmed: dict[str, int] = {}
+    idle_since: float | None = None
     print("mvlog engine: Spark Connect server started; warming Delta state of new versions", flush=True)
     while not stop.wait(WARM_INTERVAL):
         try:
-            warm_new_versions(jvm, conf, warmed)
+            if jobs.getActiveJobsIds():
+                idle_since = None
+                continue
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since >= IDLE_BEFORE_WARM:
+                warm_new_versions(jvm, conf, warmed)
         except Exception as exc:  # noqa: BLE001 - never let warming stop the server
             print(f"mvlog engine: warming failed: {exc}", file=sys.stderr, flush=True)
             time.sleep(10 * WARM_INTERVAL)
