@@ -173,19 +173,6 @@ def roots_ref() -> exp.Select:
     return exp.select(exp.Star()).from_(ROOTS)
 
 
-def inner_towards(core: exp.Select, alias: str) -> exp.Select:
-    """``core`` with an outer join of the table ``alias`` made inner, for a branch that keeps only
-    rows where that table has a row (its primary key among the changed keys: a NULL-extended row
-    never passes). The rows are the same; PostgreSQL can then start from the changed rows, where a
-    LEFT JOIN made it join every row of the tables before it first (TPC-H Q18 at SF 1: over 13
-    minutes for the branch of its ``IN`` subquery's lineitem, BENCHMARKS.md session 34)."""
-    for join in core.args.get("joins") or []:
-        if join.side == "LEFT" and join.this.alias_or_name == alias:
-            join.set("side", None)
-            join.set("kind", None)
-    return core
-
-
 def roots_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
     """An outer-join view's roots whose lineage rows hold a changed base row, now (from the
     base tables) or at the last refresh (from the key map); a changed root row is its own."""
@@ -197,7 +184,7 @@ def roots_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
         core = parse_select(shape.core_sql)
         core.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(root_exprs(shape), names)])
         pks = [col(pk, table.alias) for pk in table.log.key_columns]
-        branches.append(inner_towards(core, table.alias).where(in_query(pks, changed), copy=False))
+        branches.append(core.where(in_query(pks, changed), copy=False))
         branches.append(exp.select(*[col(n) for n in names]).from_(keymap_table(shape))
                         .where(in_query([col(c) for c in table.keymap_columns], changed.copy())))
     return union_of(branches)
