@@ -38,6 +38,7 @@ from mvlog.sql.changes import (
     union_of,
     unit_exprs,
 )
+from mvlog.sql.restricted import grouped_in_as_exists
 from mvlog.sql.shape import ViewShape, col, ident
 
 AFFECTED_ALIAS = HIDDEN_PREFIX + "affected"
@@ -136,6 +137,12 @@ def unit_matches(shape: ViewShape, null_keys: bool) -> list[exp.Expr]:
     return conditions
 
 
+def restricted_query(select_sql: str) -> exp.Select:
+    """The view's query (with hidden columns) as a recompute of a few keys reads it, with PRESENT
+    (see :mod:`mvlog.sql.restricted`)."""
+    return with_present(grouped_in_as_exists(parse_select(select_sql)))
+
+
 def rows_of_keys(shape: ViewShape, select_sql: str, null_keys: bool = False) -> list[exp.Select]:
     """``select_sql`` (the view's query with hidden columns) restricted to the rows of the keys in
     AFFECTED, with PRESENT: one query that PostgreSQL drives through indexes, and with
@@ -143,21 +150,21 @@ def rows_of_keys(shape: ViewShape, select_sql: str, null_keys: bool = False) -> 
     names = key_names(len(shape.key_columns))
     keys = key_exprs(shape)
     affected = exp.select(*[col(n) for n in names]).from_(AFFECTED)
-    parts = [with_present(parse_select(select_sql)).where(in_query([k.copy() for k in keys], affected), copy=False)]
+    parts = [restricted_query(select_sql).where(in_query([k.copy() for k in keys], affected), copy=False)]
     if null_keys:
-        parts.append(with_present(parse_select(select_sql)).where(_null_safe_match(keys, names), copy=False))
+        parts.append(restricted_query(select_sql).where(_null_safe_match(keys, names), copy=False))
     return parts
 
 
 def rows_of_roots(shape: ViewShape, select_sql: str) -> list[exp.Select]:
     """An outer-join view's rows of the roots in ROOTS, with PRESENT."""
-    return [with_present(parse_select(select_sql)).where(in_roots(root_exprs(shape)), copy=False)]
+    return [restricted_query(select_sql).where(in_roots(root_exprs(shape)), copy=False)]
 
 
 def rows_of_units(shape: ViewShape, select_sql: str, null_keys: bool) -> list[exp.Select]:
     """A window view restricted to its affected partitions where its windows are computed (so each
     is computed over its whole partition), with PRESENT; disjoint parts (see :func:`unit_matches`)."""
-    current = with_present(parse_select(select_sql))
+    current = restricted_query(select_sql)
     parts = []
     for condition in unit_matches(shape, null_keys):
         restricted = current.copy()
