@@ -260,7 +260,11 @@ def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, 
         (done,) = fresh_query(db.dsn, "SELECT now()")[0]
         deadline = time.monotonic() + 60
         while set(names) - caught_up(db.dsn, done):
-            assert time.monotonic() < deadline, f"the views did not catch up with the last write: {lines[-8:]}"
+            assert process.poll() is None, (f"the scheduler exited before the last write was applied: {lines[-5:]}; "
+                                            f"it said: {errors.read_text()[-3000:]}")
+            assert time.monotonic() < deadline, (f"the views did not catch up with the last write (writer stopped: "
+                                                 f"{not writer.is_alive()}): {lines[-8:]}; the scheduler said: "
+                                                 f"{errors.read_text()[-3000:]}")
             time.sleep(0.5)
         assert process.poll() is None, lines[-5:]
         process.send_signal(signal.SIGTERM)
