@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from mvlog.sql.sqltree import conjuncts
+
 
 def grouped_in_as_exists(select: exp.Select) -> exp.Select:
     """``select`` with each ``x IN (SELECT k FROM … GROUP BY k [HAVING …])`` among the conjuncts of
@@ -32,12 +34,9 @@ def grouped_in_as_exists(select: exp.Select) -> exp.Select:
 
 
 def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
-    """The terms of an AND chain, through parentheses."""
-    if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
+    """The terms of an AND chain, through the parentheses mvlog's generated SQL puts around them."""
+    terms = conjuncts(node.unnest())
+    return terms if len(terms) == 1 else [t for term in terms for t in _conjuncts(term)]
 
 
 def _as_exists(node: exp.Expr) -> exp.Exists | None:
