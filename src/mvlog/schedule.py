@@ -348,13 +348,11 @@ class Scheduler:
             wrote = [r.view for r in results if r.wrote]
             if wrote:
                 self.warmer.submit(self.project.warm, wrote)
-            seconds = {r.view: r.seconds for r in results if not r.error and not r.skipped}
-            stamps = {r.view: r.snaptime for r in results if not r.error and not r.skipped}
+            done = {r.view: r for r in results if not r.error and not r.skipped}
             for unit in pending:
-                took = [seconds[v] for v in self._views(unit) if v in seconds]
-                unit.last_seconds = max(took, default=unit.last_seconds)
-                applied = [t for v in self._views(unit) if (t := stamps.get(v)) is not None]
-                unit.stamp = min(applied, default=None)
+                mine = [done[v] for v in self._views(unit) if v in done]
+                unit.last_seconds = max((r.seconds for r in mine), default=unit.last_seconds)
+                unit.stamp = min((r.snaptime for r in mine if r.snaptime is not None), default=None)
             transient = {r.view for r in results if r.error and r.transient}
             pending = [unit for unit in pending if transient & set(self._views(unit))]
             if not pending or self.stop.is_set():
