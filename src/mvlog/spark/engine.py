@@ -120,7 +120,8 @@ def server_command(config: SparkConfig, host: str, port: int) -> list[str]:
     conf["spark.plugins"] = ",".join(dict.fromkeys([*filter(None, conf.get("spark.plugins", "").split(",")),
                                                      CONNECT_PLUGIN]))
     # The driver is mvlog's own (engine_driver.py), run by this Python: the server as a plugin in it.
-    conf["spark.pyspark.driver.python"] = conf["spark.pyspark.python"] = sys.executable
+    # Only the driver's: executors of a cluster have their own Python (spark.pyspark.python).
+    conf["spark.pyspark.driver.python"] = sys.executable
     packages = conf.pop("spark.jars.packages")
     command = [str(spark_submit()), "--name", "mvlog-engine", "--master", config.master, "--packages", packages]
     for key, value in sorted(conf.items()):

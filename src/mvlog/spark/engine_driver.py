@@ -23,10 +23,14 @@ import threading
 import time
 from typing import Any
 
-WARM_INTERVAL = 0.25  # seconds between looks at the engine's jobs and the tables its JVM holds
+WARM_INTERVAL = 0.25  # seconds between looks at the engine's jobs
 # Warm only after the engine ran no Spark job for this long: between commands, not inside one
 # (a refresh of two views warming the first's commit while the second writes slowed it by 1 s).
 IDLE_BEFORE_WARM = 1.0
+# The tables are looked at once per quiet spell after jobs ran (a commit runs jobs), and at least
+# this often (jobs shorter than a look apart go unseen): each look costs a few py4j calls per
+# table the JVM holds, too many to repeat every WARM_INTERVAL on an engine with hundreds.
+RESCAN_EVERY = 10.0
 
 
 def warm_new_versions(jvm: Any, conf: Any, warmed: dict[str, int]) -> list[str]:
@@ -64,15 +68,18 @@ def main() -> None:
     jobs = spark.sparkContext.statusTracker()
     warmed: dict[str, int] = {}
     idle_since: float | None = None
+    worked, looked = False, time.monotonic()  # jobs ran since the last look at the tables; when that was
     print("mvlog engine: Spark Connect server started; warming Delta state of new versions", flush=True)
     while not stop.wait(WARM_INTERVAL):
         try:
             if jobs.getActiveJobsIds():
-                idle_since = None
+                idle_since, worked = None, True
                 continue
-            idle_since = idle_since or time.monotonic()
-            if time.monotonic() - idle_since >= IDLE_BEFORE_WARM:
+            now = time.monotonic()
+            idle_since = idle_since or now
+            if now - idle_since >= IDLE_BEFORE_WARM and (worked or now - looked >= RESCAN_EVERY):
                 warm_new_versions(jvm, conf, warmed)
+                worked, looked = False, time.monotonic()
         except Exception as exc:  # noqa: BLE001 - never let warming stop the server
             print(f"mvlog engine: warming failed: {exc}", file=sys.stderr, flush=True)
             time.sleep(10 * WARM_INTERVAL)
