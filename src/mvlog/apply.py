@@ -26,7 +26,7 @@ from mvlog.postgres.late import LateRows
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
-from mvlog.sql import aggplan, rewrite
+from mvlog.sql import aggplan, rewrite, topn
 from mvlog.sql.analysis import analyze
 from mvlog.sql.dependencies import ViewGraph
 from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
@@ -97,7 +97,9 @@ class Registrar:
         try:
             expansion = self.expand(cur, view.query)
             query = expansion.query
-            analysis = analyze(query)
+            top = topn.split(query)  # a top-N view: its full view is analysed and kept
+            full_query = top[0] if isinstance(top, tuple) else query
+            analysis = analyze(full_query)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         catalog: dict[tuple[str | None, str], TableInfo] = {}
@@ -123,10 +125,10 @@ class Registrar:
         merged = rewrite.needs_rewrite(analysis.tree)
         nested_groups = merged and any(s is not analysis.tree and s.args.get("group") is not None
                                        for s in analysis.tree.find_all(exp.Select))
-        types = (self.source.output_types(cur, query) if nested_groups or isinstance(analysis.tree, exp.SetOperation)
-                 else None)
+        types = (self.source.output_types(cur, full_query)
+                 if nested_groups or isinstance(analysis.tree, exp.SetOperation) else None)
         if merged or types:
-            analysis = analyze(query, catalog, columns, types)
+            analysis = analyze(full_query, catalog, columns, types)
         # A rewritten query names its tables as resolved (schema.name), the others as written.
         known: dict[tuple[str | None, str], TableInfo] = {
             **{(t.schema, t.name): t for t in catalog.values()}, **catalog}
@@ -143,10 +145,14 @@ class Registrar:
         if expansion.barrier is not None and shape.fast_possible:
             shape = downgrade(shape, query, f"it reads security-barrier view {expansion.barrier.name}, which "
                                             f"PostgreSQL does not merge into the query")
+        if isinstance(top, str):
+            shape = downgrade(shape, query, top)
         written: tuple[str, ...] = ()
         if shape.fast_possible:  # check the SQL mvlog generates for it; a view it cannot key is complete-only
             try:
                 written = tuple(d[0] for d in self.source.describe_query(cur, shape.select_sql))
+                if isinstance(top, tuple):
+                    shape = self._top(shape, top[1], columns, written, query)
                 for probe in strategy_of(shape).probe_sql():
                     self.source.describe_query(cur, probe)
                 if shape.branches:
@@ -163,12 +169,24 @@ class Registrar:
                 shape = downgrade(shape, query, f"mvlog cannot key this view for fast refresh: PostgreSQL refused "
                                                 f"the SQL mvlog wrote for its shape ({shape.view_class.value}): {exc} "
                                                 f"(a bug in mvlog: please report it with the query)")
+        if isinstance(top, tuple) and not shape.fast_possible and shape.select_sql != query:
+            shape = dataclasses.replace(downgrade(shape, query, ""), fast_reasons=shape.fast_reasons)  # with its LIMIT
         if check_fast and view.refresh is RefreshMethod.FAST and not shape.fast_possible:
             raise ConfigError(f"{where}: refresh: fast is impossible: {'; '.join(shape.fast_reasons)}")
         # Its result can change with nothing in its logs: it reads the clock, or a PostgreSQL view
         # (a CREATE OR REPLACE VIEW logs nothing a refresh could find without checking the view).
         return ViewCheck(shape, expansion.signature(described), tuple(key_changed), written,
                          reads_volatile(analysis.tree) or bool(expansion.pg_views))
+
+    @staticmethod
+    def _top(shape: ViewShape, spec: topn.TopSpec, columns: list[str], written: tuple[str, ...],
+             query: str) -> ViewShape:
+        """The top-N view over the full view ``shape``, or complete-only if its ORDER BY is not over
+        its output columns."""
+        order = topn.order_of(spec, columns)
+        if isinstance(order, str):
+            return downgrade(shape, query, order)
+        return topn.keep_top(shape, spec, order, written)
 
     def _exact(self, cur: Cursor, shape: ViewShape) -> ViewShape:
         """``shape``, its groups recomputed if it keeps sums of floating-point inputs by deltas
@@ -220,7 +238,8 @@ class Registrar:
         with self.source.inspection() as cur:
             try:
                 expansion = self.expand(cur, view.query)
-                analysis = analyze(expansion.query)
+                top = topn.split(expansion.query)
+                analysis = analyze(top[0] if isinstance(top, tuple) else expansion.query)
             except ConfigError as exc:
                 raise ConfigError(f"views[{index}] ({view.name}): {exc}") from None
             logs = self.declared_logs(cur)

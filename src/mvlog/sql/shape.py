@@ -78,6 +78,25 @@ class AggregateDeltas:
 
 
 @dataclass(frozen=True)
+class TopN:
+    """A top-N view (``ORDER BY … LIMIT n [OFFSET m]``, :mod:`mvlog.sql.topn`): the query without
+    them (the *full view*) is kept by its own strategy, and its first ``offset + limit + margin``
+    rows, in the view's order with ties broken by the view key, in ``mvlog.<table>``."""
+
+    full_sql: str  # the full view's SELECT (the shape's select_sql without ORDER BY and LIMIT)
+    order: tuple[tuple[str, bool, bool], ...]  # (output column, descending, NULLs first), as written
+    limit: int
+    offset: int
+    margin: int  # rows kept below the cut, so that rows leaving the top do not force a recompute
+    table: str  # mvlog.<table>: the full view's first rows at the view's last refresh
+    columns: tuple[str, ...]  # the full view's columns (the query's and the hidden keys)
+
+    @property
+    def capacity(self) -> int:
+        return self.offset + self.limit + self.margin
+
+
+@dataclass(frozen=True)
 class ViewShape:
     """How a view is keyed and read (plain data: printable, testable without a database)."""
 
@@ -119,6 +138,8 @@ class ViewShape:
     # An aggregate by deltas with parameters (uncorrelated scalar subqueries in HAVING): the logs
     # of the tables they read; a window with rows in one of them evaluates every group again.
     parameter_logs: tuple[LogInfo, ...] = ()
+    # A top-N view: its order, limit and margin; select_sql is then the full view's first rows.
+    top: TopN | None = None
 
     @property
     def fast_possible(self) -> bool:
@@ -136,6 +157,11 @@ def keymap_name(view: str, branch: int | None = None) -> str:
     """The key map of a view (of one branch of a UNION ALL view: ``<map>_b<branch>``)."""
     digest = hashlib.sha256(view.encode()).hexdigest()[:8]
     return f"keys$_{view[:40].lower()}_{digest}" + (f"_b{branch}" if branch is not None else "")
+
+
+def top_name(view: str) -> str:
+    """The table of a top-N view's first rows (:class:`TopN`)."""
+    return "top$" + keymap_name(view).removeprefix("keys$")
 
 
 def groups_name(keymap: str) -> str:

@@ -14,6 +14,7 @@
 | window functions | :class:`~mvlog.sql.strategy.Window` |
 | UNION ALL, FULL JOIN, GROUPING SETS | :class:`~mvlog.sql.union.UnionAll` (a strategy per branch) |
 | UNION, aggregate over UNION ALL | :class:`~mvlog.sql.union.UnionDistinct` |
+| ORDER BY … LIMIT (top-N) | :class:`~mvlog.sql.topn.TopRows` (the full view's strategy under it) |
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 from mvlog.model import LogInfo
-from mvlog.sql import shaping
+from mvlog.sql import shaping, topn
 from mvlog.sql.analysis import Analysis, ViewClass
 from mvlog.sql.shape import ViewShape, downgrade
 from mvlog.sql.strategy import (
@@ -42,6 +43,8 @@ def strategy_of(shape: ViewShape) -> Strategy:
     """The strategy that keeps a view of ``shape``."""
     if not shape.fast_possible:
         return Strategy(shape)
+    if shape.top is not None:
+        return topn.TopRows(shape, strategy_of(topn.full_shape(shape)))
     if shape.branches:
         branches = [strategy_of(branch) for branch in shape.branches]
         return (UnionDistinct if shape.distinct or shape.over_union else UnionAll)(shape, branches)
