@@ -87,6 +87,12 @@ FAST: dict[str, list[str]] = {
         "SELECT c.name, t.total FROM customers c JOIN (SELECT customer_id, sum(amount) AS total FROM orders "
         "GROUP BY customer_id) t ON t.customer_id = c.id WHERE t.total > 100",
     ],
+    "top-N": [
+        "SELECT id, amount FROM orders ORDER BY amount DESC NULLS LAST, id LIMIT 5",
+        "SELECT customer_id, sum(amount) AS total FROM orders GROUP BY customer_id ORDER BY 2 DESC LIMIT 3 OFFSET 1",
+        "SELECT c.name, o.id, o.amount FROM orders o JOIN customers c ON c.id = o.customer_id "
+        "WHERE EXISTS (SELECT 1 FROM lines l WHERE l.order_id = o.id) ORDER BY amount FETCH FIRST 10 ROWS ONLY",
+    ],
     "(merged)": [
         "WITH s AS (SELECT customer_id, sum(amount) AS total FROM orders GROUP BY customer_id) "
         "SELECT customer_id, total FROM s WHERE total > 5",
@@ -96,7 +102,9 @@ FAST: dict[str, list[str]] = {
 }
 # Shapes the README lists under "other", and what the refusal must say.
 REFUSED = {
-    "SELECT id FROM orders ORDER BY id LIMIT 5": "LIMIT",
+    "SELECT id FROM orders LIMIT 5": "LIMIT without ORDER BY",
+    "SELECT id FROM orders ORDER BY amount + 1 LIMIT 5": "orders by its output columns",
+    "SELECT id FROM orders ORDER BY id FETCH FIRST 5 ROWS WITH TIES": "WITH TIES",
     "SELECT o.id FROM orders o WHERE EXISTS (SELECT 1 FROM customers WHERE segment = 'x')": "uncorrelated subquery",
     "SELECT id FROM eu_orders INTERSECT SELECT id FROM us_orders": "INTERSECT",
 }

@@ -36,6 +36,9 @@ VIEWS = [
     {"name": "region_sums", "refresh": "fast",  # kept by deltas: its group table is written with the key map
      "query": "SELECT c.region, count(*) AS n, sum(o.amount) AS total, avg(o.amount) AS mean "
               "FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY c.region"},
+    {"name": "top_open", "refresh": "fast",  # top-N: its margin is written with the key map
+     "query": "SELECT o.id, c.name, o.amount FROM orders o JOIN customers c ON c.id = o.customer_id "
+              "WHERE o.status = 'open' ORDER BY amount DESC, id LIMIT 3"},
 ]
 
 
