@@ -4,9 +4,10 @@ of ``refresh: force`` between a fast and a complete refresh.
 Every refresh that succeeded leaves in the history its method, its seconds, the distinct keys
 its window changed (a fast refresh of a ``force`` view) and the rows it left (a complete one):
 :class:`Measured`. Before a ``force`` view is refreshed fast, both are predicted for the window at
-hand, each from the view's own last refreshes of that method (a least-squares line, the fast ones
-over their changed keys, the complete ones over their rows; one measurement alone is read as a
-fixed cost that grows in proportion above its size), and the cheaper is chosen. A method never
+hand, each from the view's own last refreshes of that method (a line by medians, the fast ones over
+their changed keys, the complete ones over their rows, so that one outlier does not move it; one
+size alone is read as a fixed cost that grows in proportion above it), and the cheaper is chosen. A
+method never
 measured for the view is not predicted: then the share rule decides (:func:`share_rule`: a window
 that changed at least ``COMPLETE_ABOVE_FRACTION`` of a large table refreshes completely), and the
 next refresh measures what it ran.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import fmean
+from statistics import median
 
 from mvlog.model import Measured, RefreshMethod, WindowSize
 
@@ -55,16 +56,17 @@ class Choice:
 
 
 def _line(points: Sequence[tuple[float, float]], x: float) -> float:
-    """The seconds at ``x`` on the line through ``points`` (size, seconds): least squares, its slope
-    and intercept kept non-negative; one size only: that cost as fixed, growing in proportion above it."""
+    """The seconds at ``x`` on the line through ``points`` (size, seconds): the median of the
+    pairwise slopes and of the intercepts they leave (Theil–Sen), kept non-negative, so that one
+    refresh slowed by something else (a new process's first, a busy machine) does not move it; one
+    size only: the median cost as fixed, growing in proportion above it."""
     sizes = {p[0] for p in points}
     if len(sizes) == 1:
-        size, seconds = next(iter(sizes)), fmean(p[1] for p in points)
+        size, seconds = next(iter(sizes)), median(p[1] for p in points)
         return seconds * max(1.0, x / size) if size > 0 else seconds
-    mean_x, mean_y = fmean(p[0] for p in points), fmean(p[1] for p in points)
-    variance = sum((p[0] - mean_x) ** 2 for p in points)
-    slope = max(0.0, sum((p[0] - mean_x) * (p[1] - mean_y) for p in points) / variance)
-    intercept = max(0.0, mean_y - slope * mean_x)
+    slopes = [(b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(points) for b in points[i + 1:] if b[0] != a[0]]
+    slope = max(0.0, median(slopes))
+    intercept = max(0.0, median(p[1] - slope * p[0] for p in points))
     return intercept + slope * x
 
 

@@ -50,6 +50,16 @@ def test_predictions_follow_a_line_through_the_view_s_refreshes():
     assert predict(noisy, FAST, 10**6).seconds == pytest.approx(3.0)
 
 
+def test_one_slow_refresh_does_not_move_the_prediction():
+    """The sweep's trap (BENCHMARKS session 35): a view's build in a new process took 4x its later
+    complete refreshes, and an average made the next fast refresh look cheaper than a complete one."""
+    complete = [Measured(COMPLETE, s, None, 20_000) for s in (1.40, 1.28, 1.34, 9.8)]
+    fast = [Measured(FAST, s, k, None) for s, k in ((1.5, 20), (1.6, 200), (1.7, 2000), (7.5, 10_000))]
+    assert predict(complete, COMPLETE, 20_000).seconds == pytest.approx(1.37)
+    assert predict(fast, FAST, 20).seconds == pytest.approx(1.5, abs=0.02)
+    assert choose([*complete, *fast], window(20, 20_000), 20_000).complete
+
+
 def test_force_takes_the_method_predicted_cheaper():
     measured = [Measured(FAST, 1.0 + 0.0005 * k, k, None) for k in (1000, 20_000)] + [
         Measured(COMPLETE, 40.0, None, 1_000_000)]
