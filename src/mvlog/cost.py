@@ -7,10 +7,9 @@ its window changed (a fast refresh of a ``force`` view) and the rows it left (a 
 hand, each from the view's own last refreshes of that method (a line by medians, the fast ones over
 their changed keys, the complete ones over their rows, so that one outlier does not move it; one
 size alone is read as a fixed cost that grows in proportion above it), and the cheaper is chosen. A
-method never
-measured for the view is not predicted: then the share rule decides (:func:`share_rule`: a window
-that changed at least ``COMPLETE_ABOVE_FRACTION`` of a large table refreshes completely), and the
-next refresh measures what it ran.
+method never measured for the view is not predicted: then the share rule decides
+(:func:`share_rule`: a window that changed at least ``COMPLETE_ABOVE_FRACTION`` of a large table
+refreshes completely), and the next refresh measures what it ran.
 
 Pure functions: the history is read by the catalog, the window by the stamp; a refresh records
 what it cost in the history row it ends, so the record survives a crash of the process (a refresh
