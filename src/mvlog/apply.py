@@ -104,7 +104,7 @@ class Registrar:
             raise ConfigError(f"{where}: {exc}") from None
         catalog: dict[tuple[str | None, str], TableInfo] = {}
         key_changed: list[str] = []
-        for ref in analysis.tables:
+        for ref in analysis.read_tables:
             table = self.source.resolve_table(cur, ref.schema, ref.name)
             if table is None:
                 raise ConfigError(f"{where}: table {ref.display} does not exist")
@@ -132,7 +132,7 @@ class Registrar:
         # A rewritten query names its tables as resolved (schema.name), the others as written.
         known: dict[tuple[str | None, str], TableInfo] = {
             **{(t.schema, t.name): t for t in catalog.values()}, **catalog}
-        by_alias = {ref.alias: logs[known[(ref.schema, ref.name)].oid] for ref in analysis.tables + analysis.parameters}
+        by_alias = {ref.alias: logs[known[(ref.schema, ref.name)].oid] for ref in analysis.read_tables}
         duplicates = sorted({c for c in columns if columns.count(c) > 1})
         if duplicates:
             raise ConfigError(f"{where}: the query outputs column {duplicates[0]!r} more than once; "
@@ -244,7 +244,7 @@ class Registrar:
                 raise ConfigError(f"views[{index}] ({view.name}): {exc}") from None
             logs = self.declared_logs(cur)
             missing = []
-            for ref in analysis.tables:
+            for ref in analysis.read_tables:
                 table = self.source.resolve_table(cur, ref.schema, ref.name)
                 if table is None:
                     raise ConfigError(f"views[{index}] ({view.name}): table {ref.display} does not exist")

@@ -78,6 +78,9 @@ FAST: dict[str, list[str]] = {
         "AND c.id = o.customer_id AND EXISTS (SELECT 1 FROM lines l2 WHERE l2.order_id = l1.order_id "
         "AND l2.part <> l1.part) AND NOT EXISTS (SELECT 1 FROM lines l3 WHERE l3.order_id = l1.order_id "
         "AND l3.part <> l1.part AND l3.qty > 10) GROUP BY c.name",
+        # an uncorrelated scalar subquery compared with one table's rows (Q22)
+        "SELECT o.id, o.amount FROM orders o WHERE o.amount > (SELECT avg(o2.amount) FROM orders o2) "
+        "AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.order_id = o.id)",
     ],
     "window": ["SELECT * FROM (SELECT o.id, o.customer_id, row_number() OVER (PARTITION BY customer_id "
                "ORDER BY id DESC) AS rn FROM orders o) s WHERE rn = 1"],
@@ -106,6 +109,7 @@ REFUSED = {
     "SELECT id FROM orders ORDER BY amount + 1 LIMIT 5": "orders by its output columns",
     "SELECT id FROM orders ORDER BY id FETCH FIRST 5 ROWS WITH TIES": "WITH TIES",
     "SELECT o.id FROM orders o WHERE EXISTS (SELECT 1 FROM customers WHERE segment = 'x')": "uncorrelated subquery",
+    "SELECT o.id, o.amount * (SELECT max(n.region) FROM nation n) AS x FROM orders o": "uncorrelated subquery",
     "SELECT id FROM eu_orders INTERSECT SELECT id FROM us_orders": "INTERSECT",
 }
 

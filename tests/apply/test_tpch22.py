@@ -25,7 +25,6 @@ COMPLETE = {
     "q13": "an aggregated derived table",  # a count of counts
     "q15": "an aggregated derived table",  # its CTE joined and under max()
     "q20": "subquer",
-    "q22": "uncorrelated subquery",
 }
 
 

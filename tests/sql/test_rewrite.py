@@ -118,7 +118,7 @@ def test_subquery_over_several_tables_joins_the_lineage_as_one_item():
     [
         ("WITH RECURSIVE r AS (SELECT id FROM orders UNION ALL SELECT id + 1 FROM r WHERE id < 3) SELECT * FROM r",
          "recursive CTEs"),
-        ("SELECT id FROM orders WHERE amount > (SELECT avg(amount) FROM orders)", "uncorrelated"),
+        ("SELECT id FROM orders WHERE amount > (SELECT avg(amount) FROM orders) + id", "uncorrelated"),
         ("SELECT id FROM orders WHERE customer_id NOT IN (SELECT nation_id FROM customers WHERE segment = 'x')",
          "depends on NULLs"),
         ("SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c LEFT JOIN orders p ON p.id = c.id "
@@ -263,10 +263,11 @@ def test_an_uncorrelated_scalar_subquery_in_having_is_a_parameter():
     assert analysis.view_class is ViewClass.AGGREGATE and analysis.fast_possible, analysis.reasons
     assert [(p.name, p.alias) for p in analysis.parameters] == [("orders", "orders_2")]
     assert [t.alias for t in analysis.tables] == ["orders"] and not analysis.semi_joins
-    # in WHERE, or correlated, it is no parameter
+    # in WHERE it is a range parameter (tests/sql/test_ranges.py); correlated, no parameter
     where = _analyze("SELECT customer_id, count(*) AS n FROM orders WHERE amount > (SELECT avg(amount) FROM orders) "
                      "GROUP BY customer_id")
-    assert not where.parameters and any("uncorrelated" in r for r in where.reasons)
+    assert not where.parameters and where.fast_possible
+    assert [(r.alias, r.value) for r in where.ranges] == [("orders", '"orders"."amount"')]
     correlated = _analyze("SELECT c.id, count(*) AS n FROM customers c JOIN orders o ON o.customer_id = c.id "
                           "GROUP BY c.id HAVING count(*) > (SELECT count(*) FROM orders p WHERE p.customer_id = c.id)")
     assert not correlated.parameters

@@ -34,7 +34,7 @@ from mvlog.sql.sqltree import (
     table_refs,
     window_parts,
 )
-from mvlog.sql.subqueries import SemiJoin, subquery_lineage
+from mvlog.sql.subqueries import RangeParameter, SemiJoin, subquery_lineage
 
 __all__ = ["DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze", "group_expressions",
            "identifier_name", "join_side", "partition_by", "root_join", "table_refs", "window_parts"]
@@ -69,10 +69,17 @@ class Analysis:
     # Tables read by parameters, uncorrelated scalar subqueries in HAVING (subqueries.is_parameter):
     # logged and watched, not keyed.
     parameters: list[TableRef] = field(default_factory=list)
+    # Uncorrelated scalar subqueries compared with one FROM item's rows (subqueries.range_parameter).
+    ranges: list[RangeParameter] = field(default_factory=list)
 
     @property
     def fast_possible(self) -> bool:
         return not self.reasons
+
+    @property
+    def read_tables(self) -> list[TableRef]:
+        """Every table the view reads and needs a log of: keyed, parameters', range parameters'."""
+        return self.tables + self.parameters + [t for r in self.ranges for t in r.tables]
 
 
 def parse(query: str) -> exp.Expr:
@@ -348,6 +355,7 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     tables = table_refs(tree)
     semi_joins: list[SemiJoin] = []
     parameters: list[TableRef] = []
+    ranges: list[RangeParameter] = []
 
     if tree.args.get("with_") or tree.args.get("with"):
         reasons.append("common table expressions (WITH) are not incrementally maintainable")
@@ -374,7 +382,7 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
         if not_null is None:  # not qualified: which table a column belongs to is unknown
             reasons.append("subqueries are not incrementally maintainable without the catalog's columns")
         elif not reasons:
-            semi_joins, why, parameters = subquery_lineage(tree, tables, not_null)
+            semi_joins, why, parameters, ranges = subquery_lineage(tree, tables, not_null)
             reasons += why
     for node in tree.find_all(exp.Func):
         if is_volatile(node):
@@ -405,6 +413,6 @@ def _analyze_select(query: str, tree: exp.Select, not_null: set[tuple[str, str]]
     else:
         view_class = ViewClass.SIMPLE
     if reasons:
-        semi_joins, parameters = [], []
+        semi_joins, parameters, ranges = [], [], []
     return Analysis(query, tree, view_class, tables + [t for s in semi_joins for t in s.tables], reasons,
-                    semi_joins=semi_joins, parameters=parameters)
+                    semi_joins=semi_joins, parameters=parameters, ranges=ranges)

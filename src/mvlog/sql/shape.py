@@ -78,6 +78,18 @@ class AggregateDeltas:
 
 
 @dataclass(frozen=True)
+class Ranged:
+    """A range parameter (:class:`mvlog.sql.subqueries.RangeParameter`) with the log of the table
+    whose rows it compares (:mod:`mvlog.sql.ranges`)."""
+
+    log: LogInfo
+    alias: str
+    value: str  # SQL over the alias's columns
+    subquery: str  # the uncorrelated scalar subquery
+    own_logs: tuple[LogInfo, ...] = ()  # the logs only the subquery reads (part of the view's logs)
+
+
+@dataclass(frozen=True)
 class TopN:
     """A top-N view (``ORDER BY … LIMIT n [OFFSET m]``, :mod:`mvlog.sql.topn`): the query without
     them (the *full view*) is kept by its own strategy, and its first ``offset + limit + margin``
@@ -140,6 +152,9 @@ class ViewShape:
     parameter_logs: tuple[LogInfo, ...] = ()
     # A top-N view: its order, limit and margin; select_sql is then the full view's first rows.
     top: TopN | None = None
+    # Uncorrelated scalar subqueries compared with one FROM item's rows: their last values are
+    # kept, and a move of one puts the rows between its old and new value among the changed rows.
+    ranges: tuple[Ranged, ...] = ()
 
     @property
     def fast_possible(self) -> bool:
@@ -162,6 +177,11 @@ def keymap_name(view: str, branch: int | None = None) -> str:
 def top_name(view: str) -> str:
     """The table of a top-N view's first rows (:class:`TopN`)."""
     return "top$" + keymap_name(view).removeprefix("keys$")
+
+
+def parameters_name(view: str) -> str:
+    """The table of a view's range parameters' values at its last refresh (:class:`Ranged`)."""
+    return "param$" + keymap_name(view).removeprefix("keys$")
 
 
 def groups_name(keymap: str) -> str:

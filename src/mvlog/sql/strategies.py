@@ -14,6 +14,7 @@
 | window functions | :class:`~mvlog.sql.strategy.Window` |
 | UNION ALL, FULL JOIN, GROUPING SETS | :class:`~mvlog.sql.union.UnionAll` (a strategy per branch) |
 | UNION, aggregate over UNION ALL | :class:`~mvlog.sql.union.UnionDistinct` |
+| a scalar subquery compared with rows | :class:`~mvlog.sql.ranges.Ranges` (the view's strategy under it) |
 | ORDER BY … LIMIT (top-N) | :class:`~mvlog.sql.topn.TopRows` (the full view's strategy under it) |
 """
 
@@ -22,9 +23,9 @@ from __future__ import annotations
 import dataclasses
 
 from mvlog.model import LogInfo
-from mvlog.sql import shaping, topn
+from mvlog.sql import ranges, shaping, topn
 from mvlog.sql.analysis import Analysis, ViewClass
-from mvlog.sql.shape import ViewShape, downgrade
+from mvlog.sql.shape import Ranged, ViewShape, downgrade
 from mvlog.sql.strategy import (
     AggregateByDeltas,
     AggregateRecomputed,
@@ -45,6 +46,10 @@ def strategy_of(shape: ViewShape) -> Strategy:
         return Strategy(shape)
     if shape.top is not None:
         return topn.TopRows(shape, strategy_of(topn.full_shape(shape)))
+    if shape.ranges:
+        own = {log for r in shape.ranges for log in r.own_logs}
+        return ranges.Ranges(shape, strategy_of(dataclasses.replace(
+            shape, ranges=(), logs=tuple(log for log in shape.logs if log not in own))))
     if shape.branches:
         branches = [strategy_of(branch) for branch in shape.branches]
         return (UnionDistinct if shape.distinct or shape.over_union else UnionAll)(shape, branches)
@@ -64,9 +69,17 @@ def strategy_of(shape: ViewShape) -> Strategy:
 def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]) -> ViewShape:
     """Join the analysis of a view with its logs (``logs_by_alias``: FROM alias -> log), by the
     builder of its shape (:mod:`mvlog.sql.shaping`)."""
-    logs = tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.tables + analysis.parameters))
+    logs = tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.read_tables))
     if analysis.view_class is ViewClass.OTHER or analysis.reasons:
         return shaping.complete_only(name, analysis, logs)
+    if analysis.ranges:
+        shape = shape_view(name, dataclasses.replace(analysis, ranges=[]), logs_by_alias)
+        if not shape.fast_possible:
+            return shape
+        return dataclasses.replace(shape, logs=tuple(dict.fromkeys(shape.logs + logs)), ranges=tuple(
+            Ranged(logs_by_alias[r.alias], r.alias, r.value, r.subquery,
+                   tuple(dict.fromkeys(log for t in r.tables if (log := logs_by_alias[t.alias]) not in shape.logs)))
+            for r in analysis.ranges))
     if analysis.parameters and (analysis.view_class is not ViewClass.AGGREGATE or shaping.has_full_join(analysis)):
         return downgrade(shaping.complete_only(name, analysis, logs), analysis.query,
                          "an uncorrelated subquery is kept only in the HAVING of an aggregate over one table or "

@@ -21,16 +21,31 @@ class SemiJoin:
     condition: exp.Expr
 
 
+@dataclass(frozen=True)
+class RangeParameter:
+    """An uncorrelated scalar subquery compared with an expression over one FROM item's row
+    (``value``, over the columns of ``alias``): when the subquery's value moves from V0 to V1,
+    only rows whose value lies between them can change the comparison's outcome (TPC-H Q22's
+    ``c_acctbal > (SELECT avg(c_acctbal) …)``)."""
+
+    alias: str  # the FROM item whose rows are compared
+    value: str  # SQL over that item's columns
+    subquery: str  # the scalar subquery's SELECT
+    tables: tuple[TableRef, ...]  # the tables it reads
+
+
 def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[tuple[str, str]]
-                     ) -> tuple[list[SemiJoin], list[str], list[TableRef]]:
+                     ) -> tuple[list[SemiJoin], list[str], list[TableRef], list[RangeParameter]]:
     """The table each subquery expression of ``select`` reads, and the condition that ties its
-    rows to the FROM items' rows (or why a subquery cannot be keyed); and the tables read by
+    rows to the FROM items' rows (or why a subquery cannot be keyed); the tables read by
     *parameters*: uncorrelated scalar subqueries in ``HAVING`` (one value for every group, see
-    :func:`is_parameter`). Renames a subquery's alias that another table of the view already uses."""
+    :func:`is_parameter`); and the *range parameters* (:func:`range_parameter`). Renames a
+    subquery's alias that another table of the view already uses."""
     taken = {t.alias for t in tables}
     semi_joins: list[SemiJoin] = []
     reasons: list[str] = []
     parameters: list[TableRef] = []
+    ranges: list[RangeParameter] = []
     for inner in [s for s in select.find_all(exp.Select) if s is not select]:
         if inner.find_ancestor(exp.Select) is not select:
             continue  # nested deeper: the enclosing subquery is refused below
@@ -67,6 +82,10 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
         if is_parameter(inner, select, aliases):
             parameters += refs
             continue
+        ranged = range_parameter(inner, select, aliases, {t.alias for t in tables}, refs)
+        if ranged is not None:
+            ranges.append(ranged)
+            continue
         condition = exp.and_(*conditions) if conditions else None
         columns = list(condition.find_all(exp.Column)) if condition is not None else []
         outer_refs = [c for c in columns if identifier_name(c.args.get("table") or "") not in aliases]
@@ -85,7 +104,32 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
         semi = SemiJoin(tuple(refs), condition)
         if _signature(semi) not in {_signature(s) for s in semi_joins}:
             semi_joins.append(semi)  # the same tables under the same condition: one join of the lineage
-    return semi_joins, reasons, parameters
+    return semi_joins, reasons, parameters, ranges
+
+
+COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)
+
+
+def range_parameter(inner: exp.Select, select: exp.Select, aliases: set[str], outer: set[str],
+                    refs: list[TableRef]) -> RangeParameter | None:
+    """``inner`` as a range parameter of ``select``: an uncorrelated scalar subquery (it reads only
+    its own tables, ``aliases``) that is one side of a comparison whose other side reads the
+    columns of one FROM item of ``select`` (of ``outer``) and nothing else. For any comparison,
+    ``x op V0`` and ``x op V1`` differ only where ``x`` lies between V0 and V1."""
+    subquery = inner.parent
+    comparison = subquery.parent if isinstance(subquery, exp.Subquery) else None
+    if not isinstance(comparison, COMPARISONS) or inner.find_ancestor(exp.Select) is not select:
+        return None
+    if not all(c.args.get("table") is not None and identifier_name(c.args["table"]) in aliases
+               for c in inner.find_all(exp.Column)):
+        return None
+    other = comparison.expression if comparison.this is subquery else comparison.this
+    columns = list(other.find_all(exp.Column))
+    owners = {identifier_name(c.args["table"]) for c in columns if c.args.get("table") is not None}
+    if (not columns or len(owners) != 1 or any(c.args.get("table") is None for c in columns)
+            or not owners <= outer or any(isinstance(n, (exp.Select, exp.AggFunc)) for n in other.walk())):
+        return None
+    return RangeParameter(owners.pop(), other.sql(dialect=DIALECT), inner.sql(dialect=DIALECT), tuple(refs))
 
 
 def is_parameter(inner: exp.Select, select: exp.Select, aliases: set[str]) -> bool:

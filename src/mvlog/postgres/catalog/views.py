@@ -26,7 +26,7 @@ from mvlog.postgres.locks import take_view_locks_for_transaction, view_locks
 from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
 from mvlog.sql.aggdelta import drop_groups_sql
 from mvlog.sql.keymap import drop_keymap_sql
-from mvlog.sql.shape import groups_name, keymap_name, top_name
+from mvlog.sql.shape import groups_name, keymap_name, parameters_name, top_name
 
 UNCHANGED_REASON = "nothing changed since the last refresh"  # a refresh that applied nothing and started no Spark
 
@@ -122,6 +122,7 @@ class Catalog(CatalogSchema, RefreshHistory):
         columns may no longer fit; or the view is gone), and a top-N view's first rows."""
         name = keymap_name(view)
         cur.execute(drop_keymap_sql(top_name(view)))
+        cur.execute(drop_keymap_sql(parameters_name(view)))  # a view's range parameters' values
         cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND tablename LIKE %s",
                     (name.replace("_", r"\_") + r"\_b%",))
         for (table,) in [(name,), *cur.fetchall()]:
