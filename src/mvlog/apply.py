@@ -26,7 +26,7 @@ from mvlog.postgres.late import LateRows
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
-from mvlog.sql import aggplan, rewrite, topn
+from mvlog.sql import aggplan, nested, rewrite, topn
 from mvlog.sql.analysis import analyze
 from mvlog.sql.dependencies import ViewGraph
 from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
@@ -147,6 +147,8 @@ class Registrar:
                                             f"PostgreSQL does not merge into the query")
         if isinstance(top, str):
             shape = downgrade(shape, query, top)
+        if not shape.fast_possible and any(r.startswith(nested.REASON) for r in shape.fast_reasons):
+            shape = self._nested(cur, index, view, logs, full_query, shape)
         written: tuple[str, ...] = ()
         if shape.fast_possible:  # check the SQL mvlog generates for it; a view it cannot key is complete-only
             try:
@@ -177,6 +179,22 @@ class Registrar:
         # (a CREATE OR REPLACE VIEW logs nothing a refresh could find without checking the view).
         return ViewCheck(shape, expansion.signature(described), tuple(key_changed), written,
                          reads_volatile(analysis.tree) or bool(expansion.pg_views))
+
+    def _nested(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo], query: str,
+                shape: ViewShape) -> ViewShape:
+        """The view over its aggregated derived table or CTE kept as a fast view of its own
+        (:mod:`mvlog.sql.nested`), or ``shape`` as it is if that aggregate is not fast."""
+        inner_sql = nested.split(query)
+        if inner_sql is None:
+            return shape
+        try:
+            inner = self.check_view(cur, index, view.model_copy(update={"query": inner_sql}), logs, check_fast=False)
+        except ConfigError:
+            return shape
+        if not inner.shape.fast_possible or inner.shape.top is not None:
+            return shape
+        visible = [c for c in inner.columns if c not in inner.shape.hidden_columns]
+        return nested.keep_nested(shape, inner.shape, nested.outer_sql(query, visible), inner.columns, query)
 
     @staticmethod
     def _top(shape: ViewShape, spec: topn.TopSpec, columns: list[str], written: tuple[str, ...],

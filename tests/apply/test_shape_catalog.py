@@ -90,6 +90,13 @@ FAST: dict[str, list[str]] = {
         "SELECT c.name, t.total FROM customers c JOIN (SELECT customer_id, sum(amount) AS total FROM orders "
         "GROUP BY customer_id) t ON t.customer_id = c.id WHERE t.total > 100",
     ],
+    "query over an aggregate": [
+        "SELECT n, count(*) AS customers FROM (SELECT c.id, count(o.id) AS n FROM customers c "
+        "LEFT JOIN orders o ON o.customer_id = c.id GROUP BY c.id) t GROUP BY n",
+        "WITH totals AS (SELECT customer_id, sum(amount) AS total FROM orders GROUP BY customer_id) "
+        "SELECT c.id, t.total FROM customers c, totals t WHERE c.id = t.customer_id "
+        "AND t.total = (SELECT max(total) FROM totals)",
+    ],
     "top-N": [
         "SELECT id, amount FROM orders ORDER BY amount DESC NULLS LAST, id LIMIT 5",
         "SELECT customer_id, sum(amount) AS total FROM orders GROUP BY customer_id ORDER BY 2 DESC LIMIT 3 OFFSET 1",

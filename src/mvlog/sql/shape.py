@@ -90,6 +90,20 @@ class Ranged:
 
 
 @dataclass(frozen=True)
+class Nested:
+    """A query over an aggregated derived table or CTE that does not merge into it (TPC-H Q13's
+    count of counts, Q15's max of sums; :mod:`mvlog.sql.nested`): the aggregate (the *inner*
+    view) is kept fast and its whole result kept in ``mvlog.<table>``; the query is recomputed
+    from that result."""
+
+    inner: ViewShape
+    outer_sql: str  # the query with the aggregate read from the relation nested.INNER
+    table: str  # mvlog.<table>: the inner view's rows at the view's last refresh
+    columns: tuple[str, ...]  # the inner view's columns as written (its own and hidden keys)
+    keys: str  # mvlog.<keys>: the view's keys at its last refresh (its other tables may have changed since)
+
+
+@dataclass(frozen=True)
 class TopN:
     """A top-N view (``ORDER BY … LIMIT n [OFFSET m]``, :mod:`mvlog.sql.topn`): the query without
     them (the *full view*) is kept by its own strategy, and its first ``offset + limit + margin``
@@ -155,6 +169,8 @@ class ViewShape:
     # Uncorrelated scalar subqueries compared with one FROM item's rows: their last values are
     # kept, and a move of one puts the rows between its old and new value among the changed rows.
     ranges: tuple[Ranged, ...] = ()
+    # A query over an aggregate that does not merge: the aggregate kept as state, the query over it.
+    nested: Nested | None = None
 
     @property
     def fast_possible(self) -> bool:
@@ -177,6 +193,16 @@ def keymap_name(view: str, branch: int | None = None) -> str:
 def top_name(view: str) -> str:
     """The table of a top-N view's first rows (:class:`TopN`)."""
     return "top$" + keymap_name(view).removeprefix("keys$")
+
+
+def inner_name(view: str) -> str:
+    """The table of a nested view's inner aggregate's rows (:class:`Nested`)."""
+    return "inner$" + keymap_name(view).removeprefix("keys$")
+
+
+def outer_keys_name(view: str) -> str:
+    """The table of a nested view's keys at its last refresh (:class:`Nested`)."""
+    return "outer$" + keymap_name(view).removeprefix("keys$")
 
 
 def parameters_name(view: str) -> str:

@@ -14,6 +14,7 @@
 | window functions | :class:`~mvlog.sql.strategy.Window` |
 | UNION ALL, FULL JOIN, GROUPING SETS | :class:`~mvlog.sql.union.UnionAll` (a strategy per branch) |
 | UNION, aggregate over UNION ALL | :class:`~mvlog.sql.union.UnionDistinct` |
+| a query over an aggregate that does not merge | :class:`~mvlog.sql.nested.NestedRows` (over the aggregate's) |
 | a scalar subquery compared with rows | :class:`~mvlog.sql.ranges.Ranges` (the view's strategy under it) |
 | ORDER BY … LIMIT (top-N) | :class:`~mvlog.sql.topn.TopRows` (the full view's strategy under it) |
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 from mvlog.model import LogInfo
-from mvlog.sql import ranges, shaping, topn
+from mvlog.sql import nested, ranges, shaping, topn
 from mvlog.sql.analysis import Analysis, ViewClass
 from mvlog.sql.shape import Ranged, ViewShape, downgrade
 from mvlog.sql.strategy import (
@@ -46,6 +47,8 @@ def strategy_of(shape: ViewShape) -> Strategy:
         return Strategy(shape)
     if shape.top is not None:
         return topn.TopRows(shape, strategy_of(topn.full_shape(shape)))
+    if shape.nested is not None:
+        return nested.NestedRows(shape, strategy_of(shape.nested.inner))
     if shape.ranges:
         own = {log for r in shape.ranges for log in r.own_logs}
         return ranges.Ranges(shape, strategy_of(dataclasses.replace(

@@ -26,7 +26,14 @@ from mvlog.postgres.locks import take_view_locks_for_transaction, view_locks
 from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
 from mvlog.sql.aggdelta import drop_groups_sql
 from mvlog.sql.keymap import drop_keymap_sql
-from mvlog.sql.shape import groups_name, keymap_name, parameters_name, top_name
+from mvlog.sql.shape import (
+    groups_name,
+    inner_name,
+    keymap_name,
+    outer_keys_name,
+    parameters_name,
+    top_name,
+)
 
 UNCHANGED_REASON = "nothing changed since the last refresh"  # a refresh that applied nothing and started no Spark
 
@@ -123,6 +130,8 @@ class Catalog(CatalogSchema, RefreshHistory):
         name = keymap_name(view)
         cur.execute(drop_keymap_sql(top_name(view)))
         cur.execute(drop_keymap_sql(parameters_name(view)))  # a view's range parameters' values
+        cur.execute(drop_keymap_sql(inner_name(view)))  # a nested view's inner rows, and its keys
+        cur.execute(drop_keymap_sql(outer_keys_name(view)))
         cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND tablename LIKE %s",
                     (name.replace("_", r"\_") + r"\_b%",))
         for (table,) in [(name,), *cur.fetchall()]:
