@@ -36,6 +36,12 @@ def key_names(n: int) -> list[str]:
     return [f"{CHANGED_KEY_PREFIX}{i}" for i in range(n)]
 
 
+def keys_match(keys: Sequence[str], keyed: str, rows: str) -> exp.Expr:
+    """``keyed._mvlog_key_<i> IS NOT DISTINCT FROM rows.<key i>`` for every key column."""
+    return exp.and_(*[exp.NullSafeEQ(this=col(n, keyed), expression=col(k, rows))
+                      for k, n in zip(keys, key_names(len(keys)))])
+
+
 def in_query(expressions: Sequence[exp.Expr], query: exp.Query) -> exp.Expr:
     """``(a, b) IN (SELECT ...)``, or ``a IN (SELECT ...)`` for one expression. An expression
     other than a column or literal is parenthesized: IN binds tighter than a comparison in

@@ -113,5 +113,10 @@ def qualified(name: str) -> str:
     return exp.Table(this=ident(name), db=ident("mvlog")).sql(dialect=DIALECT)
 
 
-def drop_keymap_sql(name: str) -> str:
+def drop_table_sql(name: str) -> str:
+    """``DROP TABLE IF EXISTS mvlog."<name>"``: a key map, or another of the state mvlog keeps."""
     return f"DROP TABLE IF EXISTS {qualified(name)}"
+
+
+def drop_keymap_sql(name: str) -> str:
+    return drop_table_sql(name)

@@ -22,10 +22,10 @@ from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, PRESENT
 from mvlog.sql.analysis import ViewClass
-from mvlog.sql.changes import key_names
-from mvlog.sql.keymap import qualified
+from mvlog.sql.changes import key_names, keys_match
+from mvlog.sql.keymap import drop_table_sql
 from mvlog.sql.shape import ROW_KEY_COLUMN, Nested, ViewShape, col, ident, inner_name, outer_keys_name
-from mvlog.sql.sqltree import DIALECT, own_aggregates
+from mvlog.sql.sqltree import DIALECT, own_aggregates, with_ctes
 from mvlog.sql.strategy import ColumnsOf, Strategy
 
 INNER = HIDDEN_PREFIX + "inner"  # in the outer query: the inner view's rows
@@ -111,28 +111,17 @@ def _over(nested: Nested, relation: str) -> exp.Select:
     return keyed(tree)
 
 
-def _same_key(keys: Sequence[str], changed: str, other: str) -> exp.Expr:
-    return exp.and_(*[exp.NullSafeEQ(this=col(n, changed), expression=col(k, other))
-                      for k, n in zip(keys, key_names(len(keys)))])
-
-
 def _new_rows_ctes(nested: Nested, changed: str) -> list[tuple[str, exp.Expr]]:
     """CHANGED (the inner view's fast read), NEW (its rows after) and OUT_NEW (the view after, keyed)."""
     keys = nested.inner.key_columns
     cols = [col(c) for c in nested.columns]
     unchanged = exp.not_(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(CHANGED)
-                                    .where(_same_key(keys, CHANGED, "o"))))
+                                    .where(keys_match(keys, CHANGED, "o"))))
     new = exp.union(exp.select(*[col(c, "o") for c in nested.columns]).from_(exp.Table(
         this=ident(OLD), alias=exp.TableAlias(this=ident("o")))).where(unchanged),
         exp.select(*cols).from_(CHANGED).where(col(PRESENT)), distinct=False)
     return [(CHANGED, exp.maybe_parse(changed, dialect=DIALECT)), (OLD, exp.select(*cols).from_(_table(nested))),
             (NEW, new), (OUT_NEW, _over(nested, NEW))]
-
-
-def _under(statement: exp.Expr, ctes: list[tuple[str, exp.Expr]]) -> exp.Expr:
-    statement.set("with_", exp.With(expressions=[exp.CTE(this=q, alias=exp.TableAlias(this=exp.to_identifier(n)))
-                                                 for n, q in ctes]))
-    return statement
 
 
 def read_sql(nested: Nested, changed: str) -> str:
@@ -149,7 +138,7 @@ def read_sql(nested: Nested, changed: str) -> str:
     query = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
              .from_(exp.Subquery(this=affected, alias=exp.TableAlias(this=ident("k"))))
              .join(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left"))
-    return _under(query, _new_rows_ctes(nested, changed)).sql(dialect=DIALECT)
+    return with_ctes(query, _new_rows_ctes(nested, changed)).sql(dialect=DIALECT)
 
 
 def update_sql(nested: Nested, changed: str) -> list[str]:
@@ -158,15 +147,15 @@ def update_sql(nested: Nested, changed: str) -> list[str]:
     keys = nested.inner.key_columns
     new_keys = exp.insert(exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(OUT_NEW), _keys_table(nested),
                           columns=[ROW_KEY_COLUMN, DUP])
-    outer = _under(new_keys, [*_new_rows_ctes(nested, changed),
+    outer = with_ctes(new_keys, [*_new_rows_ctes(nested, changed),
                               (HIDDEN_PREFIX + "gone", exp.Delete(this=_keys_table(nested)))])
     gone = exp.Delete(this=exp.Table(this=ident(nested.table), db=ident(MVLOG_SCHEMA),
                                      alias=exp.TableAlias(this=ident("o"))),
                       where=exp.Where(this=exp.Exists(this=exp.select(exp.Literal.number(1)).from_(CHANGED)
-                                                      .where(_same_key(keys, CHANGED, "o")))))
+                                                      .where(keys_match(keys, CHANGED, "o")))))
     insert = exp.insert(exp.select(*[col(c) for c in nested.columns]).from_(CHANGED).where(col(PRESENT)),
                         _table(nested), columns=list(nested.columns))
-    inner = _under(insert, [(CHANGED, exp.maybe_parse(changed, dialect=DIALECT)), (HIDDEN_PREFIX + "gone", gone)])
+    inner = with_ctes(insert, [(CHANGED, exp.maybe_parse(changed, dialect=DIALECT)), (HIDDEN_PREFIX + "gone", gone)])
     return [outer.sql(dialect=DIALECT), inner.sql(dialect=DIALECT)]
 
 
@@ -179,13 +168,10 @@ def rebuild_sql(nested: Nested, query: str, empty: bool = False) -> list[str]:
         this=exp.maybe_parse(query, dialect=DIALECT), alias=exp.TableAlias(this=ident("v"))))
     if empty:
         rows, keys = rows.limit(0), keys.limit(0)
-    return [drop_sql(nested.table), exp.Create(this=_table(nested), kind="TABLE", expression=rows).sql(dialect=DIALECT),
-            drop_sql(nested.keys), exp.Create(this=_keys_table(nested), kind="TABLE", expression=keys)
-            .sql(dialect=DIALECT)]
-
-
-def drop_sql(name: str) -> str:
-    return f"DROP TABLE IF EXISTS {qualified(name)}"
+    return [drop_table_sql(nested.table),
+            exp.Create(this=_table(nested), kind="TABLE", expression=rows).sql(dialect=DIALECT),
+            drop_table_sql(nested.keys),
+            exp.Create(this=_keys_table(nested), kind="TABLE", expression=keys).sql(dialect=DIALECT)]
 
 
 class NestedRows(Strategy):

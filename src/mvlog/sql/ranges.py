@@ -20,7 +20,7 @@ from datetime import datetime
 from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo
-from mvlog.sql.keymap import qualified
+from mvlog.sql.keymap import drop_table_sql
 from mvlog.sql.shape import Ranged, ViewShape, ident, parameters_name
 from mvlog.sql.sqltree import DIALECT
 from mvlog.sql.strategy import ColumnsOf, Strategy
@@ -118,7 +118,7 @@ def rebuild_sql(shape: ViewShape) -> list[str]:
 
 
 def drop_sql(view: str) -> str:
-    return f"DROP TABLE IF EXISTS {qualified(parameters_name(view))}"
+    return drop_table_sql(parameters_name(view))
 
 
 class Ranges(Strategy):

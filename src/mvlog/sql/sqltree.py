@@ -4,6 +4,7 @@ two parts, a query's own aggregates, window functions and their shared PARTITION
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -156,3 +157,10 @@ def partition_by(select: exp.Select) -> list[exp.Expr]:
     windows = own_windows(select)
     first = list(windows[0].args.get("partition_by") or []) if windows else []
     return [e for e in first if all(e in (w.args.get("partition_by") or []) for w in windows[1:])]
+
+
+def with_ctes(statement: exp.Expr, ctes: Sequence[tuple[str, exp.Expr]]) -> exp.Expr:
+    """``statement`` under ``WITH <name> AS (<query>), …`` (data-modifying CTEs too)."""
+    statement.set("with_", exp.With(expressions=[exp.CTE(this=q, alias=exp.TableAlias(this=exp.to_identifier(n)))
+                                                 for n, q in ctes]))
+    return statement

@@ -33,10 +33,10 @@ import sqlglot
 from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, PRESENT
-from mvlog.sql.changes import key_names
-from mvlog.sql.keymap import qualified
+from mvlog.sql.changes import key_names, keys_match
+from mvlog.sql.keymap import drop_table_sql, qualified
 from mvlog.sql.shape import TopN, ViewShape, col, ident, top_name
-from mvlog.sql.sqltree import DIALECT, identifier_name
+from mvlog.sql.sqltree import DIALECT, identifier_name, with_ctes
 from mvlog.sql.strategy import ColumnsOf, Strategy
 
 RANK = HIDDEN_PREFIX + "rank"  # the margin table: the row's place in the view's order, from 1
@@ -111,8 +111,8 @@ def order_of(spec: TopSpec, columns: Sequence[str]) -> tuple[tuple[str, bool, bo
                 and identifier_name(this.this) in columns:
             name = identifier_name(this.this)
         else:
-            return (f"a top-N view orders by its output columns, by name or position ({this.sql(dialect=DIALECT)} "
-                    f"is not one)")
+            return (f"a top-N view (ORDER BY … LIMIT) orders by its output columns, by name or position "
+                    f"({this.sql(dialect=DIALECT)} is not one)")
         # PostgreSQL's default: NULLs sort as larger than any value
         order.append((name, desc, desc if nulls_first is None else bool(nulls_first)))
     return tuple(order)
@@ -175,17 +175,11 @@ def _recomputed(top: TopN, keys: Sequence[str]) -> exp.Select:
             .from_(exp.Subquery(this=first, alias=exp.TableAlias(this=ident("f")))))
 
 
-def _same_key(keys: Sequence[str], left: str, left_names: Sequence[str], right: str) -> exp.Expr:
-    return exp.and_(*[exp.NullSafeEQ(this=col(a, left), expression=col(k, right))
-                      for a, k in zip(left_names, keys)])
-
-
 def _margin_ctes(top: TopN, keys: Sequence[str], changed: str) -> list[tuple[str, exp.Expr]]:
     """The CTEs of the changed rows, the old margin, the candidates ranked and the new margin
     (NEW: the view's columns, RANK, WHOLE), for a statement to be put under them."""
-    names = key_names(len(keys))
     unchanged = exp.not_(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(exp.Table(this=ident(CHANGED)))
-                                     .where(_same_key(keys, CHANGED, names, OLD))))
+                                     .where(keys_match(keys, CHANGED, OLD))))
     old_whole = exp.func("coalesce", exp.Subquery(this=exp.select(exp.func("bool_and", col(WHOLE))).from_(OLD)),
                          exp.true())
     last = exp.Subquery(this=exp.select(exp.func("max", col(RANK))).from_(OLD))
@@ -219,12 +213,6 @@ def _margin_ctes(top: TopN, keys: Sequence[str], changed: str) -> list[tuple[str
             (NEW, exp.union(kept, recomputed, distinct=False))]
 
 
-def _under(statement: exp.Expr, ctes: Sequence[tuple[str, exp.Expr]]) -> exp.Expr:
-    statement.set("with_", exp.With(expressions=[exp.CTE(this=q, alias=exp.TableAlias(this=exp.to_identifier(n)))
-                                                 for n, q in ctes]))
-    return statement
-
-
 def enough_above_cut(cut: exp.Expr, top: TopN) -> exp.Expr:
     """Whether the ranked candidates hold the view's rows: no cut (the margin held the whole full
     view), or at least ``offset + limit`` rows before it; else the margin is read again."""
@@ -248,8 +236,8 @@ def read_sql(top: TopN, keys: Sequence[str], changed: str) -> str:
     query = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
              .from_(exp.Subquery(this=affected, alias=exp.TableAlias(this=ident("k"))))
              .join(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("v"))),
-                   on=_same_key(keys, "k", names, "v"), join_type="left"))
-    return _under(query, _margin_ctes(top, keys, changed)).sql(dialect=DIALECT)
+                   on=keys_match(keys, "k", "v"), join_type="left"))
+    return with_ctes(query, _margin_ctes(top, keys, changed)).sql(dialect=DIALECT)
 
 
 def update_sql(top: TopN, keys: Sequence[str], changed: str) -> str:
@@ -257,7 +245,7 @@ def update_sql(top: TopN, keys: Sequence[str], changed: str) -> str:
     insert = exp.insert(exp.select(*_columns(top), col(RANK), col(WHOLE)).from_(NEW), _table(top),
                         columns=[*top.columns, RANK, WHOLE])
     ctes = [*_margin_ctes(top, keys, changed), (HIDDEN_PREFIX + "gone", exp.Delete(this=_table(top)))]
-    return _under(insert, ctes).sql(dialect=DIALECT)
+    return with_ctes(insert, ctes).sql(dialect=DIALECT)
 
 
 def rebuild_sql(top: TopN, keys: Sequence[str], current: Sequence[str] | None) -> list[str]:
@@ -268,18 +256,15 @@ def rebuild_sql(top: TopN, keys: Sequence[str], current: Sequence[str] | None) -
     if current is not None and list(current) == columns:
         return [exp.Delete(this=_table(top)).sql(dialect=DIALECT),
                 exp.insert(fill, _table(top), columns=columns).sql(dialect=DIALECT)]
-    return [drop_sql(top.table), exp.Create(this=_table(top), kind="TABLE", expression=fill).sql(dialect=DIALECT)]
+    return [drop_table_sql(top.table), exp.Create(this=_table(top), kind="TABLE", expression=fill).sql(dialect=DIALECT)]
 
 
 def stand_in_sql(top: TopN, keys: Sequence[str]) -> list[str]:
     """An empty margin table of today's columns, for PostgreSQL to plan the statements against."""
     empty = exp.select(exp.Star()).from_(exp.Subquery(this=_recomputed(top, keys), alias=exp.TableAlias(
         this=ident("m")))).limit(0)
-    return [drop_sql(top.table), exp.Create(this=_table(top), kind="TABLE", expression=empty).sql(dialect=DIALECT)]
-
-
-def drop_sql(name: str) -> str:
-    return f"DROP TABLE IF EXISTS {qualified(name)}"
+    create = exp.Create(this=_table(top), kind="TABLE", expression=empty)
+    return [drop_table_sql(top.table), create.sql(dialect=DIALECT)]
 
 
 class TopRows(Strategy):
