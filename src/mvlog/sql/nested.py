@@ -26,7 +26,7 @@ from mvlog.sql.changes import key_names, keys_match
 from mvlog.sql.keymap import drop_table_sql
 from mvlog.sql.shape import ROW_KEY_COLUMN, Nested, ViewShape, col, ident, inner_name, outer_keys_name
 from mvlog.sql.sqltree import DIALECT, own_aggregates, with_ctes
-from mvlog.sql.strategy import ColumnsOf, Strategy
+from mvlog.sql.strategy import ColumnsOf, Layered, Strategy
 
 INNER = HIDDEN_PREFIX + "inner"  # in the outer query: the inner view's rows
 DUP = HIDDEN_PREFIX + "dup"  # a row's number among equal rows
@@ -174,47 +174,29 @@ def rebuild_sql(nested: Nested, query: str, empty: bool = False) -> list[str]:
             exp.Create(this=_keys_table(nested), kind="TABLE", expression=keys).sql(dialect=DIALECT)]
 
 
-class NestedRows(Strategy):
-    """A query over an aggregate that does not merge: the aggregate kept by ``inner``, its rows as state."""
+class NestedRows(Layered):
+    """A query over an aggregate that does not merge: the aggregate kept by ``under``, its rows as state."""
 
     def __init__(self, shape: ViewShape, inner: Strategy):
-        super().__init__(shape)
+        super().__init__(shape, inner)
         assert shape.nested is not None
         self.nested: Nested = shape.nested
-        self.inner = inner
 
     def how(self) -> str:
-        return (f"its aggregated derived table or CTE is kept fast ({self.inner.how()}) with its rows in "
+        return (f"its aggregated derived table or CTE is kept fast ({self.under.how()}) with its rows in "
                 f"mvlog.{self.nested.table}; the query is recomputed from those rows, before and after, and the "
                 f"rows that differ are written (keyed by their text)")
 
     def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
-        return read_sql(self.nested, self.inner.read_sql(since, null_keys))
-
-    def null_key_checks(self, since: datetime | None) -> list[str | None]:
-        return self.inner.null_key_checks(since)
-
-    def keymapped(self) -> list[ViewShape]:
-        return self.inner.keymapped()
+        return read_sql(self.nested, self.under.read_sql(since, null_keys))
 
     def state_update(self, since: datetime | None) -> list[str]:
         # The inner rows' update reads the inner view's state as of the last refresh: first.
-        null_keys = tuple(check is not None for check in self.inner.null_key_checks(since))
-        return [*update_sql(self.nested, self.inner.read_sql(since, null_keys)), *self.inner.state_update(since)]
+        return [*update_sql(self.nested, self.under.read_sql(since, self.null_safe(since))),
+                *self.under.state_update(since)]
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
-        return [*self.inner.state_rebuild(columns_of), *rebuild_sql(self.nested, self.shape.select_sql)]
+        return [*self.under.state_rebuild(columns_of), *rebuild_sql(self.nested, self.shape.select_sql)]
 
     def stand_in_sql(self) -> list[str]:
-        return [*self.inner.stand_in_sql(), *rebuild_sql(self.nested, self.shape.select_sql, empty=True)]
-
-    def probe_sql(self) -> list[str]:
-        return self.inner.probe_sql()
-
-    def statements(self, since: datetime) -> list[str]:
-        checks = [c for c in self.inner.null_key_checks(since) if c]
-        reads = [self.read_sql(since), *([self.read_sql(since, tuple(True for _ in checks))] if checks else [])]
-        return [*reads, *checks, *self.state_update(since)]
-
-    def any_dml_note(self) -> str:
-        return self.inner.any_dml_note()
+        return [*self.under.stand_in_sql(), *rebuild_sql(self.nested, self.shape.select_sql, empty=True)]

@@ -23,7 +23,7 @@ from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo
 from mvlog.sql.keymap import drop_table_sql
 from mvlog.sql.shape import Ranged, ViewShape, ident, parameters_name
 from mvlog.sql.sqltree import DIALECT
-from mvlog.sql.strategy import ColumnsOf, Strategy
+from mvlog.sql.strategy import ColumnsOf, Layered
 
 
 def value_column(i: int) -> str:
@@ -121,46 +121,29 @@ def drop_sql(view: str) -> str:
     return drop_table_sql(parameters_name(view))
 
 
-class Ranges(Strategy):
-    """A view with range parameters: its own strategy (``inner``), every statement reading the
+class Ranges(Layered):
+    """A view with range parameters: its own strategy (``under``), every statement reading the
     compared tables' logs with the rows a parameter's move put in play."""
-
-    def __init__(self, shape: ViewShape, inner: Strategy):
-        super().__init__(shape)
-        self.inner = inner
 
     def _resolved(self, statements: list[str]) -> list[str]:
         return [resolve(self.shape, s) for s in statements]
 
     def how(self) -> str:
         compared = ", ".join(f"{r.value} against ({r.subquery})" for r in self.shape.ranges)
-        return (f"{self.inner.how()}; when an uncorrelated subquery compared with rows moves, the rows between "
+        return (f"{self.under.how()}; when an uncorrelated subquery compared with rows moves, the rows between "
                 f"its old and new value are recomputed as changed rows ({compared})")
 
     def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
-        return resolve(self.shape, self.inner.read_sql(since, null_keys))
+        return resolve(self.shape, self.under.read_sql(since, null_keys))
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
-        return [resolve(self.shape, c) if c else None for c in self.inner.null_key_checks(since)]
-
-    def keymapped(self) -> list[ViewShape]:
-        return self.inner.keymapped()
+        return [resolve(self.shape, c) if c else None for c in self.under.null_key_checks(since)]
 
     def state_update(self, since: datetime | None) -> list[str]:
-        return [*self._resolved(self.inner.state_update(since)), update_sql(self.shape)]
+        return [*self._resolved(self.under.state_update(since)), update_sql(self.shape)]
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
-        return [*self.inner.state_rebuild(columns_of), *rebuild_sql(self.shape)]
+        return [*self.under.state_rebuild(columns_of), *rebuild_sql(self.shape)]
 
     def stand_in_sql(self) -> list[str]:
-        return [*self.inner.stand_in_sql(), *rebuild_sql(self.shape)]
-
-    def probe_sql(self) -> list[str]:
-        return self.inner.probe_sql()
-
-    def statements(self, since: datetime) -> list[str]:
-        return [*self._resolved(self.inner.statements(since)), update_sql(self.shape)]
-
-    def any_dml_note(self) -> str:
-        return self.inner.any_dml_note()
-
+        return [*self.under.stand_in_sql(), *rebuild_sql(self.shape)]

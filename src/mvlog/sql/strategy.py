@@ -136,6 +136,38 @@ class Strategy:
         return ""
 
 
+class Layered(Strategy):
+    """A strategy over another (``under``), which keeps the view's underlying query as it keeps
+    any view, while this one keeps state of its own on top (top-N, a query over an aggregate,
+    range parameters). It passes on what it does not change."""
+
+    def __init__(self, shape: ViewShape, under: Strategy):
+        super().__init__(shape)
+        self.under = under
+
+    def null_key_checks(self, since: datetime | None) -> list[str | None]:
+        return self.under.null_key_checks(since)
+
+    def null_safe(self, since: datetime | None) -> tuple[bool, ...]:
+        """Every part whose keys may hold a NULL read null-safely (exact either way): the reads
+        a record step repeats, without the checks' answers."""
+        return tuple(check is not None for check in self.null_key_checks(since))
+
+    def keymapped(self) -> list[ViewShape]:
+        return self.under.keymapped()
+
+    def probe_sql(self) -> list[str]:
+        return self.under.probe_sql()
+
+    def statements(self, since: datetime) -> list[str]:
+        checks = [c for c in self.null_key_checks(since) if c]
+        reads = [self.read_sql(since), *([self.read_sql(since, self.null_safe(since))] if checks else [])]
+        return [*reads, *checks, *self.state_update(since)]
+
+    def any_dml_note(self) -> str:
+        return self.under.any_dml_note()
+
+
 class Simple(Strategy):
     """One table, filtered and projected: its changed keys joined back through its primary key."""
 

@@ -37,7 +37,7 @@ from mvlog.sql.changes import key_names, keys_match
 from mvlog.sql.keymap import drop_table_sql, qualified
 from mvlog.sql.shape import TopN, ViewShape, col, ident, top_name
 from mvlog.sql.sqltree import DIALECT, identifier_name, with_ctes
-from mvlog.sql.strategy import ColumnsOf, Strategy
+from mvlog.sql.strategy import ColumnsOf, Layered, Strategy
 
 RANK = HIDDEN_PREFIX + "rank"  # the margin table: the row's place in the view's order, from 1
 WHOLE = HIDDEN_PREFIX + "whole"  # the margin table: it holds every row of the full view (no cut)
@@ -267,56 +267,36 @@ def stand_in_sql(top: TopN, keys: Sequence[str]) -> list[str]:
     return [drop_table_sql(top.table), create.sql(dialect=DIALECT)]
 
 
-class TopRows(Strategy):
-    """A top-N view: its full view kept by ``full``'s strategy, its first rows from the margin."""
+class TopRows(Layered):
+    """A top-N view: its full view kept by ``under``, its first rows from the margin."""
 
     def __init__(self, shape: ViewShape, full: Strategy):
-        super().__init__(shape)
+        super().__init__(shape, full)
         assert shape.top is not None
         self.top: TopN = shape.top
-        self.full = full
 
     def how(self) -> str:
         top = self.top
-        return (f"the query without ORDER BY/LIMIT is kept fast ({self.full.how()}); its first {top.capacity} rows "
+        return (f"the query without ORDER BY/LIMIT is kept fast ({self.under.how()}); its first {top.capacity} rows "
                 f"(LIMIT {top.limit}, OFFSET {top.offset}, and {top.margin} below) are kept in mvlog.{top.table}, "
                 f"merged with the changed rows on each refresh and read again from the query only when changes "
                 f"leave fewer than {top.offset + top.limit} above the margin's last row; ties by the view key")
 
     def _changed(self, since: datetime | None, null_keys: tuple[bool, ...]) -> str:
-        return self.full.read_sql(since, null_keys)
+        return self.under.read_sql(since, null_keys)
 
     def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
         return read_sql(self.top, self.shape.key_columns, self._changed(since, null_keys))
 
-    def null_key_checks(self, since: datetime | None) -> list[str | None]:
-        return self.full.null_key_checks(since)
-
-    def keymapped(self) -> list[ViewShape]:
-        return self.full.keymapped()
-
     def state_update(self, since: datetime | None) -> list[str]:
         # The margin's update reads the full view's state as of the last refresh: first. A key
         # that may hold a NULL is read null-safely (exact either way).
-        null_keys = tuple(check is not None for check in self.full.null_key_checks(since))
-        return [update_sql(self.top, self.shape.key_columns, self._changed(since, null_keys)),
-                *self.full.state_update(since)]
+        return [update_sql(self.top, self.shape.key_columns, self._changed(since, self.null_safe(since))),
+                *self.under.state_update(since)]
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
-        return [*self.full.state_rebuild(columns_of),
+        return [*self.under.state_rebuild(columns_of),
                 *rebuild_sql(self.top, self.shape.key_columns, columns_of(qualified(self.top.table)))]
 
     def stand_in_sql(self) -> list[str]:
-        return [*self.full.stand_in_sql(), *stand_in_sql(self.top, self.shape.key_columns)]
-
-    def probe_sql(self) -> list[str]:
-        return self.full.probe_sql()
-
-    def statements(self, since: datetime) -> list[str]:
-        checks = [c for c in self.full.null_key_checks(since) if c]
-        reads = [self.read_sql(since), *([self.read_sql(since, tuple(True for _ in checks))] if checks else [])]
-        return [*reads, *checks, *self.state_update(since)]
-
-    def any_dml_note(self) -> str:
-        return self.full.any_dml_note()
-
+        return [*self.under.stand_in_sql(), *stand_in_sql(self.top, self.shape.key_columns)]
