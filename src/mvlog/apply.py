@@ -27,7 +27,7 @@ from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
 from mvlog.sql import aggplan, nested, rewrite, topn
-from mvlog.sql.analysis import analyze
+from mvlog.sql.analysis import AGGREGATE_NOT_MERGED, analyze
 from mvlog.sql.dependencies import ViewGraph
 from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
 from mvlog.sql.restrictions import reads_volatile
@@ -147,7 +147,7 @@ class Registrar:
                                             f"PostgreSQL does not merge into the query")
         if isinstance(top, str):
             shape = downgrade(shape, query, top)
-        if not shape.fast_possible and any(r.startswith(nested.REASON) for r in shape.fast_reasons):
+        if not shape.fast_possible and any(r.startswith(AGGREGATE_NOT_MERGED) for r in shape.fast_reasons):
             shape = self._nested(cur, index, view, logs, full_query, shape)
         written: tuple[str, ...] = ()
         if shape.fast_possible:  # check the SQL mvlog generates for it; a view it cannot key is complete-only

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 
 from sqlglot import exp
 
-from mvlog.model import MVLOG_SCHEMA, LogInfo
+from mvlog.model import LogInfo
+from mvlog.sql.changes import log_rows, read_logs_as
 from mvlog.sql.sqltree import DIALECT
 
 
@@ -65,27 +66,12 @@ class LateRows:
         names = [name for name in self.rows if name in statement]
         if not names:
             return statement
-        tree: exp.Expr = exp.maybe_parse(statement, dialect=DIALECT)
-        for table in list(tree.find_all(exp.Table)):
-            if table.db == MVLOG_SCHEMA and table.name in names:
-                log, rows = self.rows[table.name]
-                alias = table.alias or table.name
-                table.replace(exp.Subquery(this=self._union(log, rows),
-                                           alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
-        return tree.sql(dialect=DIALECT)
+        return read_logs_as(statement, {name: self._union(*self.rows[name]) for name in names})
 
     def _union(self, log: LogInfo, rows: list[tuple]) -> exp.Query:
         """``SELECT <keys>, <meta> FROM log UNION ALL SELECT … FROM unnest(<one text array per column>)``."""
         width = len(log.key_columns)
 
-        def quoted(name: str) -> exp.Column:
-            return exp.column(name, quoted=True)
-
-        logged = exp.select(
-            *[quoted(c) for c in log.key_columns], quoted("snaptime$$"),
-            *[exp.alias_(exp.cast(quoted(c), "text"), c, quoted=True) for c in ("dmltype$$", "old_new$$")],
-            quoted("xact_time$$"),
-        ).from_(exp.table_(log.log_name, db=MVLOG_SCHEMA, quoted=True))
         texts = [[*row[:width + 2], row[width + 2].isoformat() if row[width + 2] is not None else None]
                  for row in rows]
         names = [f"c{i}" for i in range(width + 3)]
@@ -101,4 +87,4 @@ class LateRows:
         ).from_(exp.Table(this=exp.Anonymous(this="unnest", expressions=arrays),
                           alias=exp.TableAlias(this=exp.to_identifier("l"),
                                                columns=[exp.to_identifier(n) for n in names])))
-        return exp.union(logged, late, distinct=False)
+        return exp.union(log_rows(log), late, distinct=False)

@@ -82,6 +82,11 @@ class Analysis:
         return self.tables + self.parameters + [t for r in self.ranges for t in r.tables]
 
 
+# The start of the reason a query over an aggregated derived table that does not merge gets: apply
+# then tries to keep that aggregate as a view of its own (mvlog.sql.nested).
+AGGREGATE_NOT_MERGED = "an aggregated derived table or CTE that does not merge into the query"
+
+
 def parse(query: str) -> exp.Expr:
     """Parse one SQL statement in PostgreSQL's dialect, or raise ConfigError."""
     try:
@@ -243,9 +248,8 @@ def _from_item_reason(item: exp.Expr) -> str:
     VALUES keeps the view from fast refresh: named by what it is."""
     inner = item.this if isinstance(item, exp.Subquery) else None
     if isinstance(inner, exp.Select) and (inner.args.get("group") or own_aggregates(inner)):
-        return ("an aggregated derived table or CTE that does not merge into the query (under an aggregate "
-                "that does not fold its aggregates, such as a count of counts or a max of sums, outer-joined, "
-                "or beside another) is not incrementally maintainable")
+        return (f"{AGGREGATE_NOT_MERGED} (under an aggregate that does not fold its aggregates, such as a count "
+                f"of counts or a max of sums, outer-joined, or beside another) is not incrementally maintainable")
     if inner is not None:
         return ("a derived table or CTE that does not merge into the query (a window, LIMIT, DISTINCT ON, "
                 "a set operation) is not incrementally maintainable")

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, LogInfo
+from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo
 from mvlog.sql.analysis import DIALECT
 from mvlog.sql.shape import ViewShape, col, ident
 
@@ -77,6 +77,27 @@ def changed_keys_sql(log: LogInfo, since: datetime | None, names: list[str] | tu
 def log_table(log: LogInfo) -> exp.Table:
     """The log's table, ``mvlog.<log>``."""
     return exp.Table(this=ident(log.log_name), db=ident("mvlog"))
+
+
+def log_rows(log: LogInfo) -> exp.Select:
+    """The log's rows as a union with rows of another source reads them: its keys, ``snaptime$$``,
+    ``dmltype$$`` and ``old_new$$`` as text, ``xact_time$$``."""
+    return exp.select(
+        *[col(c) for c in log.key_columns], col("snaptime$$"),
+        *[exp.alias_(exp.cast(col(c), "text"), ident(c)) for c in ("dmltype$$", "old_new$$")],
+        col("xact_time$$"),
+    ).from_(log_table(log))
+
+
+def read_logs_as(statement: str, logs: dict[str, exp.Query]) -> str:
+    """``statement`` with each log named in ``logs`` (by its table's name) read as that query,
+    under the log's alias or name."""
+    tree: exp.Expr = exp.maybe_parse(statement, dialect=DIALECT)
+    for table in list(tree.find_all(exp.Table)):
+        if table.db == MVLOG_SCHEMA and table.name in logs:
+            table.replace(exp.Subquery(this=logs[table.name].copy(),
+                                       alias=exp.TableAlias(this=ident(table.alias or table.name))))
+    return tree.sql(dialect=DIALECT)
 
 
 def logged_after(since: datetime) -> exp.Condition:

@@ -105,7 +105,7 @@ def keymap_stand_in_sql(shape: ViewShape) -> list[str]:
     core.set("expressions", keymap_items(shape))
     empty = exp.select("*").from_(exp.Subquery(this=core, alias=exp.TableAlias(this=ident("m")))).limit(0)
     create = exp.Create(this=keymap_table(shape), kind="TABLE", expression=empty)
-    return [drop_keymap_sql(shape.keymap or ""), create.sql(dialect=DIALECT)]
+    return [drop_table_sql(shape.keymap or ""), create.sql(dialect=DIALECT)]
 
 
 def qualified(name: str) -> str:
@@ -113,10 +113,12 @@ def qualified(name: str) -> str:
     return exp.Table(this=ident(name), db=ident("mvlog")).sql(dialect=DIALECT)
 
 
+def state_table(name: str) -> exp.Table:
+    """``mvlog."<name>"``: a key map, or another of the state mvlog keeps, as a table node."""
+    return exp.Table(this=ident(name), db=ident("mvlog"))
+
+
 def drop_table_sql(name: str) -> str:
     """``DROP TABLE IF EXISTS mvlog."<name>"``: a key map, or another of the state mvlog keeps."""
     return f"DROP TABLE IF EXISTS {qualified(name)}"
 
-
-def drop_keymap_sql(name: str) -> str:
-    return drop_table_sql(name)

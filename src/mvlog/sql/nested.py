@@ -1,5 +1,6 @@
 """A query over an aggregated derived table or CTE that does not merge into it — TPC-H Q13's
-count of counts (``GROUP BY c_count`` over a ``GROUP BY c_custkey``), Q15's max of sums.
+count of counts (``GROUP BY c_count`` over a ``GROUP BY c_custkey``), Q15's max of sums: the
+analysis refuses them (:data:`mvlog.sql.analysis.AGGREGATE_NOT_MERGED`), and ``apply`` tries this.
 
 The aggregate (the *inner* view) is a view of its own shape, kept fast by its own strategy (its
 key map and group table under the view's name); its whole result is kept in PostgreSQL
@@ -20,17 +21,16 @@ from datetime import datetime
 import sqlglot
 from sqlglot import exp
 
-from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, PRESENT
+from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql.analysis import ViewClass
 from mvlog.sql.changes import key_names, keys_match
-from mvlog.sql.keymap import drop_table_sql
+from mvlog.sql.keymap import drop_table_sql, state_table
 from mvlog.sql.shape import ROW_KEY_COLUMN, Nested, ViewShape, col, ident, inner_name, outer_keys_name
 from mvlog.sql.sqltree import DIALECT, own_aggregates, with_ctes
 from mvlog.sql.strategy import ColumnsOf, Layered, Strategy
 
 INNER = HIDDEN_PREFIX + "inner"  # in the outer query: the inner view's rows
 DUP = HIDDEN_PREFIX + "dup"  # a row's number among equal rows
-REASON = "an aggregated derived table or CTE that does not merge"  # analysis's reason for these queries
 
 CHANGED, OLD, NEW, OUT_NEW = (HIDDEN_PREFIX + n for n in ("changed", "old", "new", "out_new"))
 
@@ -95,11 +95,11 @@ def keep_nested(shape: ViewShape, inner: ViewShape, outer: str, columns: Sequenc
 
 
 def _table(nested: Nested) -> exp.Table:
-    return exp.Table(this=ident(nested.table), db=ident(MVLOG_SCHEMA))
+    return state_table(nested.table)
 
 
 def _keys_table(nested: Nested) -> exp.Table:
-    return exp.Table(this=ident(nested.keys), db=ident(MVLOG_SCHEMA))
+    return state_table(nested.keys)
 
 
 def _over(nested: Nested, relation: str) -> exp.Select:
@@ -149,8 +149,7 @@ def update_sql(nested: Nested, changed: str) -> list[str]:
                           columns=[ROW_KEY_COLUMN, DUP])
     outer = with_ctes(new_keys, [*_new_rows_ctes(nested, changed),
                               (HIDDEN_PREFIX + "gone", exp.Delete(this=_keys_table(nested)))])
-    gone = exp.Delete(this=exp.Table(this=ident(nested.table), db=ident(MVLOG_SCHEMA),
-                                     alias=exp.TableAlias(this=ident("o"))),
+    gone = exp.Delete(this=_table(nested).as_(ident("o")),
                       where=exp.Where(this=exp.Exists(this=exp.select(exp.Literal.number(1)).from_(CHANGED)
                                                       .where(keys_match(keys, CHANGED, "o")))))
     insert = exp.insert(exp.select(*[col(c) for c in nested.columns]).from_(CHANGED).where(col(PRESENT)),

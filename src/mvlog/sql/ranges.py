@@ -19,8 +19,9 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo
-from mvlog.sql.keymap import drop_table_sql
+from mvlog.model import HIDDEN_PREFIX, LogInfo
+from mvlog.sql.changes import log_rows, read_logs_as
+from mvlog.sql.keymap import drop_table_sql, state_table
 from mvlog.sql.shape import Ranged, ViewShape, ident, parameters_name
 from mvlog.sql.sqltree import DIALECT
 from mvlog.sql.strategy import ColumnsOf, Layered
@@ -31,7 +32,7 @@ def value_column(i: int) -> str:
 
 
 def _table(shape: ViewShape) -> exp.Table:
-    return exp.Table(this=ident(parameters_name(shape.name)), db=ident(MVLOG_SCHEMA))
+    return state_table(parameters_name(shape.name))
 
 
 def _now(ranged: Ranged) -> exp.Expr:
@@ -62,15 +63,7 @@ def moved_condition(shape: ViewShape, i: int) -> exp.Expr:
 def moved_rows(shape: ViewShape, log: LogInfo) -> exp.Query:
     """The log of ``log``'s table as a refresh reads it: its rows, and a row per key that a
     parameter's move may have taken in or out of the view."""
-    def quoted(name: str) -> exp.Column:
-        return exp.column(name, quoted=True)
-
-    logged = exp.select(
-        *[quoted(c) for c in log.key_columns], quoted("snaptime$$"),
-        *[exp.alias_(exp.cast(quoted(c), "text"), c, quoted=True) for c in ("dmltype$$", "old_new$$")],
-        quoted("xact_time$$"),
-    ).from_(exp.table_(log.log_name, db=MVLOG_SCHEMA, quoted=True))
-    branches: list[exp.Query] = [logged]
+    branches: list[exp.Query] = [log_rows(log)]
     for i, ranged in enumerate(shape.ranges):
         if ranged.log != log:
             continue
@@ -92,13 +85,7 @@ def moved_rows(shape: ViewShape, log: LogInfo) -> exp.Query:
 def resolve(shape: ViewShape, statement: str) -> str:
     """``statement`` with each compared table's log read as :func:`moved_rows` gives it."""
     logs = {r.log.log_name: r.log for r in shape.ranges}
-    tree: exp.Expr = exp.maybe_parse(statement, dialect=DIALECT)
-    for table in list(tree.find_all(exp.Table)):
-        if table.db == MVLOG_SCHEMA and table.name in logs:
-            table.replace(exp.Subquery(this=moved_rows(shape, logs[table.name]),
-                                       alias=exp.TableAlias(this=exp.to_identifier(table.alias or table.name,
-                                                                                   quoted=True))))
-    return tree.sql(dialect=DIALECT)
+    return read_logs_as(statement, {name: moved_rows(shape, log) for name, log in logs.items()})
 
 
 def _values(shape: ViewShape) -> exp.Select:

@@ -114,7 +114,7 @@ class Strategy:
             current = columns_of(keymap.keymap_table(shape).sql(dialect=DIALECT))
             indexed = all(columns_of(keymap.qualified(name)) is not None for name in keymap.probe_indexes(shape))
             if current is not None and (list(current) != keymap.keymap_all_columns(shape) or not indexed):
-                statements += [keymap.drop_keymap_sql(shape.keymap or ""), *keymap.keymap_rebuild_sql(shape, False)]
+                statements += [keymap.drop_table_sql(shape.keymap or ""), *keymap.keymap_rebuild_sql(shape, False)]
             else:
                 statements += keymap.keymap_rebuild_sql(shape, exists=current is not None)
         return statements

@@ -34,7 +34,7 @@ from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql.changes import key_names, keys_match
-from mvlog.sql.keymap import drop_table_sql, qualified
+from mvlog.sql.keymap import drop_table_sql, qualified, state_table
 from mvlog.sql.shape import TopN, ViewShape, col, ident, top_name
 from mvlog.sql.sqltree import DIALECT, identifier_name, with_ctes
 from mvlog.sql.strategy import ColumnsOf, Layered, Strategy
@@ -154,7 +154,7 @@ def _ordered(select: exp.Select, top: TopN, keys: Sequence[str]) -> exp.Select:
 
 
 def _table(top: TopN) -> exp.Table:
-    return exp.Table(this=ident(top.table), db=ident("mvlog"))
+    return state_table(top.table)
 
 
 def _columns(top: TopN, table: str | None = None) -> list[exp.Column]:
@@ -282,16 +282,13 @@ class TopRows(Layered):
                 f"merged with the changed rows on each refresh and read again from the query only when changes "
                 f"leave fewer than {top.offset + top.limit} above the margin's last row; ties by the view key")
 
-    def _changed(self, since: datetime | None, null_keys: tuple[bool, ...]) -> str:
-        return self.under.read_sql(since, null_keys)
-
     def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
-        return read_sql(self.top, self.shape.key_columns, self._changed(since, null_keys))
+        return read_sql(self.top, self.shape.key_columns, self.under.read_sql(since, null_keys))
 
     def state_update(self, since: datetime | None) -> list[str]:
         # The margin's update reads the full view's state as of the last refresh: first. A key
         # that may hold a NULL is read null-safely (exact either way).
-        return [update_sql(self.top, self.shape.key_columns, self._changed(since, self.null_safe(since))),
+        return [update_sql(self.top, self.shape.key_columns, self.under.read_sql(since, self.null_safe(since))),
                 *self.under.state_update(since)]
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:

@@ -25,7 +25,7 @@ from mvlog.postgres.catalog.rows import HistoryRow, LogStatusRow, ViewRegistrati
 from mvlog.postgres.locks import take_view_locks_for_transaction, view_locks
 from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
 from mvlog.sql.aggdelta import drop_groups_sql
-from mvlog.sql.keymap import drop_keymap_sql
+from mvlog.sql.keymap import drop_table_sql
 from mvlog.sql.shape import (
     groups_name,
     inner_name,
@@ -128,14 +128,13 @@ class Catalog(CatalogSchema, RefreshHistory):
         """Drop a view's key maps and group tables, its own and its UNION ALL branches' (their
         columns may no longer fit; or the view is gone), and a top-N view's first rows."""
         name = keymap_name(view)
-        cur.execute(drop_keymap_sql(top_name(view)))
-        cur.execute(drop_keymap_sql(parameters_name(view)))  # a view's range parameters' values
-        cur.execute(drop_keymap_sql(inner_name(view)))  # a nested view's inner rows, and its keys
-        cur.execute(drop_keymap_sql(outer_keys_name(view)))
+        # a top-N view's first rows, range parameters' values, a nested view's inner rows and keys
+        for state in (top_name, parameters_name, inner_name, outer_keys_name):
+            cur.execute(drop_table_sql(state(view)))
         cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND tablename LIKE %s",
                     (name.replace("_", r"\_") + r"\_b%",))
         for (table,) in [(name,), *cur.fetchall()]:
-            cur.execute(drop_keymap_sql(table))
+            cur.execute(drop_table_sql(table))
             cur.execute(drop_groups_sql(groups_name(table)))  # an aggregate's (a branch's) group table
 
     def unregister(self, cur: Cursor, name: str) -> str | None:
