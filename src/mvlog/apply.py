@@ -26,7 +26,7 @@ from mvlog.postgres.late import LateRows
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
-from mvlog.sql import aggplan, nested, rewrite, topn
+from mvlog.sql import aggplan, decorrelate, nested, rewrite, topn
 from mvlog.sql.analysis import AGGREGATE_NOT_MERGED, analyze
 from mvlog.sql.dependencies import ViewGraph
 from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
@@ -149,6 +149,8 @@ class Registrar:
             shape = downgrade(shape, query, top)
         if not shape.fast_possible and any(r.startswith(AGGREGATE_NOT_MERGED) for r in shape.fast_reasons):
             shape = self._nested(cur, index, view, logs, full_query, shape)
+        elif not shape.fast_possible and (joined := decorrelate.scalar_aggregates(analysis.tree)) is not None:
+            shape = self._nested(cur, index, view, logs, joined, shape, complete=full_query)
         written: tuple[str, ...] = ()
         if shape.fast_possible:  # check the SQL mvlog generates for it; a view it cannot key is complete-only
             try:
@@ -181,9 +183,10 @@ class Registrar:
                          reads_volatile(analysis.tree) or bool(expansion.pg_views))
 
     def _nested(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo], query: str,
-                shape: ViewShape) -> ViewShape:
+                shape: ViewShape, complete: str | None = None) -> ViewShape:
         """The view over its aggregated derived table or CTE kept as a fast view of its own
-        (:mod:`mvlog.sql.nested`), or ``shape`` as it is if that aggregate is not fast."""
+        (:mod:`mvlog.sql.nested`), or ``shape`` as it is if that aggregate is not fast
+        (``complete``: the view's query, if ``query`` is a rewrite of it)."""
         inner_sql = nested.split(query)
         if inner_sql is None:
             return shape
@@ -194,7 +197,8 @@ class Registrar:
         if not inner.shape.fast_possible or inner.shape.top is not None:
             return shape
         visible = [c for c in inner.columns if c not in inner.shape.hidden_columns]
-        return nested.keep_nested(shape, inner.shape, nested.outer_sql(query, visible), inner.columns, query)
+        return nested.keep_nested(shape, inner.shape, nested.outer_sql(query, visible), inner.columns,
+                                  complete or query)
 
     @staticmethod
     def _top(shape: ViewShape, spec: topn.TopSpec, columns: list[str], written: tuple[str, ...],

@@ -96,6 +96,8 @@ FAST: dict[str, list[str]] = {
         "WITH totals AS (SELECT customer_id, sum(amount) AS total FROM orders GROUP BY customer_id) "
         "SELECT c.id, t.total FROM customers c, totals t WHERE c.id = t.customer_id "
         "AND t.total = (SELECT max(total) FROM totals)",
+        "SELECT c.name FROM customers c WHERE c.id IN (SELECT o.customer_id FROM orders o WHERE o.amount > "
+        "(SELECT 0.5 * sum(o2.amount) FROM orders o2 WHERE o2.customer_id = o.customer_id AND o2.status = 'open'))",
     ],
     "top-N": [
         "SELECT id, amount FROM orders ORDER BY amount DESC NULLS LAST, id LIMIT 5",
