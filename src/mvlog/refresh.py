@@ -242,6 +242,10 @@ class Refresher:
             table_exists = columns is not None
             row_hash = columns is None or ROW_HASH_COLUMN in columns
             needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)
+            if not needs_complete and strategy_of(check.shape).keymapped():
+                with self.source.inspection() as cur:
+                    needs_complete = strategy_of(check.shape).state_misfit(
+                        lambda relation: self.source.relation_columns(cur, relation))
         plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
                             row_hash)
         plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows)

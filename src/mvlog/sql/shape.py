@@ -142,6 +142,10 @@ class ViewShape:
     # Outer joins: tables[0] is the *root*, present in every row; core_sql is the lineage (see
     # lineage.lineage), and a change is traced to the roots whose rows it touches, then to view keys.
     outer: bool = False
+    # An aggregate with subqueries: its key map holds the lineage without them (the first query,
+    # SELECT 1 FROM …) and, per subquery, its rows tied to the root's and the group's (the others):
+    # a pair per subquery row, not a product of every subquery's rows with the outer rows.
+    keymap_cores: tuple[str, ...] = ()
     # UNION ALL: each branch's shape (its key map named after the branch) and its SELECT with the
     # view's two hidden key columns (BRANCH_COLUMN, ROW_KEY_COLUMN) instead of its own.
     branches: tuple[ViewShape, ...] = ()
@@ -178,6 +182,7 @@ class ViewShape:
 
 
 
+SEMI_COLUMN = HIDDEN_PREFIX + "semi"  # a split key map's row: 0 the lineage's, i the i-th subquery's
 BRANCH_COLUMN = HIDDEN_PREFIX + "branch"  # a UNION ALL view's branch number, 1-based
 
 

@@ -226,8 +226,12 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
     else:
         key_columns, hidden, key_exprs = _row_keys(select, tables[:from_items])
 
+    keymap_cores: tuple[str, ...] = ()
     if outer:
         core = lineage(select, sides, analysis.semi_joins)
+        if aggregate and analysis.semi_joins:
+            keymap_cores = tuple(lineage(select, sides, semi).sql(dialect=DIALECT)
+                                 for semi in [[], *([s] for s in analysis.semi_joins)])
     else:
         core = select_core(select)
     deltas = None
@@ -241,7 +245,7 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
         tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
         core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
         range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
-        deltas=deltas, recompute_reason=recompute_reason, row_keyed=not aggregate,
+        deltas=deltas, recompute_reason=recompute_reason, row_keyed=not aggregate, keymap_cores=keymap_cores,
     )
 
 

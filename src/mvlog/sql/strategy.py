@@ -14,7 +14,7 @@ strategies are in :mod:`mvlog.sql.union`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -112,12 +112,25 @@ class Strategy:
         statements = []
         for shape in self.keymapped():
             current = columns_of(keymap.keymap_table(shape).sql(dialect=DIALECT))
-            indexed = all(columns_of(keymap.qualified(name)) is not None for name in keymap.probe_indexes(shape))
-            if current is not None and (list(current) != keymap.keymap_all_columns(shape) or not indexed):
+            if current is not None and not self._fits(shape, current, columns_of):
                 statements += [keymap.drop_table_sql(shape.keymap or ""), *keymap.keymap_rebuild_sql(shape, False)]
             else:
                 statements += keymap.keymap_rebuild_sql(shape, exists=current is not None)
         return statements
+
+    @staticmethod
+    def _fits(shape: ViewShape, columns: Sequence[str], columns_of: ColumnsOf) -> bool:
+        indexed = all(columns_of(keymap.qualified(name)) is not None for name in keymap.probe_indexes(shape))
+        return list(columns) == keymap.keymap_all_columns(shape) and indexed
+
+    def state_misfit(self, columns_of: ColumnsOf) -> str | None:
+        """Why the state kept at the last refresh cannot serve a fast one: a key map whose columns
+        or probe indexes are not those this mvlog keeps (an earlier mvlog kept another layout)."""
+        for shape in self.keymapped():
+            current = columns_of(keymap.keymap_table(shape).sql(dialect=DIALECT))
+            if current is not None and not self._fits(shape, current, columns_of):
+                return f"its key map ({shape.keymap}) was kept in another layout (an earlier mvlog's)"
+        return None
 
     def stand_in_sql(self) -> list[str]:
         """Empty temporary stand-ins for the state, for PostgreSQL to plan :meth:`statements` against."""
