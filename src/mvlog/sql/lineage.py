@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mvlog.sql.shape import ident
-from mvlog.sql.sqltree import conjuncts, identifier_name, item_alias, root_join
+from mvlog.sql.sqltree import conjuncts, from_items, identifier_name, item_alias, join_side, root_join
 from mvlog.sql.subqueries import SemiJoin
 
 
@@ -89,3 +89,34 @@ def _on_tables(condition: exp.Expr, aliases: set[str]) -> bool:
     columns = list(condition.find_all(exp.Column))
     return bool(columns) and not condition.find(exp.Select) and all(
         c.args.get("table") and identifier_name(c.args["table"]) in aliases for c in columns)
+
+
+def semi_root(select: exp.Select, semi_joins: list[SemiJoin]) -> str | None:
+    """The FROM item every subquery is correlated with, if it is not the first and the FROM items
+    are inner-joined: the lineage's root to choose. A changed row is traced to the roots whose
+    lineage holds it, and each root's rows are read again: with TPC-H Q18's ``orders`` as its
+    root (``IN (SELECT l_orderkey …)`` is correlated with it), a changed line item touches its
+    order; with the first table, ``customer``, every order of the customer, and the key map
+    ties each subquery row to the customer's orders' groups."""
+    joins = select.args.get("joins") or []
+    if not semi_joins or any(join_side(j) not in ("INNER", "CROSS") or j.args.get("using") or j.args.get("method")
+                             for j in joins):
+        return None
+    items = from_items(select)
+    if not all(isinstance(i, exp.Table) for i in items):
+        return None
+    aliases = [item_alias(i) for i in items]
+    referenced = {identifier_name(c.args["table"]) for s in semi_joins for c in s.condition.find_all(exp.Column)
+                  if c.args.get("table")} & set(aliases)
+    return next(iter(referenced)) if len(referenced) == 1 and aliases[0] not in referenced else None
+
+
+def with_root_first(select: exp.Select, root: str) -> None:
+    """``select``'s inner joins as a FROM list with ``root`` first, their ON conditions in WHERE."""
+    items = from_items(select)
+    conditions = [j.args["on"] for j in select.args.get("joins") or [] if j.args.get("on") is not None]
+    first = next(i for i in items if item_alias(i) == root)
+    select.set("from_", exp.From(this=first.copy()))
+    select.set("joins", [exp.Join(this=i.copy()) for i in items if i is not first])
+    if conditions:
+        select.where(exp.and_(*[c.copy() for c in conditions]), copy=False)

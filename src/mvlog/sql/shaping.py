@@ -26,7 +26,7 @@ from mvlog.sql.analysis import (
     window_parts,
 )
 from mvlog.sql.changes import union_of
-from mvlog.sql.lineage import lineage, select_core
+from mvlog.sql.lineage import lineage, select_core, semi_root, with_root_first
 from mvlog.sql.shape import (
     BRANCH_COLUMN,
     ROW_KEY_COLUMN,
@@ -200,10 +200,16 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
         text = analysis.query.strip().rstrip(";").strip()
         return ViewShape(name, ViewClass.OTHER, (str(exc),), logs, (), (), text)
 
+    # an aggregate's (its key map is split and marked, so one kept with another root is not read)
+    root = semi_root(select, analysis.semi_joins) if aggregate else None
+    if root is not None:
+        with_root_first(select, root)
     joins = select.args.get("joins") or []
     sides = [join_side(j) for j in joins]
     outer = any(side in ("LEFT", "RIGHT") for side in sides) or bool(analysis.semi_joins)
     refs = root_first(analysis.tables, joins)
+    if root is not None:
+        refs.insert(0, refs.pop(next(i for i, r in enumerate(refs) if r.alias == root)))
     from_items = len(refs) - sum(len(semi.tables) for semi in analysis.semi_joins)
     tables = _table_keys(refs, logs_by_alias, from_items)
 
