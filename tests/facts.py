@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from mvlog.model import LogInfo
 from mvlog.sql.analysis import analyze
-from mvlog.sql.strategies import shape_view
+from mvlog.sql.choice import shape_view
 
 LOG = LogInfo("public", "orders", "mlog$_orders_1", ("id",), ("bigint",), 1)
 CUSTOMERS = LogInfo("public", "customers", "mlog$_customers_2", ("id",), ("integer",), 2)

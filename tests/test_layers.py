@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,23 +23,20 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "mvlog"
 # *below it in this table*, and none of the third-party roots its row forbids. ``mvlog`` itself is
 # the package's ``__init__``/``__main__``.
 LAYERS: list[tuple[str, set[str], set[str]]] = [  # (layer, its modules or packages, forbidden roots)
-    ("shared", {"mvlog.errors", "mvlog.model", "mvlog.config", "mvlog.faults", "mvlog.progress"},
+    ("shared", {"mvlog.errors", "mvlog.model", "mvlog.config", "mvlog.yamltext", "mvlog.faults", "mvlog.progress"},
      {"psycopg2", "pyspark", "py4j", "rich", "click", "prometheus_client"}),
     ("sql", {"mvlog.sql"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("postgres", {"mvlog.postgres"}, {"pyspark", "py4j", "rich", "click"}),
     ("spark", {"mvlog.spark"}, {"psycopg2", "rich", "click"}),
-    ("pipeline", {"mvlog.plan", "mvlog.cost", "mvlog.apply", "mvlog.refresh", "mvlog.refresh_result",
-                  "mvlog.maintenance"},
-     {"psycopg2", "pyspark", "py4j", "rich", "click"}),
+    ("pipeline", {"mvlog.pipeline"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("ops", {"mvlog.ops"}, {"psycopg2", "rich", "click"}),
     ("facade", {"mvlog.project"}, {"psycopg2", "rich", "click"}),
-    ("commands", {"mvlog.cli", "mvlog.cli_engine", "mvlog.cli_output", "mvlog.render", "mvlog.schedule", "mvlog.demo",
-                  "mvlog.notebook", "mvlog.__main__", "mvlog"}, {"psycopg2"}),
+    ("commands", {"mvlog.commands", "mvlog.__main__", "mvlog"}, {"psycopg2"}),
 ]
 # Beside the order: the adapters do not import each other (Spark reads PostgreSQL through the JDBC
 # options it is handed).
 NOT_BELOW = {"spark": {"postgres"}}
-PURE = ["mvlog.plan", "mvlog.cost", "mvlog.model", "mvlog.config", "mvlog.errors", "mvlog.progress"]
+PURE = ["mvlog.pipeline.plan", "mvlog.pipeline.cost", "mvlog.model", "mvlog.config", "mvlog.errors", "mvlog.progress"]
 
 
 def module_name(path: Path) -> str:
@@ -164,8 +162,34 @@ def test_pure_modules_load_no_driver_when_imported(module):
 
 
 def test_the_command_line_loads_no_spark_and_no_database_driver_for_help():
-    probe = ("import sys, json, mvlog.cli; "
+    probe = ("import sys, json, mvlog.commands.cli; "
              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg2', 'pyspark', 'py4j'))))")
     loaded = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                                        check=True).stdout)
     assert loaded == []
+
+
+README = PACKAGE.parents[1] / "README.md"
+
+
+def readme_layers() -> list[tuple[str, str]]:
+    """(layer, its modules cell) of the README's layer table, in order."""
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("| layer | modules | may not import |"):].split("\n\n")[0].splitlines()[2:]
+    return [(cells[1].strip(), cells[2]) for cells in (row.split("|") for row in table)]
+
+
+def test_the_readme_s_layer_table_is_this_table():
+    """The README's layers, in order, are LAYERS', and each names every module of its layer."""
+    rows = readme_layers()
+    assert [name for name, _ in rows] == [name for name, _, _ in LAYERS]
+    missing = []
+    for (name, cell), index in zip(rows, range(len(LAYERS))):
+        named = {n.removeprefix("mvlog/") for n in re.findall(r"`([\w/]+?)/?`", cell)}
+        for path in all_modules():
+            module = module_name(path)
+            if layer_of(module) == index and module != "mvlog" and path.stem != "__main__":
+                parts = module.split(".")
+                if parts[-1] not in named and "/".join(parts[1:]) not in named:
+                    missing.append(f"{name}: {module}")
+    assert not missing, f"the README's layer table does not name: {missing}"

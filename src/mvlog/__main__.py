@@ -1,3 +1,3 @@
-from mvlog.cli import entry
+from mvlog.commands.cli import entry
 
 entry()

@@ -11,18 +11,18 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mvlog.errors import ConfigError
 from mvlog.model import RefreshMethod
+from mvlog.yamltext import expand_env, key_path, line_index
 
 DEFAULT_CONFIG = "mvlog.yaml"
 CONFIG_ENV = "MVLOG_CONFIG"
 VIEW_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _DURATION = re.compile(r"(\d+)\s*([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -46,6 +46,7 @@ class _Strict(BaseModel):
 
 
 CaptureKind = Literal["trigger", "logical"]
+CAPTURE_KINDS: tuple[str, ...] = get_args(CaptureKind)  # the kinds, declared once (here)
 
 
 class SourceConfig(_Strict):
@@ -252,47 +253,6 @@ class Config(_Strict):
         return f"{self.catalog.database}.{name}" if self.catalog else None
 
 
-def _expand_env(text: str, where: str) -> str:
-    def repl(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in os.environ:
-            raise ConfigError(f"{where} refers to environment variable ${{{name}}}, which is not set")
-        return os.environ[name]
-
-    return _ENV_REF.sub(repl, text)
-
-
-def _line_index(text: str) -> dict[tuple, int]:
-    """Map each path in the YAML document (tuples of keys and indexes) to its 1-based line."""
-    lines: dict[tuple, int] = {}
-
-    def walk(node: yaml.Node, path: tuple) -> None:
-        lines.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                sub = path + (key.value,)
-                lines[sub] = key.start_mark.line + 1
-                walk(value, sub)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, path + (i,))
-
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return lines
-    if root is not None:
-        walk(root, ())
-    return lines
-
-
-def _place(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "the document"
-
-
 def resolve_path(path: str | os.PathLike | None) -> Path:
     """The config file to use: the argument, else $MVLOG_CONFIG, else ./mvlog.yaml."""
     return Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
@@ -323,14 +283,14 @@ def parse_config(text: str, name: str = DEFAULT_CONFIG, base_dir: Path | None = 
         raise ConfigError(f"{name}: expected a mapping with source, warehouse, logs and views at the top level")
     source = data.get("source")
     if isinstance(source, dict) and isinstance(source.get("dsn"), str):
-        line = _line_index(text).get(("source", "dsn"))
-        source["dsn"] = _expand_env(source["dsn"], f"{name}:{line}: source.dsn" if line else f"{name}: source.dsn")
+        line = line_index(text).get(("source", "dsn"))
+        source["dsn"] = expand_env(source["dsn"], f"{name}:{line}: source.dsn" if line else f"{name}: source.dsn")
     try:
         return Config.model_validate({**data, "base_dir": base_dir or Path(".")})
     except ValidationError as exc:
         error = exc.errors()[0]
         loc = tuple(error["loc"])
-        lines = _line_index(text)
+        lines = line_index(text)
         line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
         where = f"{name}:{line}" if line else name
         message = error["msg"].removeprefix("Value error, ")
@@ -342,7 +302,7 @@ def parse_config(text: str, name: str = DEFAULT_CONFIG, base_dir: Path | None = 
             loc = loc[:-1]
         elif error["type"] == "enum":
             message = f"must be one of {error['ctx']['expected']}"
-        place = _place(loc)
+        place = key_path(loc)
         extra = f" ({data['views'][loc[1]].get('name')})" if (
             len(loc) > 1 and loc[0] == "views" and isinstance(loc[1], int)
             and isinstance(data.get("views"), list) and loc[1] < len(data["views"])

@@ -4,7 +4,7 @@ Tables and their primary keys, materialized view logs, column statistics, the na
 of mvlog's own columns, the refresh method, and what a view's warehouse location holds.
 The adapters (:mod:`mvlog.postgres.source`, :mod:`mvlog.postgres.catalog`,
 :mod:`mvlog.spark.warehouse`) build and consume these; the pure layers
-(:mod:`mvlog.sql.shape`, :mod:`mvlog.sql.sqlgen`, :mod:`mvlog.plan`) only read them.
+(:mod:`mvlog.sql.shape`, :mod:`mvlog.sql.sqlgen`, :mod:`mvlog.pipeline.plan`) only read them.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class WindowSize:
 
 @dataclass(frozen=True)
 class Measured:
-    """What one succeeded refresh of a view cost (:mod:`mvlog.cost` predicts the next from these)."""
+    """What one succeeded refresh of a view cost (:mod:`mvlog.pipeline.cost` predicts the next from these)."""
 
     method: RefreshMethod  # FAST or COMPLETE
     seconds: float

@@ -1,7 +1,7 @@
 """Progress of long work (apply builds, refreshes, purges): the interface the pipeline reports to.
 
 :class:`Reporter` is silent; the commands hand the project one that prints (a rich bar on a
-terminal, plain lines elsewhere: :mod:`mvlog.cli_output`). No console library is loaded here,
+terminal, plain lines elsewhere: :mod:`mvlog.commands.output`). No console library is loaded here,
 so the pipeline below the commands stays free of them.
 """
 

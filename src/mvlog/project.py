@@ -10,27 +10,27 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from mvlog.apply import Registrar, Registration
 from mvlog.config import Config, ViewConfig, load_config
-from mvlog.errors import ConfigError, MvlogError, RefreshError, UsageError, WarehouseError
-from mvlog.maintenance import Maintenance
-from mvlog.model import LogInfo, Occupant
+from mvlog.errors import MvlogError, RefreshError, UsageError, WarehouseError
+from mvlog.model import LogInfo
 from mvlog.ops.freshness import Freshness
 from mvlog.ops.status import Status
-from mvlog.plan import RefreshPlan
+from mvlog.pipeline.apply import Registrar, Registration, check_locations, register_tables
+from mvlog.pipeline.compile import Compiler
+from mvlog.pipeline.maintenance import Maintenance
+from mvlog.pipeline.plan import RefreshPlan
+from mvlog.pipeline.refresh import Refresher
+from mvlog.pipeline.results import RefreshResult
 from mvlog.postgres.capture.decoding import BATCH_ROWS, Decoding, Pass
 from mvlog.postgres.catalog import Catalog, HistoryRow
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Source, dsn_secrets
 from mvlog.progress import Reporter
-from mvlog.refresh import Refresher
-from mvlog.refresh_result import RefreshResult
 from mvlog.spark.remote import configured_remote, remote_address, remote_secrets
 from mvlog.spark.session import remote_url
 from mvlog.spark.settings import conf_secrets, for_project
@@ -70,7 +70,8 @@ class Project:
         self.source = Source(config.source.dsn, self.secrets)
         self.catalog = Catalog(self.source)
         self.logs = Logs(self.source)
-        self.registrar = Registrar(config, self.source, self.catalog, self.logs)
+        self.registrar = Registrar(config, self.source, self.catalog, self.logs,
+                                   Compiler(config, self.source, self.logs))
         self.freshness = Freshness(config, self.catalog, self.logs)
         self.status_reader = Status(config, self.catalog, self.logs, self.registrar, self.freshness)
         self.jdbc = JdbcSource.from_dsn(config.source.dsn)
@@ -125,7 +126,8 @@ class Project:
             catalog, logs = Catalog(source), Logs(source)
             spark = new_session(self.warehouse.spark, self.config.spark)
             warehouse = Warehouse(spark, self.config.warehouse_uri, self.secrets)
-            yield Refresher(self.config, source, catalog, logs, Registrar(self.config, source, catalog, logs),
+            yield Refresher(self.config, source, catalog, logs, Registrar(self.config, source, catalog, logs,
+                                                                            Compiler(self.config, source, logs)),
                             self.jdbc, lambda: warehouse, self.reporter, self.progress)
         finally:
             if spark is not None:
@@ -182,19 +184,19 @@ class Project:
     def apply(self) -> ApplyReport:
         """Install the schema, create logs and triggers, register views, build new ones. Idempotent."""
         self.registrar.validate()
-        occupants = self._check_locations()
+        occupants = check_locations(self.config, self.catalog, self.warehouse)
         report = ApplyReport()
         if self.registrar.wants_logical():  # the slot first: it decodes what commits after it is made
             with self.source.transaction() as cur:
                 self.catalog.install(cur)
-            self.logs.decoding.ensure(self.config.source.capture_wait, self.progress)
+            self.logs.logical.ensure(self.config.source.capture_wait, self.progress)
         with self.source.transaction() as cur:
             self.registrar.register(cur, report)
         self.logs.settle_capture()
         unbuilt = self.catalog.unbuilt_views()
         pending = [v.name for v in self.config.views if v.name in unbuilt or not occupants[v.name].delta]
         # A view built (again) changes what the views reading it mean: rebuild those with it.
-        pending += [name for name in self.registrar.graph.downstream(pending) if name not in pending]
+        pending += [name for name in self.registrar.compiler.graph.downstream(pending) if name not in pending]
         if pending:
             report.builds = self.refresh(pending, complete=True, register=False)  # registered below
         built_now = {r.view for r in report.builds if not r.error}
@@ -212,7 +214,7 @@ class Project:
                 report.features[view.name] = changed
         built = {r.view for r in report.builds if not r.error} | {v.name for v in self.config.views
                                                                    if occupants[v.name].delta}
-        report.tables_registered = self._register_tables(sorted(built))
+        report.tables_registered = register_tables(self.config, lambda: self.warehouse, self._in_catalog, sorted(built))
         return report
 
     def capture(self, once: bool = False, interval: float = 1.0, stop: Callable[[], bool] = lambda: False,
@@ -231,47 +233,7 @@ class Project:
 
     def slot_replaced_at(self) -> datetime | None:
         """When the logical capture's slot was last found lost or missing and made again; None if never."""
-        return self.logs.decoding.replaced_at()
-
-    def _register_tables(self, names: list[str]) -> list[str]:
-        """Register built views in the Spark catalog (``catalog:``); the names newly registered."""
-        if self.config.catalog is None:
-            return []
-        database, registered = self.config.catalog.database, []
-        for name in names:
-            if name in self._in_catalog:  # checked by this process already: no Spark job per refresh
-                continue
-            if self.warehouse.register_table(database, name, self.config.view_location(name)):
-                registered.append(f"{database}.{name}")
-            self._in_catalog.add(name)
-        return registered
-
-    def _check_locations(self) -> dict[str, Occupant]:
-        """What each view's location holds; refuse (before anything is applied) to write a view
-        where other files, or a Delta table mvlog did not write for it, are."""
-        if not self.config.views:
-            return {}
-        self.warehouse.check_writable()
-        registered = self.catalog.locations()
-
-        def inspect(view: ViewConfig) -> Occupant:
-            here, built = registered.get(view.name, (None, False))
-            location = self.config.view_location(view.name)
-            return self.warehouse.occupant(location, view.name if here == location and built else None)
-
-        # Each look is a Delta log read on the driver: a fleet's are overlapped, as its refreshes are.
-        with ThreadPoolExecutor(self.config.concurrency, "mvlog-inspect") as pool:
-            occupants = dict(zip([v.name for v in self.config.views], pool.map(inspect, self.config.views),
-                                 strict=True))
-        for index, view in enumerate(self.config.views):
-            location = self.config.view_location(view.name)
-            here, built = registered.get(view.name, (None, False))
-            occupant = occupants[view.name]
-            refusal = occupant.refusal(view.name, location, here == location, here == location and not built)
-            if refusal:
-                raise ConfigError(f"views[{index}] ({view.name}): {refusal}; mvlog writes a view only into a missing "
-                                  f"or empty directory or its own table (README: 'The warehouse')")
-        return occupants
+        return self.logs.logical.replaced_at()
 
     def refresh(self, names: list[str] | None = None, complete: bool = False, group: str | None = None,
                 raise_on_error: bool = False, concurrency: int | None = None,
@@ -282,13 +244,14 @@ class Project:
         ``concurrency`` (default: the configuration's) such units at once. A view another process
         is refreshing is waited for up to ``wait`` seconds, then skipped."""
         asked = self._select_views(names, group)
-        views = [self.config.view(name) for name in self.registrar.graph.closure(v.name for v in asked)]
+        views = [self.config.view(name) for name in self.registrar.compiler.graph.closure(v.name for v in asked)]
         self.catalog.check()
         results = self.refresher.run(views, {v.name for v in asked} if complete else (),
                                      concurrency or self.config.concurrency, self._lane, wait)
         # A session catalog of Spark's own forgets its tables with the process: register them again.
         if register:
-            self._register_tables([r.view for r in results if r.status == "succeeded"])
+            register_tables(self.config, lambda: self.warehouse, self._in_catalog,
+                            [r.view for r in results if r.status == "succeeded"])
         failed = [r for r in results if r.error]
         if failed and raise_on_error:
             raise RefreshError(f"refresh of view {failed[0].view} failed: {failed[0].error}")

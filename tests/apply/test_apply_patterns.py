@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from conftest import assert_view_matches, refresh_ok
 
-from mvlog.cli import main
+from mvlog.commands.cli import main
 
 pytestmark = pytest.mark.integration
 

@@ -248,10 +248,10 @@ def test_a_failed_refresh_exits_1_with_one_line(db, tmp_path, connect_engine):
 
 def test_debug_prints_a_failed_refresh_s_traceback_and_its_cause(tmp_path, monkeypatch, capsys):
     """--debug: each failed view's traceback, with the error mvlog's sentence was raised from, then the line."""
-    from mvlog.cli import main
+    from mvlog.commands.cli import main
     from mvlog.errors import SourceError
+    from mvlog.pipeline.results import RefreshResult
     from mvlog.project import Project
-    from mvlog.refresh_result import RefreshResult
 
     def failing_refresh(self, *args, **kwargs):
         try:

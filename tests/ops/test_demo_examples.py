@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import assert_view_matches
 
+from mvlog.commands.demo import examples_dir
 from mvlog.config import load_config
-from mvlog.demo import examples_dir
 from mvlog.project import Project
 
 pytestmark = pytest.mark.integration

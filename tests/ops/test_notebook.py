@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import SPARK_MODES
 
+from mvlog.commands.demo import examples_dir
 from mvlog.config import load_config
-from mvlog.demo import examples_dir
 from mvlog.project import Project
 
 pytestmark = pytest.mark.integration

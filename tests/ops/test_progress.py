@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from mvlog.cli_output import BarReporter, LineReporter, reporter_for
+from mvlog.commands.output import BarReporter, LineReporter, reporter_for
 from mvlog.progress import Reporter
 
 

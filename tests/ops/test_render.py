@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 
+from mvlog.commands.report import result_line, results_table
 from mvlog.errors import ConcurrentRefreshError, SourceError
 from mvlog.model import RefreshMethod
-from mvlog.refresh_result import RefreshResult
-from mvlog.render import result_line, results_table
+from mvlog.pipeline.results import RefreshResult
 
 S = datetime(2026, 11, 22, 3, 1, 2, tzinfo=UTC)
 OK = RefreshResult("open_orders", RefreshMethod.FAST, "changed keys since the last refresh", S, 10, 4, 0, 6, 498, 3.91,

@@ -16,11 +16,11 @@ import yaml
 from conftest import SUBPROCESS_SPARK
 from schedulers import follow, wait_for_line
 
+from mvlog.commands.timing import units_of
 from mvlog.config import load_config, parse_config
 from mvlog.errors import ConfigError
 from mvlog.postgres.pgtemp import free_port
 from mvlog.project import Project
-from mvlog.schedule import units_of
 
 pytestmark = pytest.mark.integration
 
@@ -118,9 +118,9 @@ def test_schedule_units():
 def test_the_scheduler_warms_the_tables_its_refreshes_wrote():
     """After a refresh, the views whose refresh committed have their new Delta version's state built
     (``Project.warm``): not those that found nothing, failed or wrote no row."""
+    from mvlog.commands.schedule import Scheduler
     from mvlog.model import RefreshMethod
-    from mvlog.refresh_result import RefreshResult
-    from mvlog.schedule import Scheduler
+    from mvlog.pipeline.results import RefreshResult
 
     base = "source: {dsn: 'host=h'}\nwarehouse: w\nviews:\n"
     config = parse_config(base + "".join(f"  - {{name: {v}, query: 'SELECT 1', schedule: '* * * * *'}}\n"
@@ -282,7 +282,7 @@ def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path, connec
 def test_the_source_watch_says_once_that_postgresql_is_away_and_when_it_is_back():
     import threading
 
-    from mvlog import schedule
+    from mvlog.commands import schedule
     from mvlog.errors import SourceError
 
     class Clock(threading.Event):  # waits no time, and remembers how long it was asked to

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import assert_view_matches, assert_views_match, refresh_ok
 
-from mvlog.cli import main
+from mvlog.commands.cli import main
 from mvlog.spark.sparksql import delta_table
 
 pytestmark = pytest.mark.integration

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import psycopg2.errors
 import pytest
 
-from mvlog.apply import Registration
 from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import RefreshMethod
+from mvlog.pipeline.apply import Registration
 from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE, close_releasing_locks
 from mvlog.spark.warehouse import WriteCounts
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from conftest import refresh_ok
 
-import mvlog.notebook as mvn
+import mvlog.commands.notebook as mvn
 from mvlog.errors import WarehouseError
 
 pytestmark = pytest.mark.integration

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from mvlog.cost import COMPLETE_ABOVE_FRACTION, COMPLETE_MIN_KEYS, choose, predict, share_rule
 from mvlog.model import Measured, RefreshMethod, WindowSize
+from mvlog.pipeline.cost import COMPLETE_ABOVE_FRACTION, COMPLETE_MIN_KEYS, choose, predict, share_rule
 
 FAST, COMPLETE = RefreshMethod.FAST, RefreshMethod.COMPLETE
 

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from conftest import refresh_ok
 
-import mvlog.notebook as mvn
-from mvlog.cli import main
+import mvlog.commands.notebook as mvn
+from mvlog.commands.cli import main
 from mvlog.errors import UsageError
 
 pytestmark = pytest.mark.integration

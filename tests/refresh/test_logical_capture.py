@@ -17,11 +17,11 @@ import pytest
 import yaml
 from conftest import assert_views_match, refresh_ok
 
+from mvlog.commands.schedule import Scheduler
 from mvlog.config import load_config
 from mvlog.errors import ConfigError
 from mvlog.ops.metrics import SchedulerMetrics
 from mvlog.project import Project
-from mvlog.schedule import Scheduler
 
 pytestmark = pytest.mark.integration
 

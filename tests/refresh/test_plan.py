@@ -6,10 +6,10 @@ import pytest
 from facts import LOG, T0, shape
 
 from mvlog.config import RefreshMethod
-from mvlog.cost import COMPLETE_MIN_KEYS
 from mvlog.errors import RefreshError
 from mvlog.model import ColumnStats, WindowSize
-from mvlog.plan import (
+from mvlog.pipeline.cost import COMPLETE_MIN_KEYS
+from mvlog.pipeline.plan import (
     ROWS_PER_PARTITION,
     after_stamp,
     needs_complete,
@@ -19,7 +19,7 @@ from mvlog.plan import (
     with_partitions,
 )
 from mvlog.sql.analysis import analyze
-from mvlog.sql.strategies import shape_view
+from mvlog.sql.choice import shape_view
 
 
 def test_force_falls_back_to_complete_with_the_reason():
@@ -97,24 +97,24 @@ def fast_plan(refresh: RefreshMethod = RefreshMethod.FORCE):
 
 def test_after_the_stamp_a_truncated_table_makes_force_complete_and_fast_refuse():
     plan = fast_plan()
-    assert after_stamp(plan, RefreshMethod.FORCE, [], []) is plan  # nothing new: the same plan
-    complete = after_stamp(plan, RefreshMethod.FORCE, ["table public.orders was truncated"], [])
+    assert after_stamp(plan, [], []) is plan  # nothing new: the same plan
+    complete = after_stamp(plan, ["table public.orders was truncated"], [])
     assert complete.method is RefreshMethod.COMPLETE and complete.reason == "table public.orders was truncated"
     assert plan.method is RefreshMethod.FAST  # a new plan; the old one is unchanged
     with pytest.raises(RefreshError, match=r"cannot be fast-refreshed: table public.orders was truncated; "
                                            r"run 'mvlog refresh --complete v'"):
-        after_stamp(fast_plan(RefreshMethod.FAST), RefreshMethod.FAST, ["table public.orders was truncated"], [])
+        after_stamp(fast_plan(RefreshMethod.FAST), ["table public.orders was truncated"], [])
 
 
 def test_after_the_stamp_only_force_switches_for_a_large_window():
     large = [WindowSize("public.orders", 10 * COMPLETE_MIN_KEYS, 10 * COMPLETE_MIN_KEYS)]
-    switched = after_stamp(fast_plan(), RefreshMethod.FORCE, [], large)
+    switched = after_stamp(fast_plan(), [], large)
     assert switched.method is RefreshMethod.COMPLETE and "a complete refresh is cheaper" in switched.reason
     assert switched.window_keys is None  # only a fast refresh records its window's keys
-    kept = after_stamp(fast_plan(RefreshMethod.FAST), RefreshMethod.FAST, [], large)
+    kept = after_stamp(fast_plan(RefreshMethod.FAST), [], large)
     assert kept.method is RefreshMethod.FAST
     complete = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
-    assert after_stamp(complete, RefreshMethod.COMPLETE, ["table public.orders was truncated"], large) is complete
+    assert after_stamp(complete, ["table public.orders was truncated"], large) is complete
 
 
 def test_partitions_apply_to_complete_plans_only():

@@ -8,9 +8,9 @@ import threading
 import pytest
 from conftest import SPARK_MODES, assert_view_matches
 
-import mvlog.refresh
+import mvlog.pipeline.refresh
 from mvlog.config import ViewConfig
-from mvlog.refresh import refresh_units
+from mvlog.pipeline.lanes import refresh_units
 
 SCHEMA = """
 CREATE TABLE accounts (id int PRIMARY KEY, branch int NOT NULL, balance numeric(14,2) NOT NULL);
@@ -52,7 +52,7 @@ def test_independent_units_refresh_at_once_and_stay_separate(db, make_project, m
     # one unit at a time the barrier would break instead.
     barrier = threading.Barrier(3, timeout=120)
     met: list[bool] = []
-    checkpoint = mvlog.refresh.checkpoint
+    checkpoint = mvlog.pipeline.refresh.checkpoint
 
     def meet_after_stamp(name: str) -> None:
         if name == "after_stamp":
@@ -63,7 +63,7 @@ def test_independent_units_refresh_at_once_and_stay_separate(db, make_project, m
                 met.append(False)
         checkpoint(name)
 
-    monkeypatch.setattr(mvlog.refresh, "checkpoint", meet_after_stamp)
+    monkeypatch.setattr(mvlog.pipeline.refresh, "checkpoint", meet_after_stamp)
     results = project.refresh()
     assert [r.view for r in results] == [v["name"] for v in VIEWS]
     assert [(r.error, str(r.method)) for r in results] == [(None, "fast")] * 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import assert_views_match
 
-import mvlog.refresh
+import mvlog.pipeline.refresh
 
 pytestmark = pytest.mark.integration
 
@@ -45,20 +45,20 @@ def test_a_commit_during_a_group_refresh_is_all_or_nothing_in_the_group(db, make
     project.apply()
     db.execute("UPDATE accounts SET balance = balance + 5 WHERE id = 3")  # branch 1 changes before the refresh
 
-    checkpoint = mvlog.refresh.checkpoint
+    checkpoint = mvlog.pipeline.refresh.checkpoint
 
     def writer_commits_at(name: str) -> None:
         if name == point:  # account 6 (not in the window) moves from branch 1 to branch 2
             db.execute("UPDATE accounts SET branch = 2, balance = balance + 1 WHERE id = 6")
         checkpoint(name)
 
-    monkeypatch.setattr(mvlog.refresh, "checkpoint", writer_commits_at)
+    monkeypatch.setattr(mvlog.pipeline.refresh, "checkpoint", writer_commits_at)
     results = project.refresh(group="bank")
     assert [r.error for r in results] == [None, None]
     assert detail_by_branch(project) == totals(project)
     assert totals(project)[1] == (10, 1005)  # the move of account 6 is not half-applied: not applied at all
 
-    monkeypatch.setattr(mvlog.refresh, "checkpoint", checkpoint)
+    monkeypatch.setattr(mvlog.pipeline.refresh, "checkpoint", checkpoint)
     results = project.refresh(group="bank")
     assert [r.error for r in results] == [None, None]
     assert detail_by_branch(project) == totals(project)

@@ -89,7 +89,7 @@ def test_small_views_are_rewritten_with_the_merges_counts_and_a_change_feed_view
 def test_a_view_above_the_threshold_merges(built_shop):
     shop = built_shop.seeded()
     plan = shop.plan("open_orders")
-    from mvlog import plan as planner
+    from mvlog.pipeline import plan as planner
     assert plan.write is planner.Write.REWRITE
     # above the threshold the changed keys are replaced; a change feed merges
     assert planner.with_sized_write(plan, 1001, False, 1000).write is planner.Write.REPLACE  # one row too many

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import pytest
 from conftest import assert_view_matches, assert_views_match, refresh_ok
 
-import mvlog.plan
+import mvlog.pipeline.plan
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ def files_hidden(paths):
 
 
 def test_complete_refresh_reads_in_key_ranges_and_merge_skips_untouched_files(db, make_project, monkeypatch):
-    monkeypatch.setattr(mvlog.plan, "ROWS_PER_PARTITION", 100)
+    monkeypatch.setattr(mvlog.pipeline.plan, "ROWS_PER_PARTITION", 100)
     db.execute(SCHEMA)
     project = make_project(["orders", "tags"], VIEWS)
     project.apply()
@@ -108,7 +108,7 @@ def test_complete_refresh_reads_in_key_ranges_and_merge_skips_untouched_files(db
 
 def test_merge_skips_files_of_a_view_whose_key_comes_after_32_columns(db, make_project, monkeypatch):
     # Delta indexes the first 32 columns only; this view's (hidden) key column is the 41st.
-    monkeypatch.setattr(mvlog.plan, "ROWS_PER_PARTITION", 500)
+    monkeypatch.setattr(mvlog.pipeline.plan, "ROWS_PER_PARTITION", 500)
     db.execute(SCHEMA)
     wide = ", ".join(f"amount + {i} AS a{i}" for i in range(40))
     view = {"name": "wide", "refresh": "fast", "query": f"SELECT {wide} FROM orders"}
@@ -232,7 +232,7 @@ def test_merge_leaves_unchanged_rows_alone_and_its_scans_read_keys_and_row_hash_
 def test_a_merge_knows_its_version_without_reading_the_history(db, make_project, monkeypatch, spark_mode):
     """Views refreshed at once (each on a session of its own) record the version their write
     committed, told by Delta in the session; a window that changed no row commits nothing."""
-    from mvlog.spark.history import DeltaHistory
+    from mvlog.spark.versions import DeltaHistory
 
     db.execute(SCHEMA)
     project = make_project(["orders", "tags"], VIEWS, spark_mode=spark_mode)

@@ -7,7 +7,7 @@ import pytest
 
 from mvlog.config import ViewConfig
 from mvlog.errors import ConfigError
-from mvlog.refresh import refresh_units
+from mvlog.pipeline.lanes import refresh_units
 from mvlog.sql.dependencies import ViewGraph, plain_table_names
 
 

@@ -9,8 +9,8 @@ from test_pullup import CATALOG
 
 from mvlog.sql import keymap
 from mvlog.sql.analysis import analyze
+from mvlog.sql.choice import shape_view
 from mvlog.sql.shape import SEMI_COLUMN
-from mvlog.sql.strategies import shape_view
 
 EXISTS = ("SELECT c.name, count(*) AS n FROM customers c JOIN orders o ON o.customer_id = c.id "
           "WHERE EXISTS (SELECT 1 FROM orders o2 WHERE o2.customer_id = c.id AND o2.status <> 1) GROUP BY c.name")

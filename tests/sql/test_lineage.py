@@ -7,7 +7,7 @@ from facts import CUSTOMERS, LOG
 from test_pullup import CATALOG
 
 from mvlog.sql.analysis import analyze
-from mvlog.sql.strategies import shape_view
+from mvlog.sql.choice import shape_view
 
 Q18 = ("SELECT c.name, o.id, count(*) AS n FROM customers c JOIN orders o ON o.customer_id = c.id "
        "WHERE o.id IN (SELECT o2.id FROM orders o2 GROUP BY o2.id HAVING sum(o2.amount) > 3) GROUP BY c.name, o.id")

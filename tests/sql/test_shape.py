@@ -5,8 +5,8 @@ from __future__ import annotations
 from facts import CUSTOMERS, LOG, shape
 
 from mvlog.sql.analysis import analyze
+from mvlog.sql.choice import shape_view
 from mvlog.sql.shape import projected_columns
-from mvlog.sql.strategies import shape_view
 
 
 def test_simple_view_key_is_the_projected_primary_key():

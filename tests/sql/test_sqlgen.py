@@ -8,10 +8,10 @@ import sqlglot
 from facts import CUSTOMERS, LOG, T0, shape
 
 from mvlog.config import RefreshMethod
-from mvlog.plan import plan_refresh
+from mvlog.pipeline.plan import plan_refresh
 from mvlog.sql import changes, keymap
 from mvlog.sql.analysis import analyze
-from mvlog.sql.strategies import shape_view, strategy_of
+from mvlog.sql.choice import shape_view, strategy_of
 
 
 def test_fast_sql_restricts_the_view_to_changed_keys_in_the_window():
@@ -19,8 +19,7 @@ def test_fast_sql_restricts_the_view_to_changed_keys_in_the_window():
     plan = plan_refresh(s, "/wh/v", RefreshMethod.FORCE, T0, None, True)
     assert plan.method == "fast"
     text = plan.read_sql()
-    tree = sqlglot.parse_one(text, read="postgres")  # valid SQL
-    assert tree is not None
+    assert isinstance(sqlglot.parse_one(text, read="postgres"), sqlglot.exp.Select)  # valid SQL, a query
     assert '"mvlog"."mlog$_orders_1"' in text
     assert "SELECT DISTINCT" in text and "LEFT JOIN" in text
     assert "\"snaptime$$\" > CAST('2026-01-01T00:00:00+00:00' AS TIMESTAMPTZ)" in text

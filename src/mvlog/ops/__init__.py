@@ -5,7 +5,7 @@ fingerprints of ``fingerprint`` that PostgreSQL and Spark compute alike), freshn
 a view's lag since its oldest unapplied change, and its ``freshness:`` status), ``mvlog status``
 (``status``) and the scheduler's Prometheus metrics (``metrics``).
 
-May import: the pipeline (:mod:`mvlog.apply`, :mod:`mvlog.plan`, :mod:`mvlog.refresh`), the
+May import: the pipeline (:mod:`mvlog.pipeline.apply`, :mod:`mvlog.pipeline.plan`, :mod:`mvlog.pipeline.refresh`), the
 layers below it (:mod:`mvlog.sql`, :mod:`mvlog.postgres`, :mod:`mvlog.spark`) and the shared
 facts. Never the facade (:mod:`mvlog.project`) or the commands above it, except for type
 annotations (``tests/test_layers.py`` checks).

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from mvlog.config import ViewConfig
     from mvlog.ops.freshness import Freshness
     from mvlog.ops.status import Status
-    from mvlog.refresh_result import RefreshResult
+    from mvlog.pipeline.results import RefreshResult
 
 GAUGE_SECONDS = 5.0
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from mvlog.apply import Registrar
 from mvlog.config import Config
 from mvlog.errors import RefreshError
 from mvlog.model import LogInfo
 from mvlog.ops.freshness import Freshness
+from mvlog.pipeline.apply import Registrar
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.logs import Logs
 
@@ -27,12 +27,13 @@ class Status:
         self.catalog = catalog
         self.logs = logs
         self.registrar = registrar
+        self.compiler = registrar.compiler  # compiled views come from it
         self.freshness = freshness
 
     def report(self) -> dict[str, Any]:
         """Views (staleness, pending changes, rows) and logs (size, oldest unconsumed change)."""
         logs = self.logs.registered()
-        graph = self.registrar.graph
+        graph = self.compiler.graph
         views = []
         for row in self.catalog.view_status_rows():
             pending = self.logs.pending([logs[t] for t in row.tables if t in logs], row.last_snaptime)
@@ -40,7 +41,7 @@ class Status:
             try:
                 view = self.config.view(row.name)
                 needs = needs or self.registrar.needs_complete(self.catalog.view_state(row.name),
-                                                               self.registrar.check(view))
+                                                               self.compiler.check(view))
             except KeyError:
                 pass  # registered, but no longer in this configuration
             except RefreshError as exc:
@@ -66,9 +67,9 @@ class Status:
 
     def captures(self) -> list[dict[str, Any]]:
         """The logical capture's slot (none without ``capture: logical``): retained WAL, lag, health."""
-        if not self.logs.decoding.exists():
+        if not self.logs.logical.exists():
             return []
-        return [slot.as_dict() for slot in self.logs.decoding.status()]
+        return [slot.as_dict() for slot in self.logs.logical.status()]
 
     def log_rows(self, logs: dict[str, LogInfo] | None = None) -> list[dict[str, Any]]:
         """Per log: rows, bytes, the oldest change some view has not consumed, views that pin it."""

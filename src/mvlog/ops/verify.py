@@ -25,21 +25,21 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from mvlog.apply import Registrar
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import MvlogError, UsageError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN, RefreshMethod
 from mvlog.ops import fingerprint
 from mvlog.ops.fingerprint import KEY_HASH, ROW_HASH, Column
-from mvlog.plan import plan_refresh
+from mvlog.pipeline.apply import Registrar
+from mvlog.pipeline.plan import plan_refresh
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.source import Cursor, Source
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.spark.sparksql import quote_spark
 from mvlog.spark.warehouse import Warehouse, WriteCounts
+from mvlog.sql.choice import strategy_of
 from mvlog.sql.shape import ViewShape
-from mvlog.sql.strategies import strategy_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -94,6 +94,7 @@ class Verifier:
         self.source = source
         self.catalog = catalog
         self.registrar = registrar
+        self.compiler = registrar.compiler  # compiled views come from it
         self.jdbc = jdbc
         self._warehouse = warehouse
         self.progress = progress
@@ -120,7 +121,7 @@ class Verifier:
         return result
 
     def _verify(self, view: ViewConfig, sample: int | None, result: VerifyResult, repair: bool) -> None:
-        shape = self.registrar.check(view).shape
+        shape = self.compiler.check(view).shape
         location = self.config.view_location(view.name)
         self.progress(f"{view.name}: verifying")
         for _ in range(ATTEMPTS):

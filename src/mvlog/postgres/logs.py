@@ -62,7 +62,8 @@ class Logs:
     def __init__(self, source: Source):
         self.source = source
         self.decoding = Decoding(source)
-        self.captures: dict[str, Capture] = {"trigger": TriggerCapture(), "logical": LogicalCapture(self.decoding)}
+        self.logical = LogicalCapture(self.decoding)  # its slot, and the wait for it, as callers see them
+        self.captures: dict[str, Capture] = {c.kind: c for c in (TriggerCapture(), self.logical)}
 
     def _by_capture(self, logs: Sequence[LogInfo]) -> dict[Capture, list[LogInfo]]:
         """``logs`` (in their order) by the capture whose rows a stamp of them deals with."""

@@ -13,7 +13,7 @@ from psycopg2 import sql
 
 from mvlog.model import SENTINEL_TIME, LogInfo, WindowSize
 from mvlog.postgres.capture import is_decoded
-from mvlog.postgres.capture.decoding import LOST_REASON
+from mvlog.postgres.capture.lifecycle import LOST_REASON
 from mvlog.postgres.catalog.capture_state import REPLACED_SQL
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import ESTIMATED_ROWS, Source, log_identifier

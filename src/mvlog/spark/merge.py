@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
 from mvlog.spark.commits import DeltaSession
-from mvlog.spark.history import DeltaHistory
 from mvlog.spark.sparksql import delta_table, error_class, quote_spark, row_hash_sql, spark_literal, types_of
+from mvlog.spark.versions import DeltaHistory
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -2,7 +2,8 @@
 
 Owns the analysis of view queries (sqlglot: ``sqltree``, ``rewrite``, ``subqueries``,
 ``expansion``, ``analysis``, and ``restrictions`` for the rules of every class), view shapes
-(``shape``, ``shaping``), and the SQL generated for fast refreshes: changed keys and lineage
+(``shape``, ``keying``; ``choice`` picks the builder and the strategy), and the SQL generated for
+fast refreshes: changed keys and lineage
 (``changes``), reads (``sqlgen``, ``union``), the key map's and the group table's statements
 (``keymap``, ``aggdelta``), and ``explain``.
 

@@ -18,13 +18,15 @@ brings the key map to the refresh's stamp. Everything here is pure SQL generatio
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TypeVar
 
 from sqlglot import exp
 
-from mvlog.model import HIDDEN_PREFIX
-from mvlog.sql import aggprobe
+from mvlog.model import HIDDEN_PREFIX, PRESENT
+from mvlog.sql import aggplan, aggprobe
 from mvlog.sql.aggplan import ROWS, STATE, count_column, distinct_column, extreme_column, sum_column
 from mvlog.sql.analysis import DIALECT
 from mvlog.sql.changes import (
@@ -37,6 +39,7 @@ from mvlog.sql.changes import (
     keymap_table,
     log_table,
     logged_after,
+    parse_select,
     touched_rows,
     union_of,
 )
@@ -63,6 +66,35 @@ def _changed_extreme_column(function: str, j: int) -> str:
 def groups_table(shape: ViewShape) -> exp.Table:
     assert shape.deltas is not None
     return exp.Table(this=ident(shape.deltas.groups), db=ident("mvlog"))
+
+
+def kept_by_deltas(shape: ViewShape, input_types: Sequence[int] | None = None,
+                   group_table: Sequence[str] | None = None) -> ViewShape:
+    """The one decision after shaping whether an aggregate's groups are kept by deltas or
+    recomputed: recomputed if its summed inputs (of PostgreSQL types ``input_types``, learnt at
+    compile) are not exact, or if its group table (``group_table``: its columns now, learnt
+    before a fast refresh; [] if it is missing) is not the one its deltas need."""
+    if shape.deltas is None:
+        return shape
+    reason = aggplan.exact_inputs_reason(shape.deltas, list(input_types)) if input_types is not None else None
+    if reason is None and group_table is not None and list(group_table) != groups_columns(shape):
+        reason = "the state of its groups is built by its next complete refresh"
+    return dataclasses.replace(shape, deltas=None, recompute_reason=reason) if reason else shape
+
+
+def rows_from_state(shape: ViewShape) -> exp.Select | None:
+    """The view's rows (its columns, hidden ones too) computed from the group table — each
+    group's state at the last refresh — without reading the base tables; None when its outputs
+    need more than the table holds (a MIN or MAX, probed from the key map)."""
+    assert shape.deltas is not None
+    if shape.deltas.extremes:
+        return None
+    outputs = parse_select(shape.deltas.outputs_sql)
+    columns = [p.alias_or_name for p in outputs.selects if p.alias_or_name != PRESENT]
+    lateral = exp.Lateral(this=exp.Subquery(this=outputs), alias=exp.TableAlias(this=ident("v")))
+    return (exp.select(*[col(c, "v") for c in columns])
+            .from_(groups_table(shape).as_(ident(STATE)))
+            .join(lateral, on=exp.true()))
 
 
 def groups_columns(shape: ViewShape) -> list[str]:

@@ -37,9 +37,16 @@ def key_names(n: int) -> list[str]:
 
 
 def keys_match(keys: Sequence[str], keyed: str, rows: str) -> exp.Expr:
-    """``keyed._mvlog_key_<i> IS NOT DISTINCT FROM rows.<key i>`` for every key column."""
-    return exp.and_(*[exp.NullSafeEQ(this=col(n, keyed), expression=col(k, rows))
-                      for k, n in zip(keys, key_names(len(keys)))])
+    """``keyed``'s ``_mvlog_key_<i>`` equal to ``rows``' ``keys``, a NULL equal to a NULL: compared as
+    row texts (``CAST(ROW(…) AS TEXT)``), which PostgreSQL hashes. ``IS NOT DISTINCT FROM`` it
+    cannot hash: a NOT EXISTS over a nested view's 150,000 inner rows and 16,000 changed ones ran
+    every pair (TPC-H Q13 at SF 1: 200 s). Both sides are the same expressions of the same types,
+    so equal values have equal texts."""
+    def text(columns: list[exp.Column]) -> exp.Expr:
+        return exp.cast(exp.Anonymous(this="ROW", expressions=columns), exp.DataType.build("text"))
+
+    return exp.EQ(this=text([col(n, keyed) for n in key_names(len(keys))]),
+                  expression=text([col(k, rows) for k in keys]))
 
 
 def in_query(expressions: Sequence[exp.Expr], query: exp.Query) -> exp.Expr:

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from mvlog.sql.analysis import Analysis
+from mvlog.sql.choice import strategy_of
 from mvlog.sql.shape import ViewShape
-from mvlog.sql.strategies import strategy_of
 
 
 @dataclass

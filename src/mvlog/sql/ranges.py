@@ -9,7 +9,7 @@ view's own strategy, unchanged, recomputes them as it does any changed row (the 
 they were, the base tables where they are). V0 is kept in ``mvlog."param$_<view>"``, one column
 per parameter, written in the record step at the refresh's snapshot, after the state that reads
 it. A refresh whose Delta commit was not recorded is taken back before the next one runs
-(:meth:`mvlog.refresh.Refresher._take_back_unrecorded`), so V0 is always the value the view's
+(:meth:`mvlog.pipeline.refresh.Refresher._take_back_unrecorded`), so V0 is always the value the view's
 rows were computed with.
 """
 

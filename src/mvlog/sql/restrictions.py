@@ -36,7 +36,7 @@ def join_reasons(first: str, joins: list[exp.Join]) -> list[str]:
     """Why a join chain (``first``: the FROM item's alias) cannot be refreshed fast: every row of an
     outer-join view must hold a row of its *root*: its first table, or the table of a RIGHT JOIN
     (``P RIGHT JOIN C ON c`` is ``C LEFT JOIN (P) ON c``, see :func:`_right_after_left`), with LEFT
-    and inner joins after it. A FULL JOIN is two such views (see shaping._shape_full)."""
+    and inner joins after it. A FULL JOIN is two such views (see keying._shape_full)."""
     reasons, outer = [], None  # the first outer join's side
     for i, join in enumerate(joins):
         side = join_side(join)

@@ -1,5 +1,7 @@
 """Rewriting a view query into the plain shapes that fast refresh keys: CTEs and derived tables
 are merged into the query that reads them, the way PostgreSQL's planner pulls up subqueries.
+The rules here (:func:`qualified`, :func:`inlined_ctes`, :func:`merged_derived_tables`,
+:func:`named_outputs`) are applied in the order :mod:`mvlog.sql.normalize` declares.
 
 A query that uses ``WITH``, a subquery in ``FROM`` or a subquery expression is first qualified
 with the catalog's columns (every column names its table's alias, ``*`` is expanded), so that a
@@ -15,7 +17,8 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 
 from mvlog.model import TableInfo
-from mvlog.sql.sqltree import DIALECT, from_items, full_join_parts, identifier_name, join_side, own_aggregates
+from mvlog.sql.fulljoin import aggregates_over_full_join
+from mvlog.sql.sqltree import DIALECT, from_items, identifier_name, join_side
 
 # A base table as written in the query (schema or None, name) -> the table PostgreSQL resolves it to.
 Catalog = dict[tuple[str | None, str], TableInfo]
@@ -28,58 +31,10 @@ class NotMergeable(Exception):
 def needs_rewrite(tree: exp.Expr) -> bool:
     """Whether the query has a CTE, a derived table, a subquery expression, grouping sets (their
     expressions must be qualified to be matched), or an aggregate over a FULL JOIN (keyed as an
-    aggregate over a UNION ALL, see :func:`full_join_as_union`)."""
+    aggregate over a UNION ALL, see :func:`mvlog.sql.fulljoin.full_join_as_union`)."""
     return tree.find(exp.With, exp.Subquery, exp.GroupingSets, exp.Rollup, exp.Cube) is not None or any(
         s is not tree for s in tree.find_all(exp.Select) if not _in_set_operation_of(s, tree)) or any(
-        _aggregates_over_full_join(s) for s in _top_selects(tree))
-
-
-def _aggregates_over_full_join(select: exp.Select) -> bool:
-    return any(join_side(j) == "FULL" for j in select.args.get("joins") or []) and bool(
-        select.args.get("group") or select.args.get("distinct") or select.args.get("having")
-        or own_aggregates(select))
-
-
-FULL_JOIN_PARTS = "_mvlog_full"  # the derived table full_join_as_union puts under the aggregate
-
-
-def full_join_as_union(select: exp.Select, not_null: set[tuple[str, str]]) -> exp.Select | None:
-    """A (qualified) aggregate over ``P FULL JOIN b ON c …`` (``P``: the first table ``a`` and the
-    tables inner-joined to it) as the same aggregate over the UNION ALL of the join's two parts
-    (see shaping._shape_full): ``P LEFT JOIN b ON c …`` and ``P RIGHT JOIN b ON c … WHERE
-    a.<a NOT NULL column> IS NULL``, each with the WHERE, outputting the columns the aggregate
-    reads. None if ``a`` has no NOT NULL column or the aggregate reads none."""
-    first = select.args["from_"].this.alias_or_name
-    marker = sorted(c for alias, c in not_null if alias == first)
-    outer = select.copy()
-    for key in ("from_", "joins", "where"):
-        outer.set(key, None)
-    names: dict[str, exp.Column] = {}
-    for column in list(outer.find_all(exp.Column)):
-        if not column.args.get("table"):
-            continue  # an output's alias (ORDER BY)
-        key = column.sql(dialect=DIALECT)
-        base = f"{column.table}_{column.name}"
-        name = next(n for n in itertools.chain([base], (f"{base}_{i}" for i in itertools.count(2)))
-                    if n not in names or names[n].sql(dialect=DIALECT) == key)
-        names[name] = column.copy()
-        column.replace(exp.column(exp.to_identifier(name, quoted=True),
-                                  table=exp.to_identifier(FULL_JOIN_PARTS, quoted=True)))
-    if not marker or not names:
-        return None
-    columns = exp.select(*[exp.alias_(c.copy(), exp.to_identifier(n, quoted=True)) for n, c in names.items()])
-    columns.set("from_", select.args["from_"].copy())
-    columns.set("joins", [j.copy() for j in select.args["joins"]])
-    if select.args.get("where") is not None:
-        columns.set("where", select.args["where"].copy())
-    marker_column = exp.column(exp.to_identifier(marker[0], quoted=True), table=exp.to_identifier(first, quoted=True))
-    parts = full_join_parts(columns, marker_column)
-    union = exp.union(*parts, distinct=False)
-    outer.set("from_", exp.From(this=exp.Subquery(
-        this=union, alias=exp.TableAlias(this=exp.to_identifier(FULL_JOIN_PARTS, quoted=True)))))
-    outer.set("expressions", [p if isinstance(p, exp.Alias) else exp.alias_(p, exp.to_identifier(o, quoted=True))
-                              for p, o in zip(outer.selects, [p.alias_or_name for p in select.selects])])
-    return outer
+        aggregates_over_full_join(s) for s in _top_selects(tree))
 
 
 def _in_set_operation_of(select: exp.Select, tree: exp.Expr) -> bool:
@@ -97,9 +52,9 @@ def _name(node: exp.Identifier | None) -> str | None:
     return identifier_name(node) if node is not None else None
 
 
-def rewrite(tree: exp.Query, catalog: Catalog, output_names: list[str] | None = None) -> exp.Query:
-    """The query qualified, its CTEs inlined and its mergeable derived tables merged; output
-    columns keep the names PostgreSQL gives the original (``output_names``)."""
+def qualified(tree: exp.Query, catalog: Catalog) -> exp.Query:
+    """The query with every table named as PostgreSQL resolves it and every column qualified by
+    its table's alias (``*`` expanded): what the other rules match on."""
     tree = tree.copy()
     ctes = {_name(c.args["alias"].this) for c in tree.find_all(exp.CTE) if c.args.get("alias")}
     schema: dict[str, dict[str, dict[str, str]]] = {}
@@ -123,14 +78,23 @@ def rewrite(tree: exp.Query, catalog: Catalog, output_names: list[str] | None = 
     try:
         # sqlglot annotates ``schema`` as dict[str, object]: dict being invariant, that rejects the
         # nested {schema: {table: {column: type}}} dict it takes
-        tree = qualify(tree, schema=schema, dialect=DIALECT,  # type: ignore[arg-type]
+        return qualify(tree, schema=schema, dialect=DIALECT,  # type: ignore[arg-type]
                        validate_qualify_columns=False, quote_identifiers=True, identify=True)
     except Exception as exc:  # sqlglot raises several kinds; any means "cannot analyse"
         raise NotMergeable(f"the query cannot be analysed: {str(exc).splitlines()[0]}") from None
-    tree = _inline_ctes(tree)
-    for select in list(tree.find_all(exp.Select, bfs=False))[::-1]:  # innermost first
+
+
+def merged_derived_tables(tree: exp.Query) -> exp.Query:
+    """Each SELECT's parenthesized inner joins flattened and its mergeable derived tables merged
+    into it, innermost first."""
+    for select in list(tree.find_all(exp.Select, bfs=False))[::-1]:
         _flatten_parenthesized_joins(select)
         _merge_derived_tables(select)
+    return tree
+
+
+def named_outputs(tree: exp.Query, output_names: list[str] | None) -> exp.Query:
+    """The query's output columns named as PostgreSQL names the original's (``output_names``)."""
     if output_names:
         for select in _top_selects(tree):
             if len(select.selects) == len(output_names):
@@ -148,7 +112,7 @@ def _top_selects(tree: exp.Expr) -> list[exp.Select]:
     return [tree] if isinstance(tree, exp.Select) else []
 
 
-def _inline_ctes(tree: exp.Query) -> exp.Query:
+def inlined_ctes(tree: exp.Query) -> exp.Query:
     """Every reference to a CTE replaced by its body as a derived table (bodies may use earlier
     CTEs, and have CTEs of their own: inlined in turn, from the copies the outer pass made)."""
     while True:

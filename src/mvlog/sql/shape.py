@@ -4,7 +4,7 @@ A shape joins the pure analysis of a query with its logs (primary keys). It says
 which Delta columns identify a view row (the *view key*), which hidden ``_mvlog_``
 columns must be added for that, and — for join and aggregate views — which
 expressions over the FROM items compute the view key of a base-row combination.
-:mod:`mvlog.sql.shaping` builds shapes (chosen by :func:`mvlog.sql.strategies.shape_view`); this module
+:mod:`mvlog.sql.keying` builds shapes (chosen by :func:`mvlog.sql.choice.shape_view`); this module
 is the plain data.
 """
 

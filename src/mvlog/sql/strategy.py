@@ -6,10 +6,12 @@ found (``with_affected``) and its rows restricted to them (``restricted``), the 
 PostgreSQL (key maps, group tables) and the statements that create, update and rebuild that
 state, every statement a fast refresh sends (``statements``, checked by PostgreSQL at apply), and
 how ``explain`` words it. ``plan``, ``apply``, ``refresh`` and ``verify`` ask the strategy
-(:func:`mvlog.sql.strategies.strategy_of` chooses it) instead of branching on the class — as
+(:func:`mvlog.sql.choice.strategy_of` chooses it) instead of branching on the class — as
 SQLMesh maps each model kind to one evaluation strategy. A new shape is a new strategy and its
-tests. The SQL itself is built from :mod:`mvlog.sql.sqlgen`'s blocks; the set operations'
-strategies are in :mod:`mvlog.sql.union`.
+tests. The SQL itself is built from :mod:`mvlog.sql.sqlgen`'s blocks; this module holds the base
+(and :class:`Layered`, a strategy over another); the strategies of views keyed by base rows are in
+:mod:`mvlog.sql.per_row`, of aggregates in :mod:`mvlog.sql.per_group`, of set operations in
+:mod:`mvlog.sql.union`, of top-N, nested and range views in ``topn``, ``nested``, ``ranges``.
 """
 
 from __future__ import annotations
@@ -20,25 +22,20 @@ from typing import TypeVar
 
 from sqlglot import exp
 
-from mvlog.model import CHANGED_KEY_PREFIX, PRESENT
-from mvlog.sql import aggdelta, keymap, sqlgen
+from mvlog.model import CHANGED_KEY_PREFIX
+from mvlog.sql import keymap, sqlgen
 from mvlog.sql.changes import (
     AFFECTED,
-    ROOTS,
-    changed_keys_sql,
     key_names,
-    parse_select,
-    roots_ref,
-    roots_sql,
     union_of,
 )
-from mvlog.sql.shape import BRANCH_COLUMN, ROW_KEY_COLUMN, ViewShape, col, groups_name, ident
+from mvlog.sql.shape import ROW_KEY_COLUMN, ViewShape, col, ident
 from mvlog.sql.sqltree import DIALECT
 
 Q = TypeVar("Q", bound=exp.Query)
 
 
-def _row_text(names: list[str], table: str | None = None) -> exp.Expr:
+def row_text(names: list[str], table: str | None = None) -> exp.Expr:
     """``CAST(ROW(<names>) AS text)``: a key as one never-NULL text, as a UNION ALL view keys a branch's rows."""
     return exp.cast(exp.Anonymous(this="ROW", expressions=[col(n, table) for n in names]), exp.DataType.build("text"))
 # The columns of a relation (``mvlog."…"``) as the database has them now, or None if it is missing.
@@ -87,7 +84,7 @@ class Strategy:
         JOIN its restricted rows, with its own CTEs."""
         names = key_names(len(self.shape.key_columns))
         keys = exp.select(exp.alias_(exp.Literal.number(branch), ident(f"{CHANGED_KEY_PREFIX}0")),
-                          exp.alias_(_row_text(names), ident(f"{CHANGED_KEY_PREFIX}1"))).from_(AFFECTED)
+                          exp.alias_(row_text(names), ident(f"{CHANGED_KEY_PREFIX}1"))).from_(AFFECTED)
         current = union_of(self.restricted(select_sql, null_keys), distinct=False)
         on = exp.EQ(this=col(ROW_KEY_COLUMN, "v"), expression=col(f"{CHANGED_KEY_PREFIX}1", "k"))
         read = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
@@ -130,6 +127,11 @@ class Strategy:
             current = columns_of(keymap.keymap_table(shape).sql(dialect=DIALECT))
             if current is not None and not self._fits(shape, current, columns_of):
                 return f"its key map ({shape.keymap}) was kept in another layout (an earlier mvlog's)"
+        return None
+
+    def rows_from_state(self) -> exp.Select | None:
+        """The view's rows computed from the state kept at its last refresh, without the base
+        tables (a strategy over it reads them instead of the query: top-N's recompute), or None."""
         return None
 
     def stand_in_sql(self) -> list[str]:
@@ -181,233 +183,4 @@ class Layered(Strategy):
         return self.under.any_dml_note()
 
 
-class Simple(Strategy):
-    """One table, filtered and projected: its changed keys joined back through its primary key."""
-
-    def how(self) -> str:
-        return "changed keys are joined back to the table through its primary key"
-
-    def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
-        return query.with_(AFFECTED, as_=changed_keys_sql(self.shape.logs[0], since))
-
-    def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
-        return sqlgen.rows_of_keys(self.shape, select_sql)
-
-    def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
-        return sqlgen.fast_simple_sql(self.shape, since)
-
-    def statements(self, since: datetime) -> list[str]:
-        return [self.read_sql(since)]
-
-
-class Join(Strategy):
-    """Inner joins: the view rows a changed row is in, now (the base) and at the last refresh (the key map)."""
-
-    keeps_keymap = True
-
-    def how(self) -> str:
-        return "view rows involving a changed row of any table are recomputed; " + KEY_MAP_NOTE
-
-    def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
-        return query.with_(AFFECTED, as_=sqlgen.keyed_affected_sql(self.shape, since))
-
-    def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
-        return sqlgen.rows_of_keys(self.shape, select_sql)
-
-    def statements(self, since: datetime) -> list[str]:
-        return [self.read_sql(since), *self.state_update(since)]
-
-
-class OuterJoin(Join):
-    """Outer joins (and subqueries): the *roots* whose lineage rows hold a changed row, before or
-    after the change, then every view row of those roots."""
-
-    what = "view rows"
-
-    def how(self) -> str:
-        shape = self.shape
-        root = shape.tables[0]
-        semi = [t.log.qualified_table for t in shape.tables if t.semi]
-        tied = (f"; rows of {', '.join(dict.fromkeys(semi))} count for the rows their subquery's condition ties them "
-                f"to" if semi else "")
-        return (f"rows of {root.log.qualified_table} (the root, present in every row) whose joined rows "
-                f"hold a changed row, before or after the change, are found first{tied}; their {self.what}, before "
-                f"and after, are recomputed exactly (a partner that appears or goes replaces a NULL-extended row); "
-                + KEY_MAP_NOTE)
-
-    def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
-        query = query.with_(ROOTS, as_=roots_sql(self.shape, since))
-        return query.with_(AFFECTED, as_=sqlgen.outer_affected_sql(self.shape, roots_ref()))
-
-    def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
-        return sqlgen.rows_of_roots(self.shape, select_sql)
-
-    def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
-        # The roots' rows, matched to their keys by the root's key (never NULL), then null-safely
-        # by the NULL-extended tables' keys among the few rows of one root.
-        (current,) = self.restricted(self.shape.select_sql, False)
-        query = sqlgen.left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, self.shape.key_columns,
-                                      null_safe_from=len(self.shape.tables[0].keymap_columns))
-        return self.with_affected(query, since).sql(dialect=DIALECT)
-
-
 RECOMPUTED_NOTE = "; MIN and MAX stay exact after deletes because affected groups are recomputed"
-
-
-class _Groups(Strategy):
-    """What aggregates recomputed per affected group share: a NULL group key takes the null-safe
-    branch of the read, and a group table left from when they were kept by deltas is dropped."""
-
-    def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
-        return sqlgen.rows_of_keys(self.shape, select_sql, null_keys)
-
-    def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
-        return Strategy.read_sql(self, since, null_keys)
-
-    def null_key_checks(self, since: datetime | None) -> list[str | None]:
-        query = sqlgen.any_null_exists(AFFECTED, len(self.shape.key_columns))
-        return [self.with_affected(query, since).sql(dialect=DIALECT)]
-
-    def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
-        drops = [aggdelta.drop_groups_sql(groups_name(shape.keymap or "")) for shape in self.keymapped()]
-        return [*super().state_rebuild(columns_of), *drops]
-
-    def statements(self, since: datetime) -> list[str]:
-        return [*super().statements(since), *[c for c in self.null_key_checks(since) if c],
-                self.read_sql(since, (True,))]
-
-    def any_dml_note(self) -> str:
-        return RECOMPUTED_NOTE
-
-
-class AggregateRecomputed(_Groups, Join):
-    """GROUP BY over inner joins whose aggregates need the whole group: the groups of changed rows,
-    before and after, recomputed."""
-
-    def how(self) -> str:
-        reason = self.shape.recompute_reason
-        return ("the groups of changed rows, before and after the change, are recomputed exactly"
-                + (f" ({reason})" if reason else "") + "; " + KEY_MAP_NOTE)
-
-
-class OuterAggregate(_Groups, OuterJoin):
-    """GROUP BY over outer joins or subqueries: the groups of the affected roots' rows recomputed."""
-
-    what = "groups"
-
-
-class AggregateByDeltas(Join):
-    """GROUP BY kept by state (:mod:`mvlog.sql.aggdelta`): each affected group's new state = its
-    old state (the group table) + what changed rows contribute now - what they contributed then."""
-
-    def how(self) -> str:
-        deltas = self.shape.deltas
-        assert deltas is not None
-        extremes = ("; MIN/MAX = the extreme of the changed rows now and of the group's unchanged rows in the key map "
-                    "(an index probe per group, exact after the current extreme is deleted)" if deltas.extremes else "")
-        return ("by deltas: each affected group's " + ", ".join(deltas.aggregates) + " = its state at the last "
-                "refresh + what the changed rows contribute now - what they contributed then (kept per row in the "
-                "key map, per group in mvlog." + deltas.groups + ")" + extremes + ", computed in PostgreSQL")
-
-    def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
-        return aggdelta.fast_delta_sql(self.shape, since)
-
-    def state_update(self, since: datetime | None) -> list[str]:
-        # The group table's update reads the key map as of the last refresh: first.
-        return [*aggdelta.groups_update_sql(self.shape, since), *super().state_update(since)]
-
-    def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
-        current = columns_of(aggdelta.groups_table(self.shape).sql(dialect=DIALECT))
-        groups = (aggdelta.groups_rebuild_sql(self.shape, exists=current is not None)
-                  if current is None or list(current) == aggdelta.groups_columns(self.shape)
-                  else [aggdelta.drop_groups_sql(groups_name(self.shape.keymap or "")),
-                        *aggdelta.groups_rebuild_sql(self.shape, exists=False)])
-        return [*super().state_rebuild(columns_of), *groups]
-
-    def stand_in_sql(self) -> list[str]:
-        return [*super().stand_in_sql(), *aggdelta.groups_stand_in_sql(self.shape)]
-
-    def union_part(self, branch: int, select_sql: str, since: datetime | None, null_keys: bool) -> exp.Query:
-        # The delta read (group keys, outputs, PRESENT) as the union's columns: the visible
-        # outputs, then the branch number and the group key as row text where the group is present.
-        deltas = self.shape.deltas
-        assert deltas is not None
-        names = key_names(len(self.shape.key_columns))
-        outputs = [p.alias_or_name for p in parse_select(deltas.outputs_sql).selects]
-        visible = [n for n in outputs if n not in self.shape.hidden_columns and n != PRESENT]
-        present = col(PRESENT, "d")
-        return (exp.select(
-            exp.alias_(exp.Literal.number(branch), ident(f"{CHANGED_KEY_PREFIX}0")),
-            exp.alias_(_row_text(names, "d"), ident(f"{CHANGED_KEY_PREFIX}1")),
-            *[col(n, "d") for n in visible],
-            exp.alias_(exp.Case(ifs=[exp.If(this=present.copy(), true=exp.Literal.number(branch))]),
-                       ident(BRANCH_COLUMN)),
-            exp.alias_(exp.Case(ifs=[exp.If(this=present.copy(), true=_row_text(names, "d"))]), ident(ROW_KEY_COLUMN)),
-            present)
-            .from_(exp.Subquery(this=exp.maybe_parse(self.read_sql(since), dialect=DIALECT),
-                                alias=exp.TableAlias(this=ident("d")))))
-
-    def statements(self, since: datetime) -> list[str]:
-        return [self.read_sql(since), *self.state_update(since)]
-
-
-class GlobalAggregate(Strategy):
-    """An aggregate without GROUP BY: one row, recomputed whenever any of its tables changed."""
-
-    def how(self) -> str:
-        return "a global aggregate is recomputed whenever any of its tables changed"
-
-    def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
-        return query.with_(AFFECTED, as_=sqlgen.global_affected_sql(self.shape, since))
-
-    def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
-        return sqlgen.rows_of_keys(self.shape, select_sql)
-
-    def statements(self, since: datetime) -> list[str]:
-        return [self.read_sql(since)]
-
-    def any_dml_note(self) -> str:
-        return RECOMPUTED_NOTE
-
-
-class Window(Strategy):
-    """Window functions with a shared PARTITION BY: the partitions of changed rows, before and
-    after, recomputed whole (the key map maps base rows to their partition)."""
-
-    keeps_keymap = True
-
-    def how(self) -> str:
-        return ("the partitions (PARTITION BY " + ", ".join(self.shape.partition_exprs) + ") of changed rows, before "
-                "and after the change, are recomputed whole, their window functions included; " + KEY_MAP_NOTE)
-
-    def _partitions(self, since: datetime | None) -> exp.Query:
-        """The affected partitions (over outer joins: of the affected roots, read in place)."""
-        if self.shape.outer:
-            return sqlgen.outer_affected_sql(self.shape, roots_sql(self.shape, since))
-        return sqlgen.keyed_affected_sql(self.shape, since)
-
-    def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
-        query = query.with_(ROOTS, as_=self._partitions(since))
-        return query.with_(AFFECTED, as_=sqlgen.window_affected_sql(self.shape, null_keys))
-
-    def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
-        return sqlgen.rows_of_units(self.shape, select_sql, null_keys)
-
-    def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
-        # The rows of the affected partitions (disjoint parts), by primary keys; over outer joins
-        # a NULL-extended table's key is NULL: matched null-safely after the root's.
-        nulls = any(null_keys)
-        rows = union_of(self.restricted(self.shape.select_sql, nulls), distinct=False)
-        query = sqlgen.left_join_keys(exp.select(exp.Star()).from_(AFFECTED), rows, self.shape.key_columns,
-                                      null_safe_from=len(self.shape.tables[0].keymap_columns)
-                                      if self.shape.outer else None)
-        return self.with_affected(query, since, nulls).sql(dialect=DIALECT)
-
-    def null_key_checks(self, since: datetime | None) -> list[str | None]:
-        # the partitions alone: the view keys are derived from them
-        query = sqlgen.any_null_exists(ROOTS, len(self.shape.partition_exprs))
-        return [query.with_(ROOTS, as_=self._partitions(since)).sql(dialect=DIALECT)]
-
-    def statements(self, since: datetime) -> list[str]:
-        return [self.read_sql(since), *self.state_update(since), *[c for c in self.null_key_checks(since) if c],
-                self.read_sql(since, (True,))]

@@ -166,18 +166,34 @@ def _window_rank(top: TopN, keys: Sequence[str], extra: Sequence[exp.Ordered] = 
                       order=exp.Order(expressions=[*_order_items(top, keys), *extra]))
 
 
-def _recomputed(top: TopN, keys: Sequence[str]) -> exp.Select:
-    """The full view's first rows, ranked, read whole (a complete refresh's, a recompute's)."""
-    first = _ordered(_full(top), top, keys).limit(top.capacity)
+def _recomputed(top: TopN, keys: Sequence[str], full: exp.Query | None = None) -> exp.Select:
+    """The full view's first rows, ranked, read whole (a complete refresh's, a recompute's) from
+    the query, or from ``full`` (the full view's rows now, from its state and its changes)."""
+    rows = _full(top) if full is None else exp.select(exp.Star()).from_(
+        exp.Subquery(this=full, alias=exp.TableAlias(this=ident("f"))))
+    first = _ordered(rows, top, keys).limit(top.capacity)
     return (exp.select(*_columns(top), exp.alias_(_window_rank(top, keys), ident(RANK)),
                        exp.alias_(exp.LT(this=exp.Window(this=exp.Count(this=exp.Star())),
                                          expression=exp.Literal.number(top.capacity)), ident(WHOLE)))
             .from_(exp.Subquery(this=first, alias=exp.TableAlias(this=ident("f")))))
 
 
-def _margin_ctes(top: TopN, keys: Sequence[str], changed: str) -> list[tuple[str, exp.Expr]]:
+def _now_from_state(top: TopN, keys: Sequence[str], state: exp.Select) -> exp.Query:
+    """The full view's rows now: those of its ``state`` (at the last refresh) whose key did not
+    change, and the changed rows present now."""
+    unchanged = exp.not_(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(exp.Table(this=ident(CHANGED)))
+                                     .where(keys_match(keys, CHANGED, "s"))))
+    return exp.union(
+        exp.select(*_columns(top, "s")).from_(exp.Subquery(this=state, alias=exp.TableAlias(this=ident("s"))))
+        .where(unchanged),
+        exp.select(*_columns(top)).from_(CHANGED).where(exp.column(ident(PRESENT))), distinct=False)
+
+
+def _margin_ctes(top: TopN, keys: Sequence[str], changed: str, state: exp.Select | None = None
+                 ) -> list[tuple[str, exp.Expr]]:
     """The CTEs of the changed rows, the old margin, the candidates ranked and the new margin
-    (NEW: the view's columns, RANK, WHOLE), for a statement to be put under them."""
+    (NEW: the view's columns, RANK, WHOLE), for a statement to be put under them. A recompute
+    reads the full view's ``state`` and the changes if there is one (its group table), else the query."""
     unchanged = exp.not_(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(exp.Table(this=ident(CHANGED)))
                                      .where(keys_match(keys, CHANGED, OLD))))
     old_whole = exp.func("coalesce", exp.Subquery(this=exp.select(exp.func("bool_and", col(WHOLE))).from_(OLD)),
@@ -206,7 +222,8 @@ def _margin_ctes(top: TopN, keys: Sequence[str], changed: str) -> list[tuple[str
                             exp.LTE(this=col(ROW), expression=exp.Literal.number(top.capacity)),
                             exp.or_(exp.Is(this=cut.copy(), expression=exp.Null()),
                                     exp.LT(this=col(ROW), expression=cut.copy())))))
-    recomputed = exp.select(exp.Star()).from_(exp.Subquery(this=_recomputed(top, keys), alias=exp.TableAlias(
+    full = _now_from_state(top, keys, state) if state is not None else None
+    recomputed = exp.select(exp.Star()).from_(exp.Subquery(this=_recomputed(top, keys, full), alias=exp.TableAlias(
         this=ident("r")))).where(exp.not_(exp.paren(valid)))
     return [(CHANGED, exp.maybe_parse(changed, dialect=DIALECT)), (OLD, exp.select(exp.Star()).from_(_table(top))),
             (CANDIDATES, candidates), (RANKED, ranked), (CUT_AT, cut_at),
@@ -225,7 +242,7 @@ def _visible(top: TopN) -> exp.Expr:
                        high=exp.Literal.number(top.offset + top.limit))
 
 
-def read_sql(top: TopN, keys: Sequence[str], changed: str) -> str:
+def read_sql(top: TopN, keys: Sequence[str], changed: str, state: exp.Select | None = None) -> str:
     """The fast read: the keys of the old margin, of the changed rows and of the new top, LEFT
     JOIN the new top's rows (PRESENT)."""
     names = key_names(len(keys))
@@ -237,14 +254,14 @@ def read_sql(top: TopN, keys: Sequence[str], changed: str) -> str:
              .from_(exp.Subquery(this=affected, alias=exp.TableAlias(this=ident("k"))))
              .join(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("v"))),
                    on=keys_match(keys, "k", "v"), join_type="left"))
-    return with_ctes(query, _margin_ctes(top, keys, changed)).sql(dialect=DIALECT)
+    return with_ctes(query, _margin_ctes(top, keys, changed, state)).sql(dialect=DIALECT)
 
 
-def update_sql(top: TopN, keys: Sequence[str], changed: str) -> str:
+def update_sql(top: TopN, keys: Sequence[str], changed: str, state: exp.Select | None = None) -> str:
     """The margin at the refresh's end, in one statement (its CTEs all see the margin as it was)."""
     insert = exp.insert(exp.select(*_columns(top), col(RANK), col(WHOLE)).from_(NEW), _table(top),
                         columns=[*top.columns, RANK, WHOLE])
-    ctes = [*_margin_ctes(top, keys, changed), (HIDDEN_PREFIX + "gone", exp.Delete(this=_table(top)))]
+    ctes = [*_margin_ctes(top, keys, changed, state), (HIDDEN_PREFIX + "gone", exp.Delete(this=_table(top)))]
     return with_ctes(insert, ctes).sql(dialect=DIALECT)
 
 
@@ -279,16 +296,19 @@ class TopRows(Layered):
         top = self.top
         return (f"the query without ORDER BY/LIMIT is kept fast ({self.under.how()}); its first {top.capacity} rows "
                 f"(LIMIT {top.limit}, OFFSET {top.offset}, and {top.margin} below) are kept in mvlog.{top.table}, "
-                f"merged with the changed rows on each refresh and read again from the query only when changes "
-                f"leave fewer than {top.offset + top.limit} above the margin's last row; ties by the view key")
+                f"merged with the changed rows on each refresh and read again — from "
+                f"{'its group state' if self.under.rows_from_state() is not None else 'the query'} — only when "
+                f"changes leave fewer than {top.offset + top.limit} above the margin's last row; ties by the view key")
 
     def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
-        return read_sql(self.top, self.shape.key_columns, self.under.read_sql(since, null_keys))
+        return read_sql(self.top, self.shape.key_columns, self.under.read_sql(since, null_keys),
+                        self.under.rows_from_state())
 
     def state_update(self, since: datetime | None) -> list[str]:
         # The margin's update reads the full view's state as of the last refresh: first. A key
         # that may hold a NULL is read null-safely (exact either way).
-        return [update_sql(self.top, self.shape.key_columns, self.under.read_sql(since, self.null_safe(since))),
+        return [update_sql(self.top, self.shape.key_columns, self.under.read_sql(since, self.null_safe(since)),
+                           self.under.rows_from_state()),
                 *self.under.state_update(since)]
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from mvlog.sql import changes, sqlgen
 from mvlog.sql.analysis import DIALECT
-from mvlog.sql.rewrite import FULL_JOIN_PARTS
+from mvlog.sql.fulljoin import FULL_JOIN_PARTS
 from mvlog.sql.shape import ViewShape, col, ident
 from mvlog.sql.strategy import RECOMPUTED_NOTE, ColumnsOf, Strategy
 

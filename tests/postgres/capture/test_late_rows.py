@@ -81,7 +81,7 @@ def test_apply_plans_the_statements_a_refresh_runs_with_late_rows(db, make_proje
                                                            original(cur, statements, setup))[1])
     registered = {log.table_oid: log for log in project.logs.registered().values()}
     with project.source.transaction() as cur:
-        checks = [project.registrar.check_view(cur, i, view, registered, check_refresh_sql=True)
+        checks = [project.registrar.compiler.compile_view(cur, i, view, registered, check_refresh_sql=True)
                   for i, view in enumerate(project.config.views)]
     assert all(check.shape.fast_possible for check in checks)
     with_late = [s for s in planned if "unnest(" in s.lower()]

@@ -11,17 +11,20 @@ decoding").
 
 from __future__ import annotations
 
+__all__ = ["CAPTURE_KINDS", "DECODED_LOGS", "HANDOVER", "Capture", "is_decoded", "needs_slot", "stamped_as",
+           "state_after", "needs_switch_position"]
+
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from psycopg2 import sql
 
+from mvlog.config import CAPTURE_KINDS
 from mvlog.model import SENTINEL_TIME, LogInfo, TableInfo
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import Cursor
 
-CAPTURE_KINDS = ("trigger", "logical")
 HANDOVER = "handover"  # back to triggers, while the capture still writes rows from before the switch
 # The logs (``mvlog.logs`` rows, as ``l``) the capture step may still write rows into after their
 # transactions commit: logical, and hand-overs until they end (a condition the catalog's

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
 
 import psycopg2
 import psycopg2.errors
@@ -26,17 +25,16 @@ from psycopg2 import sql
 
 from mvlog.errors import SourceError, UsageError
 from mvlog.faults import checkpoint
-from mvlog.postgres.capture import DECODED_LOGS
 from mvlog.postgres.capture.batch import LogRows, Pass
 from mvlog.postgres.capture.handover import as_trigger_rows, settle
-from mvlog.postgres.capture.logical import PUBLICATION, ensure_publication
+from mvlog.postgres.capture.lifecycle import LOST_REASON, SlotLifecycle
+from mvlog.postgres.capture.logical import PUBLICATION
 from mvlog.postgres.capture.pgoutput import Decoder, lsn_text, lsn_value
-from mvlog.postgres.capture.slot import SLOT_WAIT, SlotStatus, create_slot, slot_name, slot_status
+from mvlog.postgres.capture.slot import slot_name
 from mvlog.postgres.capture.stream import RELEASE, WAKE_CHANNEL, ReplicationRefused, Stream
 from mvlog.postgres.catalog import capture_state, log_registry
-from mvlog.postgres.catalog.views import mark_readers_needs_complete
 from mvlog.postgres.locks import close_releasing_locks
-from mvlog.postgres.source import Cursor, Source, fetch_row
+from mvlog.postgres.source import Source, fetch_row
 
 CAPTURE_LOCK = 0x6D766C63  # "mvlc": the advisory lock one capture pass, or the stream, holds
 RELEASE_ASK_EVERY = 2  # seconds between asks to a running stream to let go, while the capture is dropped
@@ -44,12 +42,8 @@ REPORT_EVERY = 2.0  # seconds between reports of what a wait for the capture wai
 FETCH_ROWS = 20_000  # messages fetched from the slot at a time
 BATCH_ROWS = 100_000  # log rows written per committed batch
 CHUNK_BYTES = 64 << 20  # WAL a pass decodes before it records its position and advances the slot
-LOST_REASON = ("the replication slot of mvlog's logical capture was missing, or lost WAL it had not decoded "
-               "(a failover to a standby that has no copy of it: PostgreSQL below 17, or failover slots not set "
-               "up; or max_slot_wal_keep_size): changes were not captured")
 
-
-class Decoding:
+class Decoding(SlotLifecycle):
     """The logical capture of one database."""
 
     def __init__(self, source: Source, batch_rows: int = BATCH_ROWS, chunk_bytes: int = CHUNK_BYTES):
@@ -58,54 +52,6 @@ class Decoding:
         self.chunk_bytes = chunk_bytes
 
     # -- the slot ---------------------------------------------------------------------------
-
-    def exists(self) -> bool:
-        """Whether the database has mvlog's capture (its state row; the slot may be lost)."""
-        return capture_state.exists(self.source)
-
-    def ensure(self, timeout: float = SLOT_WAIT, report: Callable[[str], None] = lambda _: None) -> None:
-        """Create the publication, the slot and the capture's state if missing (outside any
-        transaction: PostgreSQL creates a logical slot only in one that has written nothing).
-        A slot creation held up by open transactions says what holds it (``report``) and gives
-        up after ``timeout`` seconds, taking back a publication it made (:mod:`.slot`)."""
-        conn = self.source.connect()
-        made_publication = False
-        try:
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute("SELECT NOT EXISTS (SELECT FROM pg_publication WHERE pubname = %s)", (PUBLICATION,))
-                made_publication = bool(fetch_row(cur)[0])
-                ensure_publication(cur)
-                slot = slot_name(cur)
-                cur.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot,))
-                row = cur.fetchone()
-                if row is not None and row[0] != "lost":
-                    capture_state.adopt_slot(cur, slot, PUBLICATION)
-                    return
-                recorded = capture_state.has_state(cur, slot)
-                lost = row is not None or recorded
-                try:
-                    self._create_slot(cur, slot, lost, timeout, report)
-                except SourceError:
-                    if made_publication:  # nothing half made
-                        cur.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(PUBLICATION)))
-                    raise
-        except psycopg2.Error as exc:
-            raise self.source.error(exc) from None
-        finally:
-            conn.close()
-
-    def _create_slot(self, cur: Cursor, slot: str, lost: bool, timeout: float, report: Callable[[str], None]) -> None:
-        """A new slot, and the state to go with it. Replacing a slot PostgreSQL invalidated (or
-        one dropped under mvlog), the views of logically captured logs need a complete refresh:
-        changes were not decoded."""
-        cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
-                    (slot,))
-        start = create_slot(self.source, slot, timeout, report)
-        capture_state.start_slot(cur, slot, PUBLICATION, start)
-        if lost:
-            capture_state.mark_replaced(cur, slot)
-            mark_readers_needs_complete(cur, LOST_REASON, DECODED_LOGS)
 
     def drop(self) -> None:
         """Drop the slot, the publication and the capture's state (no log is captured logically any
@@ -380,22 +326,3 @@ class Decoding:
         return found
 
     # -- hand-overs, lost slots, status -------------------------------------------------------
-
-    def _replace_lost(self, slot: str) -> None:
-        """A slot PostgreSQL invalidated (or that was dropped under mvlog) is made again; the views
-        of logically captured logs are marked for a complete refresh."""
-        conn = self.source.connect()
-        try:
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                self._create_slot(cur, slot, True, SLOT_WAIT, lambda _: None)
-        finally:
-            conn.close()
-
-    def replaced_at(self) -> datetime | None:
-        """When the slot was last found lost or missing and made again (by whichever process); None if never."""
-        return capture_state.replaced_at(self.source)
-
-    def status(self) -> list[SlotStatus]:
-        """The slot: retained WAL, the capture's lag, PostgreSQL's verdict on it."""
-        return slot_status(self.source)

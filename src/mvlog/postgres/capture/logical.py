@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from psycopg2 import sql
 
@@ -24,7 +24,29 @@ from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import Cursor, fetch_row, log_identifier, table_identifier
 
 if TYPE_CHECKING:
-    from mvlog.postgres.capture.decoding import Decoding
+    from mvlog.postgres.capture.batch import Pass
+    from mvlog.postgres.capture.slot import SlotStatus
+    from mvlog.postgres.source import Source
+
+
+class SlotReader(Protocol):
+    """What the logical capture needs of the slot's reader (:class:`~mvlog.postgres.capture.decoding.Decoding`)."""
+
+    source: Source
+
+    def catch_up(self, upto: int | None = None) -> Pass | None: ...
+
+    def reach(self, lsn: int, timeout: float, report: Callable[[str], None] = ...) -> None: ...
+
+    def reach_now(self, timeout: float, report: Callable[[str], None] = ...) -> None: ...
+
+    def exists(self) -> bool: ...
+
+    def ensure(self, timeout: float = ..., report: Callable[[str], None] = ...) -> None: ...
+
+    def replaced_at(self) -> datetime | None: ...
+
+    def status(self) -> list[SlotStatus]: ...
 
 PUBLICATION = "mvlog"
 
@@ -59,8 +81,30 @@ class LogicalCapture(Capture):
     kind = "logical"
     stamps_apart = True
 
-    def __init__(self, decoding: Decoding):
+    def __init__(self, decoding: SlotReader):
         self.decoding = decoding
+
+    # -- the capture as the rest of mvlog sees it: its slot, and a wait for what has committed --
+
+    def exists(self) -> bool:
+        """Whether the database has the logical capture (its state row; the slot may be lost)."""
+        return self.decoding.exists()
+
+    def ensure(self, timeout: float, report: Callable[[str], None]) -> None:
+        """Make the publication, the slot and the capture's state if missing (never a silent wait)."""
+        self.decoding.ensure(timeout, report)
+
+    def reach_now(self, timeout: float, report: Callable[[str], None]) -> None:
+        """Wait until every transaction committed before now has its keys in the logs."""
+        self.decoding.reach_now(timeout, report)
+
+    def replaced_at(self) -> datetime | None:
+        """When the slot was last found lost or missing and made again; None if never."""
+        return self.decoding.replaced_at()
+
+    def status(self) -> list[SlotStatus]:
+        """The slot: retained WAL, the capture's lag, PostgreSQL's verdict on it."""
+        return self.decoding.status()
 
     def install(self, cur: Cursor, table: TableInfo, log: LogInfo) -> None:
         ensure_publication(cur)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import select
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import psycopg2
 import psycopg2.extensions
@@ -51,7 +51,20 @@ from mvlog.postgres.catalog import capture_state
 from mvlog.postgres.source import fetch_row
 
 if TYPE_CHECKING:
-    from mvlog.postgres.capture.decoding import Decoding
+    from mvlog.postgres.source import Source
+
+
+class StreamOwner(Protocol):
+    """What a stream needs of the capture that runs it (:class:`~mvlog.postgres.capture.decoding.Decoding`):
+    its source, the registered logs, its batch size and the record of a written position."""
+
+    source: Source
+    batch_rows: int
+
+    def log_keys(self, conn: psycopg2.extensions.connection) -> dict[int, tuple[str, tuple[str, ...]]]: ...
+
+    def record(self, writer: psycopg2.extensions.connection, slot: str, position: int, rows: int,
+               advance: bool = True) -> None: ...
 
 WAKE_CHANNEL = "mvlog_capture"
 RELEASE = "release"  # the payload that asks a running stream to let go of the slot and the capture lock
@@ -67,7 +80,7 @@ class ReplicationRefused(Exception):
 class Stream:
     """One streaming session of the capture: from the recorded position until ``stop()`` or an error."""
 
-    def __init__(self, decoding: Decoding, stop: Callable[[], bool], interval: float):
+    def __init__(self, decoding: StreamOwner, stop: Callable[[], bool], interval: float):
         self.decoding = decoding
         self.stop = stop
         self.interval = interval

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mvlog.errors import redact
-from mvlog.refresh_result import RefreshResult
+from mvlog.pipeline.results import RefreshResult
 
 if TYPE_CHECKING:
     from mvlog.ops.verify import VerifyResult

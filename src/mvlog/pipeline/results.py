@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshRefused
 from mvlog.model import RefreshMethod
-from mvlog.plan import RefreshPlan
+from mvlog.pipeline.plan import RefreshPlan
 
 
 @dataclass

@@ -4,14 +4,14 @@
 | shape | strategy |
 |---|---|
 | complete only ("other") | :class:`~mvlog.sql.strategy.Strategy` |
-| one table | :class:`~mvlog.sql.strategy.Simple` |
-| inner joins | :class:`~mvlog.sql.strategy.Join` |
-| outer joins, subqueries | :class:`~mvlog.sql.strategy.OuterJoin` |
-| GROUP BY kept by state | :class:`~mvlog.sql.strategy.AggregateByDeltas` |
-| GROUP BY recomputed per group | :class:`~mvlog.sql.strategy.AggregateRecomputed` |
-| GROUP BY over outer joins | :class:`~mvlog.sql.strategy.OuterAggregate` |
-| aggregate without GROUP BY | :class:`~mvlog.sql.strategy.GlobalAggregate` |
-| window functions | :class:`~mvlog.sql.strategy.Window` |
+| one table | :class:`~mvlog.sql.per_row.Simple` |
+| inner joins | :class:`~mvlog.sql.per_row.Join` |
+| outer joins, subqueries | :class:`~mvlog.sql.per_row.OuterJoin` |
+| GROUP BY kept by state | :class:`~mvlog.sql.per_group.AggregateByDeltas` |
+| GROUP BY recomputed per group | :class:`~mvlog.sql.per_group.AggregateRecomputed` |
+| GROUP BY over outer joins | :class:`~mvlog.sql.per_group.OuterAggregate` |
+| aggregate without GROUP BY | :class:`~mvlog.sql.per_group.GlobalAggregate` |
+| window functions | :class:`~mvlog.sql.per_row.Window` |
 | UNION ALL, FULL JOIN, GROUPING SETS | :class:`~mvlog.sql.union.UnionAll` (a strategy per branch) |
 | UNION, aggregate over UNION ALL | :class:`~mvlog.sql.union.UnionDistinct` |
 | a query over an aggregate that does not merge | :class:`~mvlog.sql.nested.NestedRows` (over the aggregate's) |
@@ -24,20 +24,12 @@ from __future__ import annotations
 import dataclasses
 
 from mvlog.model import LogInfo
-from mvlog.sql import nested, ranges, shaping, topn
+from mvlog.sql import keying, nested, ranges, topn
 from mvlog.sql.analysis import Analysis, ViewClass
+from mvlog.sql.per_group import AggregateByDeltas, AggregateRecomputed, GlobalAggregate, OuterAggregate
+from mvlog.sql.per_row import Join, OuterJoin, Simple, Window
 from mvlog.sql.shape import Ranged, ViewShape, downgrade
-from mvlog.sql.strategy import (
-    AggregateByDeltas,
-    AggregateRecomputed,
-    GlobalAggregate,
-    Join,
-    OuterAggregate,
-    OuterJoin,
-    Simple,
-    Strategy,
-    Window,
-)
+from mvlog.sql.strategy import Strategy
 from mvlog.sql.union import UnionAll, UnionDistinct
 
 
@@ -71,10 +63,10 @@ def strategy_of(shape: ViewShape) -> Strategy:
 
 def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo]) -> ViewShape:
     """Join the analysis of a view with its logs (``logs_by_alias``: FROM alias -> log), by the
-    builder of its shape (:mod:`mvlog.sql.shaping`)."""
+    builder of its shape (:mod:`mvlog.sql.keying`)."""
     logs = tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.read_tables))
     if analysis.view_class is ViewClass.OTHER or analysis.reasons:
-        return shaping.complete_only(name, analysis, logs)
+        return keying.complete_only(name, analysis, logs)
     if analysis.ranges:
         shape = shape_view(name, dataclasses.replace(analysis, ranges=[]), logs_by_alias)
         if not shape.fast_possible:
@@ -83,26 +75,26 @@ def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo])
             Ranged(logs_by_alias[r.alias], r.alias, r.value, r.subquery,
                    tuple(dict.fromkeys(log for t in r.tables if (log := logs_by_alias[t.alias]) not in shape.logs)))
             for r in analysis.ranges))
-    if analysis.parameters and (analysis.view_class is not ViewClass.AGGREGATE or shaping.has_full_join(analysis)):
-        return downgrade(shaping.complete_only(name, analysis, logs), analysis.query,
+    if analysis.parameters and (analysis.view_class is not ViewClass.AGGREGATE or keying.has_full_join(analysis)):
+        return downgrade(keying.complete_only(name, analysis, logs), analysis.query,
                          "an uncorrelated subquery is kept only in the HAVING of an aggregate over one table or "
                          "inner joins")
     if analysis.parameters:
-        return with_parameters(shaping.keyed(name, analysis, logs_by_alias, logs, aggregate=True), analysis,
+        return with_parameters(keying.keyed(name, analysis, logs_by_alias, logs, aggregate=True), analysis,
                                tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.parameters)))
     if analysis.view_class is ViewClass.UNION and analysis.distinct:
-        return shaping.union_distinct(name, analysis, logs_by_alias, logs, shape_view)
+        return keying.union_distinct(name, analysis, logs_by_alias, logs, shape_view)
     if analysis.over_union:
-        return shaping.over_union(name, analysis, logs_by_alias, logs, shape_view)
+        return keying.over_union(name, analysis, logs_by_alias, logs, shape_view)
     if analysis.view_class is ViewClass.UNION:
-        return shaping.union_all(name, analysis, logs_by_alias, logs, shape_view)
-    if shaping.has_full_join(analysis):
-        return shaping.full_join(name, analysis, logs_by_alias, logs, shape_view)
+        return keying.union_all(name, analysis, logs_by_alias, logs, shape_view)
+    if keying.has_full_join(analysis):
+        return keying.full_join(name, analysis, logs_by_alias, logs, shape_view)
     if analysis.view_class is ViewClass.SIMPLE:
-        return shaping.simple(name, analysis, logs_by_alias, logs)
+        return keying.simple(name, analysis, logs_by_alias, logs)
     if analysis.view_class is ViewClass.WINDOW:
-        return shaping.window(name, analysis, logs_by_alias, logs)
-    return shaping.keyed(name, analysis, logs_by_alias, logs, aggregate=analysis.view_class is ViewClass.AGGREGATE)
+        return keying.window(name, analysis, logs_by_alias, logs)
+    return keying.keyed(name, analysis, logs_by_alias, logs, aggregate=analysis.view_class is ViewClass.AGGREGATE)
 
 
 def with_parameters(shape: ViewShape, analysis: Analysis, parameter_logs: tuple[LogInfo, ...]) -> ViewShape:
@@ -117,7 +109,7 @@ def with_parameters(shape: ViewShape, analysis: Analysis, parameter_logs: tuple[
 
 def parameters_kept(shape: ViewShape, query: str) -> ViewShape:
     """``shape``, or complete-only if it has parameters but is not kept by deltas (also once apply
-    found its sums inexact: :meth:`mvlog.apply.Registrar._exact`)."""
+    found its sums inexact: :meth:`mvlog.pipeline.apply.Registrar._exact`)."""
     if shape.parameter_logs and shape.deltas is None:
         return downgrade(shape, query, f"an uncorrelated subquery in HAVING is kept only for aggregates kept by "
                                        f"deltas (count, sum, avg, min, max, count(DISTINCT)), and here "

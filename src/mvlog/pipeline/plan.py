@@ -18,12 +18,12 @@ from enum import StrEnum
 
 from sqlglot import exp
 
-from mvlog import cost
 from mvlog.errors import RefreshRefused
 from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, Measured, RefreshMethod, WindowSize
+from mvlog.pipeline import cost
 from mvlog.sql.analysis import DIALECT
+from mvlog.sql.choice import strategy_of
 from mvlog.sql.shape import ViewShape, col
-from mvlog.sql.strategies import strategy_of
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
 MAX_PARTITIONS = 64
@@ -60,6 +60,7 @@ class RefreshPlan:
     row_hash: bool = True  # fast refresh: the Delta table stores row hashes (written before they existed: False)
     write: Write = Write.MERGE  # fast refresh: how the changed keys are written (see with_sized_write)
     window_keys: int | None = None  # force: the distinct keys the window changed (recorded: what it cost)
+    requested: RefreshMethod = RefreshMethod.FORCE  # what was asked (the view's refresh:, or --complete)
 
     def read_sql(self, null_keys: tuple[bool, ...] = ()) -> str:
         """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
@@ -117,7 +118,8 @@ def plan_refresh(
 
     def plan(method: RefreshMethod, reason: str) -> RefreshPlan:
         keys = shape.key_columns
-        return RefreshPlan(shape.name, location, method, reason, shape.logs, since, keys, shape, row_hash=row_hash)
+        return RefreshPlan(shape.name, location, method, reason, shape.logs, since, keys, shape, row_hash=row_hash,
+                           requested=requested)
 
     if requested is RefreshMethod.COMPLETE:
         return plan(RefreshMethod.COMPLETE, "complete refresh requested")
@@ -183,23 +185,23 @@ def schema_drift(location: str, table_columns: Sequence[str] | None, expected: S
     return None
 
 
-def after_stamp(plan: RefreshPlan, requested: RefreshMethod, replaced: Sequence[str],
-                windows: Sequence[WindowSize], measured: Sequence[Measured] = (),
-                rows: int | None = None) -> RefreshPlan:
-    """A fast plan, looked at again once the window is known: rows changed in ways the logs could
-    not record key by key (``replaced``: why, e.g. a table truncated) need a complete refresh (a
-    ``fast`` view refuses); a ``force`` view takes the method predicted cheaper for this window
-    from what its own refreshes cost (``measured``; the view holds ``rows``), by
-    :func:`mvlog.cost.choose`, and says why with both predictions."""
+def after_stamp(plan: RefreshPlan, replaced: Sequence[str], windows: Sequence[WindowSize],
+                measured: Sequence[Measured] = (), rows: int | None = None) -> RefreshPlan:
+    """A fast plan, looked at again once the window is known, by what was requested
+    (``plan.requested``): rows changed in ways the logs could not record key by key
+    (``replaced``: why, e.g. a table truncated) need a complete refresh (a ``fast`` view
+    refuses); a ``force`` view takes the method predicted cheaper for this window from what its
+    own refreshes cost (``measured``; the view holds ``rows``), by
+    :func:`mvlog.pipeline.cost.choose`, and says why with both predictions."""
     if plan.method is not RefreshMethod.FAST:
         return plan
     if replaced:
         reason = replaced[0]
-        if requested is RefreshMethod.FAST:
+        if plan.requested is RefreshMethod.FAST:
             raise RefreshRefused(f"view {plan.view} cannot be fast-refreshed: {reason}; "
                                  f"run 'mvlog refresh --complete {plan.view}'", reason)
         return dataclasses.replace(plan, method=RefreshMethod.COMPLETE, reason=reason)
-    if requested is not RefreshMethod.FORCE or not windows:
+    if plan.requested is not RefreshMethod.FORCE or not windows:
         return plan
     choice = cost.choose(measured, windows, rows)
     keys = sum(window.changed_keys for window in windows)

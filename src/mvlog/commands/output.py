@@ -2,8 +2,8 @@
 ``apply`` and ``refresh``, the tables of ``status``, ``explain`` and ``history``, the engine's line,
 and ``--json`` output.
 
-:mod:`mvlog.cli` parses the options, calls the project and decides the exit code; this module
-turns what the project returns into text. :mod:`mvlog.render` is imported only when a table is
+:mod:`mvlog.commands.cli` parses the options, calls the project and decides the exit code; this module
+turns what the project returns into text. :mod:`mvlog.commands.report` is imported only when a table is
 printed, so that ``mvlog --help`` loads none of the refresh machinery it imports.
 """
 
@@ -23,8 +23,8 @@ from rich.table import Table
 from mvlog.progress import Reporter
 
 if TYPE_CHECKING:
+    from mvlog.pipeline.results import RefreshResult
     from mvlog.project import ApplyReport
-    from mvlog.refresh_result import RefreshResult
     from mvlog.spark.engine import EngineInfo
     from mvlog.sql.explain import Explanation
 
@@ -40,7 +40,7 @@ def emit_json(data: Any) -> None:
 
 def print_results(results: list[RefreshResult], secrets: list[str]) -> None:
     """The table of refresh results, if there are any."""
-    from mvlog.render import results_table
+    from mvlog.commands.report import results_table
 
     if results:
         out.print(results_table(results, secrets))
@@ -69,7 +69,7 @@ def print_apply_report(report: ApplyReport, secrets: list[str]) -> None:
 
 def print_status(data: dict) -> None:
     """The ``views`` and ``logs`` tables of ``mvlog status``."""
-    from mvlog.render import duration_text, freshness_text
+    from mvlog.commands.report import duration_text, freshness_text
 
     views = Table(title="views", show_edge=False, title_justify="left")
     for column in ("view", "class", "refresh", "staleness", "lag", "freshness (last day)", "pending", "rows",

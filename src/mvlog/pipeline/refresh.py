@@ -4,15 +4,13 @@
     per view: look at the plan again (pure) → read from PostgreSQL → write Delta →
     record last_V = S → purge the logs
 
-A plan is decided before anything is read (:mod:`mvlog.plan`); what the stamp reveals
+A plan is decided before anything is read (:mod:`mvlog.pipeline.plan`); what the stamp reveals
 changes it only through pure functions that return a new plan.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -20,73 +18,26 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
-from mvlog import plan as planner
-from mvlog.apply import Registrar, definition_hash
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError
 from mvlog.faults import arm, checkpoint
 from mvlog.model import ROW_HASH_COLUMN, UNCHANGED, RefreshMethod
-from mvlog.plan import RefreshPlan, Write, plan_refresh
+from mvlog.pipeline import plan as planner
+from mvlog.pipeline.apply import Registrar, definition_hash
+from mvlog.pipeline.lanes import Lanes, refresh_units
+from mvlog.pipeline.plan import RefreshPlan, Write, plan_refresh
+from mvlog.pipeline.results import Phases, RefreshResult
 from mvlog.postgres.catalog import UNCHANGED_REASON, Catalog, ViewState
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
-from mvlog.refresh_result import Phases, RefreshResult
 from mvlog.spark.warehouse import Warehouse, WriteCounts
 from mvlog.sql import aggdelta
 from mvlog.sql.analysis import DIALECT
-from mvlog.sql.dependencies import ViewGraph
+from mvlog.sql.choice import strategy_of
 from mvlog.sql.shape import ViewShape
-from mvlog.sql.strategies import strategy_of
-
-
-def refresh_units(views: list[ViewConfig], graph: ViewGraph | None = None) -> list[list[ViewConfig]]:
-    """What is refreshed together, from one snapshot: a refresh group's views, and views that read
-    one another (``graph``), upstreams first; else each view alone."""
-    units: list[list[ViewConfig]] = []
-    for view in views:
-        joined = [i for i, unit in enumerate(units) if any(
-            (view.group is not None and other.group == view.group)
-            or (graph is not None and graph.connected(view.name, other.name)) for other in unit)]
-        if not joined:
-            units.append([view])
-            continue
-        units[joined[0]] = [v for i in joined for v in units[i]] + [view]
-        for i in reversed(joined[1:]):
-            del units[i]
-    if graph is not None:
-        by_name = {v.name: v for v in views}
-        units = [[by_name[n] for n in graph.ordered(v.name for v in unit)] for unit in units]
-    return units
-
-
-class _Lanes:
-    """One Refresher per worker thread, opened on the thread's first unit, closed at the end."""
-
-    def __init__(self, new_lane: Callable[[], AbstractContextManager[Refresher]]):
-        self._new_lane = new_lane
-        self._local = threading.local()
-        self._stack = contextlib.ExitStack()
-        self._lock = threading.Lock()
-
-    def current(self) -> Refresher:
-        lane = getattr(self._local, "lane", None)
-        if lane is None:
-            with self._lock:
-                lane = self._local.lane = self._stack.enter_context(self._new_lane())
-        return lane
-
-    def refresh_unit(self, views: list[ViewConfig], complete: Collection[str], wait: float) -> list[RefreshResult]:
-        """:meth:`Refresher.refresh_unit` on the calling thread's lane."""
-        return self.current().refresh_unit(views, complete, wait)
-
-    def __enter__(self) -> _Lanes:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stack.close()
 
 
 @dataclass(frozen=True)
@@ -108,6 +59,7 @@ class Refresher:
         self.catalog = catalog
         self.logs = logs
         self.registrar = registrar
+        self.compiler = registrar.compiler  # compiled views come from it
         self.jdbc = jdbc
         self._warehouse = warehouse  # started on first use: planning alone needs no Spark
         self.reporter = reporter
@@ -131,7 +83,7 @@ class Refresher:
         building = {v.name for v in views} <= set(complete)
         with self.reporter.task("building" if building else "refreshing", len(views)):
             fresh = {result.view: result for result in self.unchanged(views, complete)}
-            units = refresh_units([v for v in views if v.name not in fresh], self.registrar.graph)
+            units = refresh_units([v for v in views if v.name not in fresh], self.compiler.graph)
             workers = min(concurrency, len(units)) if new_lane is not None else 1
             if units:
                 self._warehouse()
@@ -139,7 +91,7 @@ class Refresher:
                 for i, unit in enumerate(units):
                     done[i] = self._reported(self.refresh_unit(unit, complete, wait))
             else:
-                with _Lanes(new_lane) as lanes, ThreadPoolExecutor(workers, "mvlog-refresh") as pool:
+                with Lanes(new_lane) as lanes, ThreadPoolExecutor(workers, "mvlog-refresh") as pool:
                     futures = {pool.submit(lanes.refresh_unit, unit, complete, wait): i
                                for i, unit in enumerate(units)}
                     for future in as_completed(futures):
@@ -192,13 +144,13 @@ class Refresher:
         if not candidates:
             return []
         try:
-            if self.logs.decoding.exists():
-                self.logs.decoding.reach_now(self.config.source.capture_wait, self.progress)
+            if self.logs.logical.exists():
+                self.logs.logical.reach_now(self.config.source.capture_wait, self.progress)
             found = self.catalog.unchanged_views([v.name for v in candidates])
         except MvlogError:
             return []  # the refresh proper meets the problem and says what it is
         quiet = {v.name for v in candidates if found.get(v.name) == definition_hash(v)}
-        units = [[v.name for v in unit] for unit in refresh_units(views, self.registrar.graph)
+        units = [[v.name for v in unit] for unit in refresh_units(views, self.compiler.graph)
                  if all(v.name in quiet for v in unit)]
         if not units:
             return []
@@ -213,11 +165,11 @@ class Refresher:
     def preview(self, view: ViewConfig, complete: bool) -> RefreshPlan:
         """The plan the next refresh of a view would follow (nothing is read, Spark is not started);
         for a ``force`` view, the method predicted cheaper for the changes pending now, with both
-        predictions (:func:`mvlog.cost.choose`)."""
+        predictions (:func:`mvlog.pipeline.cost.choose`)."""
         planned = self._plan(view, complete, for_refresh=False)
         plan = planned.plan
-        if plan.method is RefreshMethod.FAST and view.refresh is RefreshMethod.FORCE:
-            plan = planner.after_stamp(plan, view.refresh, [], self.logs.window_sizes(plan.logs, plan.since),
+        if plan.method is RefreshMethod.FAST and plan.requested is RefreshMethod.FORCE:
+            plan = planner.after_stamp(plan, [], self.logs.window_sizes(plan.logs, plan.since),
                                        self.catalog.measured(view.name), planned.state.row_count)
         return self._partitioned(plan)
 
@@ -229,7 +181,7 @@ class Refresher:
         state = self.catalog.view_state(view.name)
         if for_refresh and state.definition_hash != definition_hash(view):
             raise RefreshError(f"view {view.name} changed in the configuration; run 'mvlog apply' first")
-        check = self.registrar.check(view)
+        check = self.compiler.check(view)
         needs_complete = self.registrar.needs_complete(state, check)
         location = self.config.view_location(view.name)
         method = RefreshMethod.COMPLETE if complete else view.refresh
@@ -299,10 +251,10 @@ class Refresher:
         unlogged, and (``force``) its size."""
         if plan.method is RefreshMethod.FAST:
             replaced = [reason for log in plan.logs if (reason := stamped.replaced_since(log, plan.since))]
-            forced = not replaced and view.refresh is RefreshMethod.FORCE
+            forced = not replaced and plan.requested is RefreshMethod.FORCE
             windows = [stamped.window_size(log, plan.since) for log in plan.logs] if forced else []
             measured = self.catalog.measured(view.name) if forced else []
-            plan = planner.after_stamp(plan, view.refresh, replaced, windows, measured, row_count)
+            plan = planner.after_stamp(plan, replaced, windows, measured, row_count)
         return self._partitioned(plan)
 
     def _partitioned(self, plan: RefreshPlan) -> RefreshPlan:
@@ -360,10 +312,7 @@ class Refresher:
         if shape.deltas is None:
             return shape
         current = self.source.relation_columns(cur, aggdelta.groups_table(shape).sql(dialect=DIALECT))
-        if current == aggdelta.groups_columns(shape):
-            return shape
-        return dataclasses.replace(shape, deltas=None,
-                                   recompute_reason="the state of its groups is built by its next complete refresh")
+        return aggdelta.kept_by_deltas(shape, group_table=current or [])
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int,
                 checked_at: datetime) -> None:
@@ -381,6 +330,6 @@ class Refresher:
             for statement in statements:
                 cur.execute(stamped.resolve(statement) if not complete else statement)
             # A complete refresh wrote the query's columns as they are now: remember them.
-            signature = self.registrar.signature(cur, view.query) if complete else None
+            signature = self.compiler.signature(cur, view.query) if complete else None
             self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature, checked_at)
 

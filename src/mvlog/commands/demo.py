@@ -12,12 +12,12 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from mvlog.commands.report import results_table
 from mvlog.config import load_config
 from mvlog.model import HIDDEN_PREFIX
 from mvlog.postgres.capture import needs_slot
 from mvlog.postgres.pgtemp import TempPostgres
 from mvlog.project import Project
-from mvlog.render import results_table
 
 EXAMPLES = {
     "shop": {
@@ -36,8 +36,8 @@ EXAMPLES = {
 
 def examples_dir() -> Path:
     """The shipped examples (packaged, or the repository's ``examples/``)."""
-    packaged = Path(__file__).resolve().parent / "examples"
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "examples"
+    packaged = Path(__file__).resolve().parents[1] / "examples"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[3] / "examples"
 
 
 def _show(console: Console, project: Project, view: str, title: str) -> None:

@@ -1,7 +1,7 @@
 """Shaping a view: its analysis joined with its tables' logs gives its :class:`~mvlog.sql.shape.ViewShape`
 (simple, join, aggregate, window; UNION ALL, UNION and FULL JOIN views as shapes of their parts).
 
-One builder per shape; :func:`mvlog.sql.strategies.shape_view` chooses it (and shapes a set
+One builder per shape; :func:`mvlog.sql.choice.shape_view` chooses it (and shapes a set
 operation's branches through it).
 """
 
@@ -42,7 +42,7 @@ from mvlog.sql.shape import (
 )
 from mvlog.sql.sqltree import TableRef, full_join_parts, root_first
 
-ShapeBranch = Callable[[str, Analysis, dict[str, LogInfo]], ViewShape]  # shapes a branch (strategies.shape_view)
+ShapeBranch = Callable[[str, Analysis, dict[str, LogInfo]], ViewShape]  # shapes a branch (choice.shape_view)
 
 
 def complete_only(name: str, analysis: Analysis, logs: tuple[LogInfo, ...]) -> ViewShape:

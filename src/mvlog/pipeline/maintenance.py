@@ -9,10 +9,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mvlog import plan as planner
-from mvlog.apply import Registrar
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, UsageError, WarehouseError
+from mvlog.pipeline import plan as planner
+from mvlog.pipeline.apply import Registrar
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Source
@@ -32,6 +32,7 @@ class Maintenance:
         self.catalog = catalog
         self.logs = logs
         self.registrar = registrar
+        self.compiler = registrar.compiler  # compiled views come from it
         self._warehouse = warehouse
         self.reporter = reporter
         self.in_catalog = in_catalog  # the project's: views known to be registered in the Spark catalog
@@ -45,7 +46,7 @@ class Maintenance:
         their Delta tables. Returns what was done, one line each."""
         self.catalog.check()
         for name in names:
-            readers = [v for v in self.registrar.graph.dependents(name) if v not in names]
+            readers = [v for v in self.compiler.graph.dependents(name) if v not in names]
             if readers:
                 raise UsageError(f"view {name} is read by the configuration's view(s) {', '.join(readers)}; "
                                  f"drop those too, or change their queries first")
@@ -123,7 +124,7 @@ class Maintenance:
                         raise WarehouseError(f"view {view.name} not optimized: {refusal}")
                     else:
                         started = time.monotonic()
-                        key = self.registrar.check(view).shape.range_key
+                        key = self.compiler.check(view).shape.range_key
                         removed, added = self.warehouse.optimize(location, view.name, key.column if key else None,
                                                                  planner.ROWS_PER_PARTITION, vacuum)
                         what = (f"{removed} file{'s' if removed != 1 else ''} compacted into {added}"

@@ -1,6 +1,6 @@
 """The ``mvlog`` command line: thin calls into :class:`mvlog.project.Project`.
 
-What the commands print is :mod:`mvlog.cli_output`'s. One handler turns every error into
+What the commands print is :mod:`mvlog.commands.output`'s. One handler turns every error into
 ``Error: <one sentence>`` on stderr and an exit code: 0 success, 1 a refresh (or another
 runtime step) failed, 2 bad usage or config.
 """
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import sys
 import traceback
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from mvlog.cli_engine import engine
-from mvlog.cli_output import (
+from mvlog.commands.context import State, project_of, state_of
+from mvlog.commands.engine_commands import engine
+from mvlog.commands.output import (
     emit_json,
     err,
     out,
@@ -25,49 +25,17 @@ from mvlog.cli_output import (
     print_history,
     print_results,
     print_status,
-    reporter_for,
 )
-from mvlog.errors import MvlogError, redact
+from mvlog.commands.upkeep_commands import drop, optimize, purge
+from mvlog.config import CAPTURE_KINDS
+from mvlog.errors import MvlogError
 
 if TYPE_CHECKING:
-    from mvlog.project import Project
+    pass
 
 # How long `mvlog refresh` waits for a view another process is refreshing before it skips it:
 # an overlapping cron or Airflow run usually finishes within it, and this run then takes the rest.
 DEFAULT_WAIT = 60.0
-
-
-@dataclass
-class State:
-    """What one invocation carries from the options to the commands and back to :func:`main`."""
-
-    config: str | None = None
-    debug: bool = False
-    quiet: bool = False
-    project: Any = None
-
-    @property
-    def secrets(self) -> list[str]:
-        """The loaded configuration's secrets (none before it is loaded)."""
-        return self.project.secrets if self.project is not None else []
-
-    def redact(self, text: str) -> str:
-        return redact(text, self.secrets)
-
-
-def _state(ctx: click.Context) -> State:
-    return ctx.ensure_object(State)
-
-
-def _project(ctx: click.Context) -> Project:
-    state = _state(ctx)
-    if state.project is None:
-        from mvlog.config import load_config
-        from mvlog.project import Project
-
-        config = load_config(state.config)
-        state.project = ctx.with_resource(Project(config, reporter=reporter_for(err, state.quiet)))
-    return state.project
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -79,7 +47,7 @@ def _project(ctx: click.Context) -> Project:
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, debug: bool, quiet: bool) -> None:
     """mvlog: materialized view logs on PostgreSQL, fast-refreshed Delta Lake views."""
-    state = _state(ctx)
+    state = state_of(ctx)
     state.config, state.debug, state.quiet = config, debug, quiet
 
 
@@ -87,8 +55,8 @@ def cli(ctx: click.Context, config: str | None, debug: bool, quiet: bool) -> Non
 @click.pass_context
 def apply(ctx: click.Context) -> None:
     """Install the mvlog schema, create logs and triggers, register and build views (idempotent)."""
-    report = _project(ctx).apply()
-    print_apply_report(report, _state(ctx).secrets)
+    report = project_of(ctx).apply()
+    print_apply_report(report, state_of(ctx).secrets)
     if any(r.error for r in report.builds):
         ctx.exit(1)
 
@@ -107,15 +75,15 @@ def refresh(ctx: click.Context, views: tuple[str, ...], complete: bool, group: s
             wait: float, as_json: bool) -> None:
     """Refresh VIEWS (default: all views). Exit 0 when every view was refreshed or is being
     refreshed by another process (skipped), 1 when one failed."""
-    results = _project(ctx).refresh(list(views) or None, complete=complete, group=group, concurrency=concurrency,
+    results = project_of(ctx).refresh(list(views) or None, complete=complete, group=group, concurrency=concurrency,
                                     wait=wait)
     if as_json:
         emit_json([r.to_json() for r in results])
     else:
-        print_results(results, _state(ctx).secrets)
+        print_results(results, state_of(ctx).secrets)
     failed = [r for r in results if r.error]
     if failed:
-        state = _state(ctx)
+        state = state_of(ctx)
         if state.debug:
             for result in failed:
                 err.print(state.redact(result.detail or ""), markup=False, highlight=False)
@@ -140,8 +108,8 @@ def capture(ctx: click.Context, once: bool, interval: float, batch_rows: int) ->
     import signal
     import threading
 
+    from mvlog.commands.schedule import capture_until
     from mvlog.postgres.capture.batch import Pass
-    from mvlog.schedule import capture_until
 
     def written(done: Pass) -> None:
         out.print(f"captured {done.rows} log rows up to {done.position} in {done.seconds:.2f} s", markup=False)
@@ -150,10 +118,10 @@ def capture(ctx: click.Context, once: bool, interval: float, batch_rows: int) ->
     previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     try:
         if once:
-            for done in _project(ctx).capture(once=True, batch_rows=batch_rows):
+            for done in project_of(ctx).capture(once=True, batch_rows=batch_rows):
                 written(done)
         else:  # long-running: it outlives PostgreSQL's restarts, saying so
-            capture_until(_project(ctx), lambda line: out.print(line, markup=False), stopping, interval,
+            capture_until(project_of(ctx), lambda line: out.print(line, markup=False), stopping, interval,
                           batch_rows, written)
     except KeyboardInterrupt:
         out.print("capture stopped", markup=False)
@@ -166,7 +134,7 @@ def capture(ctx: click.Context, once: bool, interval: float, batch_rows: int) ->
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Per view: staleness, pending changes, last refresh, rows. Per log: size and oldest change."""
-    data = _project(ctx).status()
+    data = project_of(ctx).status()
     if as_json:
         emit_json(data)
     else:
@@ -180,7 +148,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def plan(ctx: click.Context, view: str, as_json: bool, complete: bool) -> None:
     """Show how the next refresh of VIEW would run, without running it."""
-    p = _project(ctx).plan(view, complete=complete)
+    p = project_of(ctx).plan(view, complete=complete)
     if as_json:
         emit_json(p.to_json())
     else:
@@ -193,7 +161,7 @@ def plan(ctx: click.Context, view: str, as_json: bool, complete: bool) -> None:
 @click.pass_context
 def explain(ctx: click.Context, view: str, as_json: bool) -> None:
     """Which refresh capabilities VIEW has, and why not (like Oracle's EXPLAIN_MVIEW)."""
-    result = _project(ctx).explain(view)
+    result = project_of(ctx).explain(view)
     if as_json:
         emit_json(result.to_json())
     else:
@@ -209,9 +177,9 @@ def explain(ctx: click.Context, view: str, as_json: bool) -> None:
 def schedule(ctx: click.Context, metrics_port: int | None, metrics_host: str) -> None:
     """Refresh each view or group on its cron schedule and within its freshness target, with one warm
     SparkSession, until SIGTERM/SIGINT."""
-    from mvlog.schedule import Scheduler
+    from mvlog.commands.schedule import Scheduler
 
-    state = _state(ctx)
+    state = state_of(ctx)
 
     def log(line: str) -> None:
         click.echo(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {state.redact(line)}", err=False)
@@ -224,7 +192,7 @@ def schedule(ctx: click.Context, metrics_port: int | None, metrics_host: str) ->
         metrics = SchedulerMetrics()
         metrics.serve(metrics_port, metrics_host)
         log(f"serving metrics on http://{metrics_host}:{metrics_port}/metrics")
-    scheduler = Scheduler(_project(ctx), log, metrics=metrics)
+    scheduler = Scheduler(project_of(ctx), log, metrics=metrics)
     scheduler.install_signal_handlers()
     scheduler.run()
 
@@ -243,17 +211,17 @@ def verify(ctx: click.Context, views: tuple[str, ...], sample: int, full: bool, 
            as_json: bool) -> None:
     """Compare VIEWS (default: all) with their queries in PostgreSQL, at the source snapshot of each
     view's last refresh. Exit 0 when every view matches (or was repaired), 1 on a mismatch or failure."""
-    from mvlog.render import verify_table
+    from mvlog.commands.report import verify_table
 
-    results = _project(ctx).verify(list(views) or None, None if full else sample, repair, refresh_first)
+    results = project_of(ctx).verify(list(views) or None, None if full else sample, repair, refresh_first)
     if as_json:
         emit_json([r.to_json() for r in results])
     else:
-        out.print(verify_table(results, _state(ctx).secrets))
+        out.print(verify_table(results, state_of(ctx).secrets))
     bad = [r for r in results if r.status in ("mismatch", "failed")]
     if bad:
         what = (f"view {bad[0].view} differs from its query in {bad[0].mismatched} keys" if bad[0].status == "mismatch"
-                else f"verify of view {bad[0].view} failed: {_state(ctx).redact(bad[0].reason or '')}")
+                else f"verify of view {bad[0].view} failed: {state_of(ctx).redact(bad[0].reason or '')}")
         err.print(f"Error: {what}", markup=False)
         ctx.exit(1)
 
@@ -265,52 +233,15 @@ def verify(ctx: click.Context, views: tuple[str, ...], sample: int, full: bool, 
 @click.pass_context
 def history(ctx: click.Context, view: str, limit: int, as_json: bool) -> None:
     """Recent refreshes of VIEW: when, how, why, what changed, errors."""
-    rows = [row.to_json() for row in _project(ctx).history(view, limit)]
+    rows = [row.to_json() for row in project_of(ctx).history(view, limit)]
     if as_json:
         emit_json(rows)
     else:
-        print_history(rows, _state(ctx).redact)
+        print_history(rows, state_of(ctx).redact)
 
 
-@cli.command()
-@click.argument("views", nargs=-1)
-@click.option("--log", "log_table", metavar="TABLE", help="Drop the materialized view log of TABLE instead.")
-@click.option("--cascade", is_flag=True, help="With --log: also drop the views that depend on the log.")
-@click.option("--delete-data", is_flag=True, help="Also delete the views' Delta tables.")
-@click.pass_context
-def drop(ctx: click.Context, views: tuple[str, ...], log_table: str | None, cascade: bool, delete_data: bool) -> None:
-    """Drop VIEWS (unregister, drop key maps), or a log with --log TABLE (triggers and log table).
-
-    Remove them from mvlog.yaml too, or the next 'mvlog apply' creates them again.
-    """
-    project = _project(ctx)
-    if bool(views) == bool(log_table):
-        raise click.UsageError("give view names, or --log TABLE")
-    lines = project.drop_log(log_table, cascade) if log_table else project.drop_views(list(views), delete_data)
-    for line in lines:
-        out.print(line, markup=False)
-
-
-@cli.command()
-@click.pass_context
-def purge(ctx: click.Context) -> None:
-    """Delete log rows that every dependent view has consumed."""
-    for table, deleted in _project(ctx).purge().items():
-        out.print(f"{table}: {deleted} log rows purged")
-
-
-@cli.command()
-@click.argument("views", nargs=-1)
-@click.option("--vacuum", is_flag=True,
-              help="Also delete data files older than the tables' retention (Delta default 7 days).")
-@click.pass_context
-def optimize(ctx: click.Context, views: tuple[str, ...], vacuum: bool) -> None:
-    """Compact the small Delta files that fast refreshes leave (default: every view)."""
-    for view, what in _project(ctx).optimize(list(views) or None, vacuum):
-        out.print(f"{view}: {what}", markup=False)
-
-
-cli.add_command(engine)
+for command in (engine, drop, purge, optimize):
+    cli.add_command(command)
 
 
 @cli.command()
@@ -318,11 +249,11 @@ cli.add_command(engine)
 @click.option("--warehouse", metavar="DIR", help="Warehouse directory (default: a temporary directory).")
 @click.option("--example", type=click.Choice(["shop", "tpch"]), default="shop", show_default=True,
               help="shop: simple views; tpch: join and aggregate views.")
-@click.option("--capture", type=click.Choice(["trigger", "logical"]), default="trigger", show_default=True,
+@click.option("--capture", type=click.Choice(list(CAPTURE_KINDS)), default="trigger", show_default=True,
               help="How the logs are filled: triggers, or logical decoding of the WAL.")
 def demo(keep: bool, warehouse: str | None, example: str, capture: str) -> None:
     """The whole loop on a throwaway PostgreSQL and a local warehouse."""
-    from mvlog.demo import run_demo
+    from mvlog.commands.demo import run_demo
 
     run_demo(keep=keep, warehouse=warehouse, console=out, example=example, capture=capture)
 

@@ -1,6 +1,6 @@
 """Helpers for notebooks: a configured SparkSession, views as DataFrames, refresh history.
 
-    import mvlog.notebook as mvn
+    import mvlog.commands.notebook as mvn
     spark = mvn.session()                      # $MVLOG_CONFIG, else ./mvlog.yaml
     mvn.read_view("revenue_by_nation").show()   # by name (<catalog.database>.<view>) with catalog:, else by path
     mvn.read_view("revenue_by_nation", as_of="2026-11-23 09:00+00")   # as the source was then

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from mvlog.cli_output import err, print_engine
+from mvlog.commands.output import err, print_engine
 
 if TYPE_CHECKING:
     from mvlog.config import SparkConfig

@@ -8,7 +8,7 @@ import sqlglot
 from facts import CUSTOMERS, LOG, T0
 
 from mvlog.sql.analysis import analyze
-from mvlog.sql.strategies import shape_view, strategy_of
+from mvlog.sql.choice import shape_view, strategy_of
 
 CASES = [
     ("SELECT id, amount FROM orders WHERE status = 'open'", "Simple", 0),
@@ -42,7 +42,7 @@ def test_each_shape_has_its_strategy_and_its_statements_parse(query, strategy, k
     statements = chosen.statements(T0)
     assert statements and chosen.how()
     for statement in statements:
-        assert sqlglot.parse_one(statement, read="postgres") is not None
+        assert not isinstance(sqlglot.parse_one(statement, read="postgres"), sqlglot.exp.Command)  # parsed, not text
     # the fast read is the first statement (without or, for a union of parts, with the null-safe
     # branches), the read with them among the others when a key may hold a NULL
     with_nulls = chosen.read_sql(T0, (True,) * len(chosen.null_key_checks(T0)))

@@ -1,38 +1,38 @@
-"""``mvlog apply``'s checks and registration: views validated against the database, logs
-created, views registered in the catalog.
-
-:class:`Registrar` is also what a refresh, ``status``, ``plan`` and ``explain`` ask
-whether a view still fits today's tables (:meth:`Registrar.check`).
+"""The view compiler: a declared view turned into a compiled one (:class:`ViewCheck`) — its query
+with the views it reads expanded, classified once (the one caller of
+:func:`mvlog.sql.analysis.analyze`), its shape (with the rules that keep what the analysis
+refuses: a query over an aggregate, a correlated aggregate decorrelated, a top-N view), its
+strategy's SQL planned by PostgreSQL where asked, its output signature, and what its Delta table
+needs. ``apply`` registers compiled views; ``refresh``, ``verify``, ``status``, ``explain`` and
+the maintenance commands take them from here (:meth:`Compiler.check`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from mvlog import plan as planner
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, RefreshError
-from mvlog.model import HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo, RefreshMethod, TableInfo, log_name_for
-from mvlog.postgres.capture import is_decoded, needs_slot, prerequisites
-from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
+from mvlog.model import HIDDEN_PREFIX, LogInfo, RefreshMethod, TableInfo
+from mvlog.postgres.capture import is_decoded
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
-from mvlog.sql import aggplan, decorrelate, nested, rewrite, topn
-from mvlog.sql.analysis import AGGREGATE_NOT_MERGED, analyze
+from mvlog.sql import aggdelta, aggplan, decorrelate, nested, rewrite, topn
+from mvlog.sql.analysis import AGGREGATE_NOT_MERGED, Analysis, analyze, parse_query, tables_read
+from mvlog.sql.choice import parameters_kept, shape_view, strategy_of
 from mvlog.sql.dependencies import ViewGraph
-from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
+from mvlog.sql.expansion import Expansion, PgView, expand_views
 from mvlog.sql.restrictions import reads_volatile
 from mvlog.sql.shape import ViewShape, downgrade
-from mvlog.sql.strategies import parameters_kept, shape_view, strategy_of
 
 if TYPE_CHECKING:
     from mvlog.sql.explain import Explanation
@@ -50,18 +50,6 @@ class ViewCheck:
     volatile: bool = False  # it reads the clock or random numbers (restrictions.reads_volatile), or a PostgreSQL view
 
 
-@dataclass
-class Registration:
-    """What registering the configuration did (or, validating it, would do)."""
-
-    logs_created: list[str] = field(default_factory=list)
-    logs_unchanged: list[str] = field(default_factory=list)
-    logs_skipped: list[str] = field(default_factory=list)  # tables a pattern matched but cannot log, and why
-    warnings: list[str] = field(default_factory=list)  # what the database should change, said once per apply
-    views_registered: list[str] = field(default_factory=list)
-    views_unregistered: list[str] = field(default_factory=list)
-
-
 CHECK_SINCE = datetime(2000, 1, 1, tzinfo=UTC)  # any window start: the statements are only planned
 
 
@@ -69,27 +57,22 @@ def definition_hash(view: ViewConfig) -> str:
     return hashlib.sha256(view.query.strip().encode()).hexdigest()[:16]
 
 
-class Registrar:
-    """Validates the configuration against the database and registers it in the catalog."""
+class Compiler:
+    """Compiles the configuration's views against the database (see the module)."""
 
-    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs):
+    def __init__(self, config: Config, source: Source, logs: Logs):
         self.config = config
         self.source = source
-        self.catalog = catalog
         self.logs = logs
 
-    def resolve_named_table(self, cur: Cursor, name: str) -> TableInfo | None:
-        """The table a ``logs:`` entry (or a command argument) names, or None if there is none."""
-        try:
-            refs = analyze(f"SELECT * FROM {name}").tables
-        except ConfigError:
-            refs = []
-        if len(refs) != 1:
-            raise ConfigError(f"{name!r} is not a table name")
-        return self.source.resolve_table(cur, refs[0].schema, refs[0].name)
+    @staticmethod
+    def _classified(query: str, catalog: rewrite.Catalog | None = None, columns: list[str] | None = None,
+                    types: list[str] | None = None) -> Analysis:
+        """The analysis of ``query`` (with the ``catalog`` of its tables: merged and rewritten)."""
+        return analyze(query, catalog, columns, types)
 
-    def check_view(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo],
-                   check_fast: bool = True, check_refresh_sql: bool = False) -> ViewCheck:
+    def compile_view(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo],
+                     check_fast: bool = True, check_refresh_sql: bool = False) -> ViewCheck:
         """Analyse and validate a view against the database (``logs``: by table oid).
         ``check_refresh_sql`` (apply): have PostgreSQL plan every statement a fast refresh
         would send, so a view mvlog cannot refresh fast is found before its first refresh."""
@@ -99,12 +82,12 @@ class Registrar:
             query = expansion.query
             top = topn.split(query)  # a top-N view: its full view is analysed and kept
             full_query = top[0] if isinstance(top, tuple) else query
-            analysis = analyze(full_query)
+            tree = parse_query(full_query)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         catalog: dict[tuple[str | None, str], TableInfo] = {}
         key_changed: list[str] = []
-        for ref in analysis.read_tables:
+        for ref in tables_read(tree):
             table = self.source.resolve_table(cur, ref.schema, ref.name)
             if table is None:
                 raise ConfigError(f"{where}: table {ref.display} does not exist")
@@ -122,13 +105,14 @@ class Registrar:
             raise ConfigError(f"{where}: {exc}") from None
         # CTEs and subqueries: analysed as what they merge into; a UNION's branches with their
         # untyped literals typed as the UNION types them (and a sum of sums pulled up keeps its type)
-        merged = rewrite.needs_rewrite(analysis.tree)
-        nested_groups = merged and any(s is not analysis.tree and s.args.get("group") is not None
-                                       for s in analysis.tree.find_all(exp.Select))
-        types = (self.source.output_types(cur, full_query)
-                 if nested_groups or isinstance(analysis.tree, exp.SetOperation) else None)
-        if merged or types:
-            analysis = analyze(full_query, catalog, columns, types)
+        merged = rewrite.needs_rewrite(tree)
+        nested_groups = merged and any(s is not tree and s.args.get("group") is not None
+                                       for s in tree.find_all(exp.Select))
+        # a set operation's untyped literals are typed as the union types them (grouping sets
+        # become one: a union of one aggregate per set)
+        unions = isinstance(tree, exp.SetOperation) or tree.find(exp.GroupingSets, exp.Rollup, exp.Cube) is not None
+        types = self.source.output_types(cur, full_query) if nested_groups or unions else None
+        analysis = self._classified(full_query, catalog, columns, types)
         # A rewritten query names its tables as resolved (schema.name), the others as written.
         known: dict[tuple[str | None, str], TableInfo] = {
             **{(t.schema, t.name): t for t in catalog.values()}, **catalog}
@@ -191,7 +175,7 @@ class Registrar:
         if inner_sql is None:
             return shape
         try:
-            inner = self.check_view(cur, index, view.model_copy(update={"query": inner_sql}), logs, check_fast=False)
+            inner = self.compile_view(cur, index, view.model_copy(update={"query": inner_sql}), logs, check_fast=False)
         except ConfigError:
             return shape
         if not inner.shape.fast_possible or inner.shape.top is not None:
@@ -216,8 +200,7 @@ class Registrar:
         if shape.deltas is None:
             return shape
         type_oids = [d[1] for d in self.source.describe_query(cur, aggplan.inputs_probe_sql(shape))]
-        inexact = aggplan.exact_inputs_reason(shape.deltas, type_oids)
-        return dataclasses.replace(shape, deltas=None, recompute_reason=inexact) if inexact else shape
+        return aggdelta.kept_by_deltas(shape, input_types=type_oids)
 
     def signature(self, cur: Cursor, query: str) -> str:
         """What a view's next refresh compares to see whether it must be complete: the query's
@@ -251,29 +234,28 @@ class Registrar:
 
         return expand_views(query, lookup)
 
-    def explain(self, view: ViewConfig) -> Explanation:
+    def explain(self, cur: Cursor, view: ViewConfig, logs: dict[int, LogInfo]) -> Explanation:
         """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW): its query
-        analysed as ``apply`` would, without needing its logs to exist yet."""
+        analysed as ``apply`` would, over ``logs`` (as they are, or as ``apply`` would make them),
+        without needing them to exist yet."""
         from mvlog.sql.explain import explain
 
         index = self.config.views.index(view)
-        with self.source.inspection() as cur:
-            try:
-                expansion = self.expand(cur, view.query)
-                top = topn.split(expansion.query)
-                analysis = analyze(top[0] if isinstance(top, tuple) else expansion.query)
-            except ConfigError as exc:
-                raise ConfigError(f"views[{index}] ({view.name}): {exc}") from None
-            logs = self.declared_logs(cur)
-            missing = []
-            for ref in analysis.read_tables:
-                table = self.source.resolve_table(cur, ref.schema, ref.name)
-                if table is None:
-                    raise ConfigError(f"views[{index}] ({view.name}): table {ref.display} does not exist")
-                if table.oid not in logs:
-                    missing.append(table.qualified)
-            shape = None if missing else self.check_view(cur, index, view, logs, check_fast=False).shape
-            columns = [d[0] for d in self.source.describe_query(cur, expansion.query)]
+        try:
+            expansion = self.expand(cur, view.query)
+            top = topn.split(expansion.query)
+            analysis = self._classified(top[0] if isinstance(top, tuple) else expansion.query)
+        except ConfigError as exc:
+            raise ConfigError(f"views[{index}] ({view.name}): {exc}") from None
+        missing = []
+        for ref in analysis.read_tables:
+            table = self.source.resolve_table(cur, ref.schema, ref.name)
+            if table is None:
+                raise ConfigError(f"views[{index}] ({view.name}): table {ref.display} does not exist")
+            if table.oid not in logs:
+                missing.append(table.qualified)
+        shape = None if missing else self.compile_view(cur, index, view, logs, check_fast=False).shape
+        columns = [d[0] for d in self.source.describe_query(cur, expansion.query)]
         result = explain(view.name, view.refresh.value, analysis, shape, missing, expansion.pg_views)
         result.upstreams = expansion.upstreams
         result.dependents = list(self.graph.dependents(view.name))
@@ -297,119 +279,9 @@ class Registrar:
         logs = {log.table_oid: log for log in self.logs.registered().values()}
         try:
             with self.source.inspection() as cur:
-                return self.check_view(cur, self.config.views.index(view), view, logs)
+                return self.compile_view(cur, self.config.views.index(view), view, logs)
         except ConfigError as exc:
             reason = str(exc).split(": ", 1)[-1]
             raise RefreshError(f"view {view.name} is invalid: {reason} (a base table changed; fix the query or "
                                f"the table, then run 'mvlog apply')") from None
 
-    def needs_complete(self, state: ViewState, check: ViewCheck) -> str | None:
-        """Why the next refresh must be complete: recorded, or a base table's DDL since the last refresh."""
-        columns_changed = bool(state.output_signature) and state.output_signature != check.signature
-        last_ddl = None
-        if columns_changed and not state.needs_complete and not check.key_changed:
-            ddl = self.catalog.ddl_since([log.table_oid for log in check.shape.logs], state.last_refresh_at)
-            last_ddl = (ddl[-1][1], ddl[-1][2]) if ddl else None
-        redefined = redefined_view(state.output_signature, check.signature) if state.output_signature else None
-        return planner.needs_complete(state.needs_complete, check.key_changed, columns_changed, last_ddl, redefined)
-
-    def declared_tables(self, cur: Cursor, skipped: list[str] | None = None) -> list[tuple[str, TableInfo, str]]:
-        """The tables ``logs:`` names, each with where it is named (``logs[2]``) and how its log is
-        filled (``trigger`` or ``logical``): listed ones, and those a schema's pattern matches now. A
-        matched table without a primary key is left out, and said so in ``skipped``; a listed one
-        that does not exist is an error."""
-        found: dict[int, tuple[str, TableInfo, str]] = {}
-        for index, entry in enumerate(self.config.logs):
-            where = f"logs[{index}]"
-            try:
-                if entry.table is not None:
-                    table = self.resolve_named_table(cur, entry.table)
-                    if table is None:
-                        raise ConfigError(f"table {entry.table} does not exist")
-                    found.setdefault(table.oid, (where, table, self.config.capture_of(entry)))
-                    continue
-                if entry.schema_name == MVLOG_SCHEMA:
-                    raise ConfigError(f"schema {MVLOG_SCHEMA} holds mvlog's own tables; its tables cannot be logged")
-                assert entry.schema_name is not None  # a log entry names a table or a schema (config)
-                names = self.source.tables_matching(cur, entry.schema_name, entry.pattern)
-            except ConfigError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
-            if not names and skipped is not None:
-                skipped.append(f"{entry.schema_name}.{entry.pattern}: no table matches (yet)")
-            for name in names:
-                table = self.source.resolve_table(cur, entry.schema_name, name)
-                if table is None or table.oid in found:
-                    continue
-                if not table.key:
-                    if skipped is not None:
-                        skipped.append(f"{table.qualified}: it has no primary key")
-                    continue
-                found[table.oid] = (where, table, self.config.capture_of(entry))
-        return list(found.values())
-
-    def wants_logical(self) -> bool:
-        """Whether ``logs:`` asks for a log captured by logical decoding (it may match no table yet)."""
-        return needs_slot(self.config.capture_of(entry) for entry in self.config.logs)
-
-    def declared_logs(self, cur: Cursor) -> dict[int, LogInfo]:
-        """Logs as they are, or as ``apply`` would create them for the tables under ``logs:``."""
-        logs = {log.table_oid: log for log in self.logs.registered().values()} if self.catalog.is_installed() else {}
-        try:
-            declared = self.declared_tables(cur)
-        except ConfigError:
-            declared = []  # apply reports it
-        for _, table, _ in declared:
-            if table.key and table.oid not in logs:
-                logs[table.oid] = LogInfo.for_table(table, log_name_for(table))
-        return logs
-
-    def register(self, cur: Cursor, report: Registration) -> None:
-        """Install the catalog, create the logs and register the views, in the caller's transaction."""
-        self.catalog.install(cur)
-        logs: dict[int, LogInfo] = {}
-        declared = self.declared_tables(cur, report.logs_skipped)
-        if needs_slot(capture for _, _, capture in declared):
-            refusal = prerequisites.refusal(cur)
-            if refusal:
-                raise ConfigError(refusal)
-            bound = prerequisites.wal_bound_warning(cur)
-            if bound:
-                report.warnings.append(bound)
-        for where, table, capture in declared:
-            try:
-                log, outcome = self.logs.ensure(cur, table, capture)
-            except ConfigError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
-            if outcome == "rekeyed":
-                self.catalog.mark_needs_complete(cur, log, "the primary key of a base table changed")
-            logs[table.oid] = log
-            (report.logs_unchanged if outcome == "unchanged" else report.logs_created).append(table.qualified)
-
-        registered = self.catalog.definition_hashes(cur)
-        for index, view in enumerate(self.config.views):
-            check = self.check_view(cur, index, view, logs, check_refresh_sql=True)
-            shape = check.shape
-            digest = definition_hash(view)
-            self.catalog.register(cur, ViewRegistration(
-                view.name, view.query, digest, self.config.view_location(view.name), view.refresh,
-                shape.view_class.value, "; ".join(shape.fast_reasons) or None, view.group, shape.logs,
-                check.volatile,
-            ))
-            if registered.get(view.name) != digest:
-                report.views_registered.append(view.name)
-                self.catalog.drop_keymap(cur, view.name)  # its columns may differ now
-                if view.refresh is RefreshMethod.FORCE and not shape.fast_possible:  # not in silence
-                    report.warnings.append(f"view {view.name} will always be refreshed completely: "
-                                           f"{'; '.join(shape.fast_reasons)}")
-        gone = sorted(set(registered) - {v.name for v in self.config.views})
-        for name in gone:
-            self.catalog.unregister(cur, name)
-        report.views_unregistered.extend(gone)
-
-    def validate(self) -> Registration:
-        """Check the configuration against the database without changing anything."""
-        report = Registration()
-        needs = "mvlog apply needs the rights of the owner of the tables and of schema mvlog"
-        with self.source.validation(needs) as cur:
-            self.register(cur, report)
-        return report

@@ -1,0 +1,1 @@
+"""The commands: the CLI, what it prints, the scheduler, the demo and the notebook."""
