@@ -1,8 +1,11 @@
-"""Decoded changes as log rows, written with ``COPY ... FROM STDIN`` (text format)."""
+"""The capture's one decode loop: pgoutput messages -> changes of logged tables -> log rows,
+written with ``COPY ... FROM STDIN`` (text format). Passes (:mod:`.decoding`) and the stream
+(:mod:`.stream`) both feed messages to a :class:`Routing`."""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg2.extensions
@@ -10,7 +13,7 @@ from psycopg2 import sql
 
 from mvlog.errors import SourceError
 from mvlog.model import MVLOG_SCHEMA
-from mvlog.postgres.capture.pgoutput import Change, full_xid, lsn_text
+from mvlog.postgres.capture.pgoutput import Change, Decoder, full_xid, lsn_text
 from mvlog.postgres.source import fetch_row
 
 
@@ -94,3 +97,40 @@ class LogRows:
                     sql.Identifier(MVLOG_SCHEMA, name), columns).as_string(cur), io.StringIO("".join(lines)))
                 rows += len(lines)
         return rows
+
+
+LogKeys = dict[int, tuple[str, tuple[str, ...]]]  # registered logs by table oid: (log table, key columns)
+
+
+class Routing:
+    """Messages of the slot into log rows waiting to be written: each change of a logged table
+    whose transaction committed at or after ``since`` (those before were written by an earlier
+    pass or stream that stopped before the slot was told) goes to its table's log. A table not
+    among the known logs makes it read them again (``log_keys``: a log created since); a table
+    still not among them is one whose log is being dropped."""
+
+    def __init__(self, log_keys: Callable[[], LogKeys], since: int):
+        self.decoder = Decoder()
+        self.log_keys = log_keys
+        self.logs = log_keys()
+        self.since = since
+        self.rows = LogRows()
+
+    def take(self, message: bytes) -> None:
+        """Decode one message and add its changes' keys to :attr:`rows`."""
+        for change in self.decoder.decode(message):
+            if change.commit_lsn < self.since:
+                continue
+            log = self.logs.get(change.relation)
+            if log is None:
+                self.logs = self.log_keys()
+                log = self.logs.get(change.relation)
+                if log is None:
+                    continue
+            self.rows.add(log, change)
+
+    def write(self, conn: psycopg2.extensions.connection) -> int:
+        """COPY the waiting rows in ``conn``'s transaction (not committed) and start a new batch; how many."""
+        written = self.rows.write(conn) if self.rows else 0
+        self.rows = LogRows()
+        return written

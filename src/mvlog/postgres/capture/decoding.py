@@ -25,11 +25,11 @@ from psycopg2 import sql
 
 from mvlog.errors import SourceError, UsageError
 from mvlog.faults import checkpoint
-from mvlog.postgres.capture.batch import LogRows, Pass
+from mvlog.postgres.capture.batch import LogKeys, Pass, Routing
 from mvlog.postgres.capture.handover import as_trigger_rows, settle
 from mvlog.postgres.capture.lifecycle import LOST_REASON, SlotLifecycle
 from mvlog.postgres.capture.logical import PUBLICATION
-from mvlog.postgres.capture.pgoutput import Decoder, lsn_text, lsn_value
+from mvlog.postgres.capture.pgoutput import lsn_text, lsn_value
 from mvlog.postgres.capture.slot import slot_name
 from mvlog.postgres.capture.stream import RELEASE, WAKE_CHANNEL, ReplicationRefused, Stream
 from mvlog.postgres.catalog import capture_state, log_registry
@@ -293,32 +293,21 @@ class Decoding(SlotLifecycle):
         """Peek the slot up to ``target`` and write the log rows of every transaction that
         committed at or after ``written``, committing every ``batch_rows`` rows and leaving the
         last ones uncommitted in ``writer``. Returns rows written."""
-        logs = self.log_keys(writer)
-        decoder, batch, total = Decoder(), LogRows(), 0
+        routing, total = Routing(lambda: self.log_keys(writer), since=written), 0
         with reader.cursor(name="mvlog_capture") as changes:
             changes.itersize = FETCH_ROWS
             changes.execute("SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
                             "'proto_version', '1', 'publication_names', %s)", (slot, lsn_text(target), PUBLICATION))
             for (message,) in changes:
-                for change in decoder.decode(message):
-                    if change.commit_lsn < written:  # written by an earlier pass that stopped before advancing
-                        continue
-                    log = logs.get(change.relation)
-                    if log is None:
-                        logs = self.log_keys(writer)  # a log created since this pass started
-                        log = logs.get(change.relation)
-                        if log is None:  # a table whose log is being dropped
-                            continue
-                    batch.add(log, change)
-                if len(batch) >= self.batch_rows:
-                    total += batch.write(writer)
+                routing.take(message)
+                if len(routing.rows) >= self.batch_rows:
+                    total += routing.write(writer)
                     writer.commit()
                     checkpoint("capture_batch")
-                    batch = LogRows()
-        return total + batch.write(writer)
+        return total + routing.write(writer)
 
     @staticmethod
-    def log_keys(conn: psycopg2.extensions.connection) -> dict[int, tuple[str, tuple[str, ...]]]:
+    def log_keys(conn: psycopg2.extensions.connection) -> LogKeys:
         """Registered logs by table oid: (log table, key columns), read in a transaction of its own."""
         with conn.cursor() as cur:
             found = log_registry.log_keys(cur)

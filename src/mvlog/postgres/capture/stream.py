@@ -43,9 +43,9 @@ from psycopg2 import sql
 
 from mvlog.errors import SourceError
 from mvlog.faults import checkpoint
-from mvlog.postgres.capture.batch import LogRows, Pass
+from mvlog.postgres.capture.batch import LogKeys, Pass, Routing
 from mvlog.postgres.capture.logical import PUBLICATION
-from mvlog.postgres.capture.pgoutput import Decoder, commit_end, lsn_value
+from mvlog.postgres.capture.pgoutput import commit_end, lsn_value
 from mvlog.postgres.capture.slot import slot_name
 from mvlog.postgres.catalog import capture_state
 from mvlog.postgres.source import fetch_row
@@ -61,7 +61,7 @@ class StreamOwner(Protocol):
     source: Source
     batch_rows: int
 
-    def log_keys(self, conn: psycopg2.extensions.connection) -> dict[int, tuple[str, tuple[str, ...]]]: ...
+    def log_keys(self, conn: psycopg2.extensions.connection) -> LogKeys: ...
 
     def record(self, writer: psycopg2.extensions.connection, slot: str, position: int, rows: int,
                advance: bool = True) -> None: ...
@@ -84,7 +84,6 @@ class Stream:
         self.decoding = decoding
         self.stop = stop
         self.interval = interval
-        self.batch = LogRows()
         self.in_transaction = False
         self.received = 0  # WAL position the server has sent up to, at a transaction boundary
         self.confirmed = 0  # what the slot was last told
@@ -123,16 +122,15 @@ class Stream:
                 timeout = fetch_row(cur)[0] / 1000
             self.slot = slot
             self.write_every = min(WRITE_EVERY, timeout / 4) if timeout > 0 else WRITE_EVERY
-            self.logs = self.decoding.log_keys(writer)
+            self.routing = Routing(lambda: self.decoding.log_keys(writer), since=self.recorded)
             cursor = cast(psycopg2.extras.ReplicationCursor, replication.cursor())
             cursor.start_replication(slot_name=slot, decode=False, start_lsn=self.recorded,
                                      options={"proto_version": "1", "publication_names": PUBLICATION})
             self._confirm(cursor, self.recorded)
-            decoder = Decoder()
             while not self.stop() and not self.releasing:
                 message = cursor.read_message()
                 if message is not None:
-                    done = self._receive(decoder, message.payload, writer, cursor)
+                    done = self._receive(message.payload, writer, cursor)
                     if done is not None:
                         yield done
                     continue
@@ -150,36 +148,28 @@ class Stream:
             listener.close()
             writer.close()
 
-    def _receive(self, decoder: Decoder, payload: bytes, writer: psycopg2.extensions.connection,
+    def _receive(self, payload: bytes, writer: psycopg2.extensions.connection,
                  cursor: psycopg2.extras.ReplicationCursor) -> Pass | None:
         kind = payload[:1]
         if kind == b"B":
             self.in_transaction = True
-        for change in decoder.decode(payload):
-            if change.commit_lsn < self.recorded:  # written before the capture last stopped
-                continue
-            log = self.logs.get(change.relation)
-            if log is None:
-                self.logs = self.decoding.log_keys(writer)  # a log created since
-                log = self.logs.get(change.relation)
-                if log is None:  # a table whose log is being dropped
-                    continue
-            if not self.batch:
-                self.batch_started = time.monotonic()
-            self.batch.add(log, change)
+        rows = self.routing.rows
+        waiting = len(rows)
+        self.routing.take(payload)
+        if not waiting and rows:
+            self.batch_started = time.monotonic()
         if kind == b"C":
             self.in_transaction = False
             self._notes(self.listener)  # a busy stream still hears a request to let go
             self.received = max(self.received, commit_end(payload))
-            if len(self.batch) >= self.decoding.batch_rows:
+            if len(rows) >= self.decoding.batch_rows:
                 return self._write(writer, cursor, self.received)
-        elif len(self.batch) >= self.decoding.batch_rows:  # a large transaction: its rows so far
-            rows = self.batch.write(writer)
+        elif len(rows) >= self.decoding.batch_rows:  # a large transaction: its rows so far
+            written = self.routing.write(writer)
             writer.commit()
             checkpoint("capture_batch")
-            self.batch = LogRows()
-            return _pass(rows, self.recorded, self.batch_started)
-        if self.batch and time.monotonic() - self.fed_at >= self.write_every:
+            return _pass(written, self.recorded, self.batch_started)
+        if rows and time.monotonic() - self.fed_at >= self.write_every:
             return self._write(writer, cursor, self.received)
         return None
 
@@ -187,10 +177,10 @@ class Stream:
               cursor: psycopg2.extras.ReplicationCursor) -> Pass | None:
         """Nothing more to read now: write what waits, and move the position if it is time to."""
         if self.in_transaction:
-            overdue = self.batch and time.monotonic() - self.fed_at >= self.write_every
+            overdue = self.routing.rows and time.monotonic() - self.fed_at >= self.write_every
             return self._write(writer, cursor, self.received) if overdue else None
         self.received = max(self.received, cursor.wal_end)  # a keepalive: the server sent all before it
-        if self.batch:
+        if self.routing.rows:
             return self._write(writer, cursor, self.received)
         if self.received > self.confirmed:  # other databases' WAL: the slot need not keep it
             self._confirm(cursor, self.received)
@@ -202,17 +192,16 @@ class Stream:
     def _write(self, writer: psycopg2.extensions.connection, cursor: psycopg2.extras.ReplicationCursor,
                position: int) -> Pass | None:
         """Commit the waiting rows with the position, then confirm it to the slot."""
-        rows = self.batch.write(writer) if self.batch else 0
+        rows = self.routing.write(writer)
         if position > self.recorded or rows:
             self.decoding.record(writer, self.slot, max(position, self.recorded), rows, advance=False)
-            self.recorded = max(position, self.recorded)
+            self.recorded = self.routing.since = max(position, self.recorded)
             self.recorded_at = time.monotonic()
             checkpoint("capture_batch")
         else:
             writer.rollback()
         self._confirm(cursor, self.recorded)
-        started, self.batch = self.batch_started, LogRows()
-        return _pass(rows, self.recorded, started) if rows else None
+        return _pass(rows, self.recorded, self.batch_started) if rows else None
 
     def _confirm(self, cursor: psycopg2.extras.ReplicationCursor, position: int) -> None:
         cursor.send_feedback(write_lsn=position, flush_lsn=position, force=True)
