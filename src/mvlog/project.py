@@ -70,18 +70,18 @@ class Project:
         self.source = Source(config.source.dsn, self.secrets)
         self.catalog = Catalog(self.source)
         self.logs = Logs(self.source)
-        self.registrar = Registrar(config, self.source, self.catalog, self.logs,
-                                   Compiler(config, self.source, self.logs))
+        self.compiler = Compiler(config, self.source, self.catalog, self.logs)
+        self.registrar = Registrar(config, self.source, self.catalog, self.logs, self.compiler)
         self.freshness = Freshness(config, self.catalog, self.logs)
-        self.status_reader = Status(config, self.catalog, self.logs, self.registrar, self.freshness)
+        self.status_reader = Status(config, self.catalog, self.logs, self.compiler, self.freshness)
         self.jdbc = JdbcSource.from_dsn(config.source.dsn)
         self.reporter = reporter or Reporter()
         self._message = progress
         self._warehouse: Warehouse | None = None
         self._in_catalog: set[str] = set()  # views known to be registered in the Spark catalog
-        self.refresher = Refresher(config, self.source, self.catalog, self.logs, self.registrar, self.jdbc,
+        self.refresher = Refresher(config, self.source, self.catalog, self.logs, self.compiler, self.jdbc,
                                    lambda: self.warehouse, self.reporter, self.progress)
-        self.maintenance = Maintenance(config, self.source, self.catalog, self.logs, self.registrar,
+        self.maintenance = Maintenance(config, self.source, self.catalog, self.logs, self.compiler,
                                        lambda: self.warehouse, self.reporter, self._in_catalog)
 
     def progress(self, message: str) -> None:
@@ -126,9 +126,8 @@ class Project:
             catalog, logs = Catalog(source), Logs(source)
             spark = new_session(self.warehouse.spark, self.config.spark)
             warehouse = Warehouse(spark, self.config.warehouse_uri, self.secrets)
-            yield Refresher(self.config, source, catalog, logs, Registrar(self.config, source, catalog, logs,
-                                                                            Compiler(self.config, source, logs)),
-                            self.jdbc, lambda: warehouse, self.reporter, self.progress)
+            yield Refresher(self.config, source, catalog, logs, Compiler(self.config, source, catalog, logs), self.jdbc,
+                            lambda: warehouse, self.reporter, self.progress)
         finally:
             if spark is not None:
                 release_session(spark)
@@ -196,7 +195,7 @@ class Project:
         unbuilt = self.catalog.unbuilt_views()
         pending = [v.name for v in self.config.views if v.name in unbuilt or not occupants[v.name].delta]
         # A view built (again) changes what the views reading it mean: rebuild those with it.
-        pending += [name for name in self.registrar.compiler.graph.downstream(pending) if name not in pending]
+        pending += [name for name in self.compiler.graph.downstream(pending) if name not in pending]
         if pending:
             report.builds = self.refresh(pending, complete=True, register=False)  # registered below
         built_now = {r.view for r in report.builds if not r.error}
@@ -244,7 +243,7 @@ class Project:
         ``concurrency`` (default: the configuration's) such units at once. A view another process
         is refreshing is waited for up to ``wait`` seconds, then skipped."""
         asked = self._select_views(names, group)
-        views = [self.config.view(name) for name in self.registrar.compiler.graph.closure(v.name for v in asked)]
+        views = [self.config.view(name) for name in self.compiler.graph.closure(v.name for v in asked)]
         self.catalog.check()
         results = self.refresher.run(views, {v.name for v in asked} if complete else (),
                                      concurrency or self.config.concurrency, self._lane, wait)
@@ -259,7 +258,7 @@ class Project:
 
     def plan(self, name: str, complete: bool = False) -> RefreshPlan:
         """The plan the next refresh of a view would follow (nothing is read or written)."""
-        return self.refresher.preview(self._select_views([name])[0], complete)
+        return self.refresher.preview(self._select_views([name])[0], {name} if complete else ())
 
     # -- status and history ----------------------------------------------------------------------
 
@@ -286,7 +285,7 @@ class Project:
         self.catalog.check()
         if refresh:
             self.refresh([v.name for v in views], raise_on_error=True)
-        verifier = Verifier(self.config, self.source, self.catalog, self.registrar, self.jdbc,
+        verifier = Verifier(self.config, self.source, self.catalog, self.logs, self.compiler, self.jdbc,
                             lambda: self.warehouse, self.progress)
         return [verifier.verify(view, sample, repair) for view in views]
 
@@ -322,7 +321,7 @@ class Project:
         view = self._select_views([name])[0]
         result = self.registrar.explain(view)
         try:
-            plan = self.refresher.preview(view, False)
+            plan = self.refresher.preview(view)
         except MvlogError:  # not registered yet (explain runs before apply), or not plannable now
             return result
         result.next_refresh = {key: plan.to_json()[key] for key in ("method", "reason", "write")}

@@ -5,19 +5,23 @@ from __future__ import annotations
 import pytest
 from facts import LOG, T0, shape
 
-from mvlog.config import RefreshMethod
+from mvlog.config import RefreshMethod, ViewConfig
 from mvlog.errors import RefreshError
 from mvlog.model import ColumnStats, WindowSize
 from mvlog.pipeline.cost import COMPLETE_MIN_KEYS
 from mvlog.pipeline.plan import (
     ROWS_PER_PARTITION,
     after_stamp,
+    group_tables,
     needs_complete,
     partition_predicates,
     plan_refresh,
+    requested_method,
     schema_drift,
     with_partitions,
+    without_missing_groups,
 )
+from mvlog.sql import aggdelta
 from mvlog.sql.analysis import analyze
 from mvlog.sql.choice import shape_view
 
@@ -139,3 +143,25 @@ def test_schema_drift_compares_column_names_in_any_order():
     assert schema_drift("/wh/v", ["b", "a"], ("a", "b")) is None
     assert schema_drift("/wh/v", ["b", "a", "_mvlog_row_hash"], ("a", "b")) is None  # mvlog's, not the query's
     assert schema_drift("/wh/v", ["a"], ("a", "b")) == "the columns of /wh/v differ from the query's columns"
+
+
+def test_complete_is_asked_only_of_the_views_named():
+    fast = ViewConfig(name="v", query="SELECT id FROM orders", refresh="fast")
+    assert requested_method(fast, {"v"}) is RefreshMethod.COMPLETE
+    assert requested_method(fast, {"w"}) is RefreshMethod.FAST
+    assert requested_method(fast, ()) is RefreshMethod.FAST
+
+
+def test_an_aggregate_whose_group_table_is_missing_or_stale_recomputes_its_groups():
+    s = shape("SELECT status, sum(amount) AS total, count(*) AS n FROM orders GROUP BY status")
+    plan = plan_refresh(s, "/wh/v", RefreshMethod.FAST, T0, None, True)
+    (table,) = group_tables(s)
+    kept = without_missing_groups(plan, {table: aggdelta.groups_columns(s)})
+    assert kept is plan and kept.shape.deltas is not None
+    for columns in ([], aggdelta.groups_columns(s)[:-1]):
+        recomputed = without_missing_groups(plan, {table: columns})
+        assert recomputed.shape.deltas is None
+        assert recomputed.shape.recompute_reason == "the state of its groups is built by its next complete refresh"
+    assert without_missing_groups(plan, {}).shape.deltas is None  # never read: taken as missing
+    complete = plan_refresh(s, "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
+    assert without_missing_groups(complete, {}) is complete  # a complete refresh builds the state

@@ -1,7 +1,7 @@
 """What ``mvlog status`` reports: each view's staleness, pending changes and freshness, and each
 log's size, oldest unconsumed change and the views that pin it.
 
-Read-only: the catalog's rows, the logs' pending counts and the registrar's checks (a view whose
+Read-only: the catalog's rows, the logs' pending counts and the compiler's checks (a view whose
 base tables changed shape is "invalid" or "needs_complete" before its next refresh says so).
 """
 
@@ -14,7 +14,7 @@ from mvlog.config import Config
 from mvlog.errors import RefreshError
 from mvlog.model import LogInfo
 from mvlog.ops.freshness import Freshness
-from mvlog.pipeline.apply import Registrar
+from mvlog.pipeline.compile import Compiler
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.logs import Logs
 
@@ -22,12 +22,11 @@ from mvlog.postgres.logs import Logs
 class Status:
     """The status of one project's views and logs."""
 
-    def __init__(self, config: Config, catalog: Catalog, logs: Logs, registrar: Registrar, freshness: Freshness):
+    def __init__(self, config: Config, catalog: Catalog, logs: Logs, compiler: Compiler, freshness: Freshness):
         self.config = config
         self.catalog = catalog
         self.logs = logs
-        self.registrar = registrar
-        self.compiler = registrar.compiler  # compiled views come from it
+        self.compiler = compiler
         self.freshness = freshness
 
     def report(self) -> dict[str, Any]:
@@ -40,7 +39,7 @@ class Status:
             needs, invalid = row.needs_complete, None
             try:
                 view = self.config.view(row.name)
-                needs = needs or self.registrar.needs_complete(self.catalog.view_state(row.name),
+                needs = needs or self.compiler.needs_complete(self.catalog.view_state(row.name),
                                                                self.compiler.check(view))
             except KeyError:
                 pass  # registered, but no longer in this configuration

@@ -30,10 +30,11 @@ from mvlog.errors import MvlogError, UsageError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN, RefreshMethod
 from mvlog.ops import fingerprint
 from mvlog.ops.fingerprint import KEY_HASH, ROW_HASH, Column
-from mvlog.pipeline.apply import Registrar
+from mvlog.pipeline.compile import Compiler
 from mvlog.pipeline.plan import plan_refresh
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.jdbc import JdbcSource
+from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.spark.sparksql import quote_spark
@@ -88,13 +89,13 @@ class VerifyResult:
 class Verifier:
     """Verifies views of one project (see the module docstring)."""
 
-    def __init__(self, config: Config, source: Source, catalog: Catalog, registrar: Registrar, jdbc: JdbcSource,
-                 warehouse: Callable[[], Warehouse], progress: Callable[[str], None]):
+    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs, compiler: Compiler,
+                 jdbc: JdbcSource, warehouse: Callable[[], Warehouse], progress: Callable[[str], None]):
         self.config = config
         self.source = source
         self.catalog = catalog
-        self.registrar = registrar
-        self.compiler = registrar.compiler  # compiled views come from it
+        self.logs = logs
+        self.compiler = compiler
         self.jdbc = jdbc
         self._warehouse = warehouse
         self.progress = progress
@@ -136,7 +137,7 @@ class Verifier:
                 result.delta_version, result.snaptime = version, stamp
                 # The snapshot read as a refresh reads its own: windows after the view's stamp.
                 at = StampedSnapshot(stamp, snapshot, cur.connection, self.source,
-                                     self.registrar.logs.unseen(cur, shape.logs))
+                                     self.logs.unseen(cur, shape.logs))
                 self._compare(view, shape, location, at, cur, needs_complete, sample, result, repair)
                 return
         raise WarehouseError(f"the Delta table of view {view.name} holds a refresh the catalog has not recorded "

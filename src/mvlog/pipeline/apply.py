@@ -13,14 +13,11 @@ from typing import TYPE_CHECKING
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError
 from mvlog.model import MVLOG_SCHEMA, LogInfo, Occupant, RefreshMethod, TableInfo, log_name_for
-from mvlog.pipeline import plan as planner
-from mvlog.pipeline.compile import Compiler, ViewCheck, definition_hash
+from mvlog.pipeline.compile import Compiler, definition_hash
 from mvlog.postgres.capture import needs_slot, prerequisites
-from mvlog.postgres.catalog import Catalog, ViewRegistration, ViewState
+from mvlog.postgres.catalog import Catalog, ViewRegistration
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
-from mvlog.sql.analysis import parse_query, tables_read
-from mvlog.sql.expansion import redefined_view
 
 if TYPE_CHECKING:
     from mvlog.spark.warehouse import Warehouse
@@ -49,30 +46,10 @@ class Registrar:
         self.logs = logs
         self.compiler = compiler
 
-    def resolve_named_table(self, cur: Cursor, name: str) -> TableInfo | None:
-        """The table a ``logs:`` entry (or a command argument) names, or None if there is none."""
-        try:
-            refs = tables_read(parse_query(f"SELECT * FROM {name}"))
-        except ConfigError:
-            refs = []
-        if len(refs) != 1:
-            raise ConfigError(f"{name!r} is not a table name")
-        return self.source.resolve_table(cur, refs[0].schema, refs[0].name)
-
     def explain(self, view: ViewConfig) -> Explanation:
         """What refresh capabilities a view has, over the logs as they are or as ``apply`` would make them."""
         with self.source.inspection() as cur:
             return self.compiler.explain(cur, view, self.declared_logs(cur))
-
-    def needs_complete(self, state: ViewState, check: ViewCheck) -> str | None:
-        """Why the next refresh must be complete: recorded, or a base table's DDL since the last refresh."""
-        columns_changed = bool(state.output_signature) and state.output_signature != check.signature
-        last_ddl = None
-        if columns_changed and not state.needs_complete and not check.key_changed:
-            ddl = self.catalog.ddl_since([log.table_oid for log in check.shape.logs], state.last_refresh_at)
-            last_ddl = (ddl[-1][1], ddl[-1][2]) if ddl else None
-        redefined = redefined_view(state.output_signature, check.signature) if state.output_signature else None
-        return planner.needs_complete(state.needs_complete, check.key_changed, columns_changed, last_ddl, redefined)
 
     def declared_tables(self, cur: Cursor, skipped: list[str] | None = None) -> list[tuple[str, TableInfo, str]]:
         """The tables ``logs:`` names, each with where it is named (``logs[2]``) and how its log is
@@ -84,7 +61,7 @@ class Registrar:
             where = f"logs[{index}]"
             try:
                 if entry.table is not None:
-                    table = self.resolve_named_table(cur, entry.table)
+                    table = self.compiler.resolve_named_table(cur, entry.table)
                     if table is None:
                         raise ConfigError(f"table {entry.table} does not exist")
                     found.setdefault(table.oid, (where, table, self.config.capture_of(entry)))

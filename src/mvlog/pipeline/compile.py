@@ -21,7 +21,9 @@ from sqlglot import exp
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, RefreshError
 from mvlog.model import HIDDEN_PREFIX, LogInfo, RefreshMethod, TableInfo
+from mvlog.pipeline import plan as planner
 from mvlog.postgres.capture import is_decoded
+from mvlog.postgres.catalog import Catalog, ViewState
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
@@ -30,7 +32,7 @@ from mvlog.sql import aggdelta, aggplan, decorrelate, nested, rewrite, topn
 from mvlog.sql.analysis import AGGREGATE_NOT_MERGED, Analysis, analyze, parse_query, tables_read
 from mvlog.sql.choice import parameters_kept, shape_view, strategy_of
 from mvlog.sql.dependencies import ViewGraph
-from mvlog.sql.expansion import Expansion, PgView, expand_views
+from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
 from mvlog.sql.restrictions import reads_volatile
 from mvlog.sql.shape import ViewShape, downgrade
 
@@ -60,10 +62,31 @@ def definition_hash(view: ViewConfig) -> str:
 class Compiler:
     """Compiles the configuration's views against the database (see the module)."""
 
-    def __init__(self, config: Config, source: Source, logs: Logs):
+    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs):
         self.config = config
         self.source = source
+        self.catalog = catalog
         self.logs = logs
+
+    def resolve_named_table(self, cur: Cursor, name: str) -> TableInfo | None:
+        """The table a ``logs:`` entry (or a command argument) names, or None if there is none."""
+        try:
+            refs = tables_read(parse_query(f"SELECT * FROM {name}"))
+        except ConfigError:
+            refs = []
+        if len(refs) != 1:
+            raise ConfigError(f"{name!r} is not a table name")
+        return self.source.resolve_table(cur, refs[0].schema, refs[0].name)
+
+    def needs_complete(self, state: ViewState, check: ViewCheck) -> str | None:
+        """Why the next refresh must be complete: recorded, or a base table's DDL since the last refresh."""
+        columns_changed = bool(state.output_signature) and state.output_signature != check.signature
+        last_ddl = None
+        if columns_changed and not state.needs_complete and not check.key_changed:
+            ddl = self.catalog.ddl_since([log.table_oid for log in check.shape.logs], state.last_refresh_at)
+            last_ddl = (ddl[-1][1], ddl[-1][2]) if ddl else None
+        redefined = redefined_view(state.output_signature, check.signature) if state.output_signature else None
+        return planner.needs_complete(state.needs_complete, check.key_changed, columns_changed, last_ddl, redefined)
 
     @staticmethod
     def _classified(query: str, catalog: rewrite.Catalog | None = None, columns: list[str] | None = None,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, UsageError, WarehouseError
 from mvlog.pipeline import plan as planner
-from mvlog.pipeline.apply import Registrar
+from mvlog.pipeline.compile import Compiler
 from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Source
@@ -25,14 +25,13 @@ if TYPE_CHECKING:
 class Maintenance:
     """The maintenance commands of one project."""
 
-    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs, registrar: Registrar,
+    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs, compiler: Compiler,
                  warehouse: Callable[[], Warehouse], reporter: Reporter, in_catalog: set[str]):
         self.config = config
         self.source = source
         self.catalog = catalog
         self.logs = logs
-        self.registrar = registrar
-        self.compiler = registrar.compiler  # compiled views come from it
+        self.compiler = compiler
         self._warehouse = warehouse
         self.reporter = reporter
         self.in_catalog = in_catalog  # the project's: views known to be registered in the Spark catalog
@@ -76,7 +75,7 @@ class Maintenance:
         self.catalog.check()
         with self.source.transaction() as cur:
             try:
-                found = self.registrar.resolve_named_table(cur, table)
+                found = self.compiler.resolve_named_table(cur, table)
             except ConfigError:
                 found = None  # maybe a log whose table is gone: look it up by name below
             logs = self.logs.registered()

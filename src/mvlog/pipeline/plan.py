@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
 from sqlglot import exp
 
+from mvlog.config import ViewConfig
 from mvlog.errors import RefreshRefused
 from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, Measured, RefreshMethod, WindowSize
 from mvlog.pipeline import cost
+from mvlog.sql import aggdelta
 from mvlog.sql.analysis import DIALECT
 from mvlog.sql.choice import strategy_of
 from mvlog.sql.shape import ViewShape, col
@@ -104,6 +106,12 @@ class RefreshPlan:
         return "\n".join(lines)
 
 
+def requested_method(view: ViewConfig, complete: Collection[str]) -> RefreshMethod:
+    """The method asked of a view's refresh: complete for the views named in ``complete`` (the
+    views a ``--complete`` asked for), else the method its ``refresh:`` declares."""
+    return RefreshMethod.COMPLETE if view.name in complete else view.refresh
+
+
 def plan_refresh(
     shape: ViewShape,
     location: str,
@@ -151,6 +159,30 @@ def with_sized_write(plan: RefreshPlan, row_count: int | None, change_feed: bool
         small = row_count is not None and row_count <= rewrite_max_rows
         write = Write.REWRITE if small else Write.REPLACE
     return dataclasses.replace(plan, write=write)
+
+
+def group_tables(shape: ViewShape) -> list[str]:
+    """The group tables an aggregate kept by deltas (or each such UNION ALL branch) keeps its state in."""
+    return [aggdelta.groups_table(s).sql(dialect=DIALECT) for s in (shape, *shape.branches) if s.deltas is not None]
+
+
+def without_missing_groups(plan: RefreshPlan, group_tables: Mapping[str, Sequence[str]]) -> RefreshPlan:
+    """A fast plan of an aggregate kept by deltas (or of a UNION ALL branch) whose group table
+    is missing or stale (built before aggregate deltas; ``group_tables``: their columns when the
+    refresh was planned): its groups are recomputed until a complete refresh builds the state."""
+    if plan.method is not RefreshMethod.FAST:
+        return plan
+
+    def kept(shape: ViewShape) -> ViewShape:
+        if shape.deltas is None:
+            return shape
+        return aggdelta.kept_by_deltas(shape, group_table=group_tables.get(
+            aggdelta.groups_table(shape).sql(dialect=DIALECT), []))
+
+    shape = kept(plan.shape)
+    if shape.branches:
+        shape = dataclasses.replace(shape, branches=tuple(kept(b) for b in shape.branches))
+    return plan if shape == plan.shape else dataclasses.replace(plan, shape=shape)
 
 
 def write_for(planned: Write, unreplaceable: str | None) -> Write:

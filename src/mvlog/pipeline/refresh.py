@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -23,19 +23,17 @@ from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError
 from mvlog.faults import arm, checkpoint
 from mvlog.model import ROW_HASH_COLUMN, UNCHANGED, RefreshMethod
 from mvlog.pipeline import plan as planner
-from mvlog.pipeline.apply import Registrar, definition_hash
+from mvlog.pipeline.compile import Compiler, definition_hash
 from mvlog.pipeline.lanes import Lanes, refresh_units
-from mvlog.pipeline.plan import RefreshPlan, Write, plan_refresh
+from mvlog.pipeline.plan import RefreshPlan, Write, plan_refresh, requested_method
 from mvlog.pipeline.results import Phases, RefreshResult
 from mvlog.postgres.catalog import UNCHANGED_REASON, Catalog, ViewState
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs
-from mvlog.postgres.source import Cursor, Source
+from mvlog.postgres.source import Source
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import Warehouse, WriteCounts
-from mvlog.sql import aggdelta
-from mvlog.sql.analysis import DIALECT
 from mvlog.sql.choice import strategy_of
 from mvlog.sql.shape import ViewShape
 
@@ -46,20 +44,20 @@ class PlannedView:
     state: ViewState
     plan: RefreshPlan
     after_failure: bool = False  # the view's last refresh failed: it may have written Delta unrecorded
+    group_tables: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)  # columns now, by name
 
 
 class Refresher:
     """Refreshes units of views: one view, or the views of a refresh group together."""
 
-    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs, registrar: Registrar,
+    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs, compiler: Compiler,
                  jdbc: JdbcSource, warehouse: Callable[[], Warehouse], reporter: Reporter,
                  progress: Callable[[str], None]):
         self.config = config
         self.source = source
         self.catalog = catalog
         self.logs = logs
-        self.registrar = registrar
-        self.compiler = registrar.compiler  # compiled views come from it
+        self.compiler = compiler
         self.jdbc = jdbc
         self._warehouse = warehouse  # started on first use: planning alone needs no Spark
         self.reporter = reporter
@@ -113,7 +111,7 @@ class Refresher:
         names = [v.name for v in views]
         try:
             with self.source.translated(), self.catalog.lock_views(names, wait):
-                planned = [self._plan(view, view.name in complete, for_refresh=True) for view in views]
+                planned = [self._plan(view, requested_method(view, complete), for_refresh=True) for view in views]
                 logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
                 self.catalog.close_interrupted(names)
                 checkpoint("before_stamp")
@@ -162,11 +160,11 @@ class Refresher:
             self.reporter.advance(f"{result.view} ({UNCHANGED})")
         return results
 
-    def preview(self, view: ViewConfig, complete: bool) -> RefreshPlan:
+    def preview(self, view: ViewConfig, complete: Collection[str] = ()) -> RefreshPlan:
         """The plan the next refresh of a view would follow (nothing is read, Spark is not started);
         for a ``force`` view, the method predicted cheaper for the changes pending now, with both
         predictions (:func:`mvlog.pipeline.cost.choose`)."""
-        planned = self._plan(view, complete, for_refresh=False)
+        planned = self._plan(view, requested_method(view, complete), for_refresh=False)
         plan = planned.plan
         if plan.method is RefreshMethod.FAST and plan.requested is RefreshMethod.FORCE:
             plan = planner.after_stamp(plan, [], self.logs.window_sizes(plan.logs, plan.since),
@@ -175,33 +173,42 @@ class Refresher:
 
     # -- the steps ---------------------------------------------------------------------------
 
-    def _plan(self, view: ViewConfig, complete: bool, for_refresh: bool) -> PlannedView:
+    def _plan(self, view: ViewConfig, method: RefreshMethod, for_refresh: bool) -> PlannedView:
         """The view's state, checked against the database and (for a refresh that may be fast)
         against its Delta table, decided into a plan."""
         state = self.catalog.view_state(view.name)
         if for_refresh and state.definition_hash != definition_hash(view):
             raise RefreshError(f"view {view.name} changed in the configuration; run 'mvlog apply' first")
         check = self.compiler.check(view)
-        needs_complete = self.registrar.needs_complete(state, check)
+        needs_complete = self.compiler.needs_complete(state, check)
         location = self.config.view_location(view.name)
-        method = RefreshMethod.COMPLETE if complete else view.refresh
         table_exists, row_hash, after_failure = True, True, False
+        group_tables: dict[str, Sequence[str]] = {}
         # Only a fast refresh needs the Delta table, and needs it to have the columns it writes.
         if (for_refresh and method is not RefreshMethod.COMPLETE and check.shape.fast_possible
                 and state.last_snaptime is not None):
-            after_failure = bool(strategy_of(check.shape).keymapped()) and self.catalog.last_attempt_failed(view.name)
+            keymapped = bool(strategy_of(check.shape).keymapped())
+            after_failure = keymapped and self.catalog.last_attempt_failed(view.name)
             columns = self.warehouse.columns(location)
             table_exists = columns is not None
             row_hash = columns is None or ROW_HASH_COLUMN in columns
             needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)
-            if not needs_complete and strategy_of(check.shape).keymapped():
-                with self.source.inspection() as cur:
-                    needs_complete = strategy_of(check.shape).state_misfit(
-                        lambda relation: self.source.relation_columns(cur, relation))
+            if not needs_complete:
+                needs_complete, group_tables = self._state_tables(check.shape, keymapped)
         plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
                             row_hash)
         plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows)
-        return PlannedView(view, state, plan, after_failure)
+        return PlannedView(view, state, plan, after_failure, group_tables)
+
+    def _state_tables(self, shape: ViewShape, keymapped: bool) -> tuple[str | None, dict[str, Sequence[str]]]:
+        """The view's state tables as they are now, read in one transaction: why its key map's
+        layout needs a complete refresh (or None), and the columns of its group tables by name."""
+        with self.source.inspection() as cur:
+            misfit = strategy_of(shape).state_misfit(lambda relation: self.source.relation_columns(cur, relation)) \
+                if keymapped else None
+            groups: dict[str, Sequence[str]] = {name: self.source.relation_columns(cur, name) or []
+                      for name in planner.group_tables(shape)}
+        return misfit, groups
 
     def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float,
                      phases: Phases) -> RefreshResult:
@@ -213,7 +220,7 @@ class Refresher:
                 if planned.after_failure and plan.method is RefreshMethod.FAST:
                     self._take_back_unrecorded(view, plan)
                 plan = self._after_stamp(view, plan, stamped, planned.state.row_count)
-                plan = self._without_missing_groups(plan)
+                plan = planner.without_missing_groups(plan, planned.group_tables)
                 if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
                     oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
                 counts = self._write(plan, stamped, phases, view)
@@ -295,24 +302,6 @@ class Refresher:
         with phases("write"):
             return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, view.change_feed,
                                           self.config.deletion_vectors(view))
-
-    def _without_missing_groups(self, plan: RefreshPlan) -> RefreshPlan:
-        """A fast plan of an aggregate kept by deltas (or of a UNION ALL branch) whose group table
-        is missing or stale (built before aggregate deltas): its groups are recomputed until a
-        complete refresh builds the state."""
-        if plan.method is not RefreshMethod.FAST or all(s.deltas is None for s in (plan.shape, *plan.shape.branches)):
-            return plan  # nothing kept by deltas: no catalog read on the refresh's path
-        with self.source.inspection() as cur:
-            shape = self._with_groups(cur, plan.shape)
-            if plan.shape.branches:
-                shape = dataclasses.replace(shape, branches=tuple(self._with_groups(cur, b) for b in shape.branches))
-        return plan if shape == plan.shape else dataclasses.replace(plan, shape=shape)
-
-    def _with_groups(self, cur: Cursor, shape: ViewShape) -> ViewShape:
-        if shape.deltas is None:
-            return shape
-        current = self.source.relation_columns(cur, aggdelta.groups_table(shape).sql(dialect=DIALECT))
-        return aggdelta.kept_by_deltas(shape, group_table=current or [])
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int,
                 checked_at: datetime) -> None:
