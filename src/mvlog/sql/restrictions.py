@@ -18,7 +18,9 @@ VOLATILE_FUNCTIONS = {
     "random", "setseed", "gen_random_uuid", "uuid_generate_v4", "nextval", "currval", "setval",
     "txid_current", "pg_current_xact_id", "pg_sleep", "current_setting", "age",
 }
-VOLATILE_NODES = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Rand)
+# sqlglot parses gen_random_uuid(), localtime and localtimestamp into nodes of their own
+VOLATILE_NODES = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Rand, exp.Uuid, exp.Localtime,
+                  exp.Localtimestamp)
 
 
 def is_volatile(node: exp.Expr) -> bool:
