@@ -6,7 +6,7 @@
 --     GRANT mvlog_refresh TO etl;
 --     GRANT SELECT ON public.orders, public.customers TO etl;
 --
--- etl can then run `mvlog refresh`, `status`, `history`, `explain`, `plan`, `purge` and
+-- etl can then run `mvlog refresh`, `status`, `history`, `explain`, `plan`, `verify`, `purge` and
 -- `schedule`, but not `apply` or `drop` (they create and drop triggers, tables and functions).
 -- Writers need nothing from mvlog: the log triggers run as their owner (SECURITY DEFINER, with a
 -- fixed search_path), and nobody but the owner can read or write a log directly.
@@ -21,14 +21,15 @@ $$;
 
 GRANT USAGE ON SCHEMA mvlog TO mvlog_refresh;
 
--- The catalog: read it; record stamps, refreshes and their history.
+-- The catalog: read it; record stamps, refreshes and their history, and what verify found.
 GRANT SELECT ON mvlog.schema_version, mvlog.logs, mvlog.views, mvlog.view_logs, mvlog.refresh_history,
-                mvlog.ddl_log, mvlog.log_partitions TO mvlog_refresh;
+                mvlog.ddl_log, mvlog.log_partitions, mvlog.verify_history TO mvlog_refresh;
 GRANT UPDATE (last_stamp) ON mvlog.logs TO mvlog_refresh;
 GRANT UPDATE (last_snaptime, last_refresh_at, last_method, needs_complete, row_count, output_signature, checked_at)
     ON mvlog.views TO mvlog_refresh;
 GRANT INSERT, UPDATE ON mvlog.refresh_history TO mvlog_refresh;
 GRANT USAGE ON SEQUENCE mvlog.refresh_history_id_seq TO mvlog_refresh;
+GRANT INSERT ON mvlog.verify_history TO mvlog_refresh;
 GRANT EXECUTE ON FUNCTION mvlog.analyze(regclass) TO mvlog_refresh;
 -- capture: logical. A refresh (and `mvlog capture`) runs capture passes: it writes the logs (below)
 -- and the capture's position. The slot's functions also need the REPLICATION attribute, which a

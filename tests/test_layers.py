@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, set[str], set[str]]] = [  # (layer, its modules or packa
     ("pipeline", {"mvlog.pipeline"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("ops", {"mvlog.ops"}, {"psycopg2", "rich", "click"}),
     ("facade", {"mvlog.project"}, {"psycopg2", "rich", "click"}),
+    ("ui", {"mvlog.ui"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("commands", {"mvlog.commands", "mvlog.__main__", "mvlog"}, {"psycopg2"}),
 ]
 # Beside the order: the adapters do not import each other (Spark reads PostgreSQL through the JDBC

@@ -63,11 +63,12 @@ class Project:
     """Loaded configuration, the PostgreSQL source and (lazily) Spark and the warehouse."""
 
     def __init__(self, config: Config, progress: Callable[[str], None] | None = None,
-                 reporter: Reporter | None = None):
+                 reporter: Reporter | None = None, read_only: bool = False):
         self.config = config
         self.secrets = (dsn_secrets(config.source.dsn) + remote_secrets(remote_url(config.spark))
                         + conf_secrets(config.spark))
-        self.source = Source(config.source.dsn, self.secrets)
+        self.source = Source(config.source.dsn, self.secrets, read_only=read_only,
+                             application_name="mvlog ui" if read_only else "mvlog")
         self.catalog = Catalog(self.source)
         self.logs = Logs(self.source)
         self.compiler = Compiler(config, self.source, self.catalog, self.logs)
@@ -278,7 +279,9 @@ class Project:
     def verify(self, names: list[str] | None = None, sample: int | None = None, repair: bool = False,
                refresh: bool = False) -> list[VerifyResult]:
         """Compare views with their queries (``sample``: about that many rows each; None: all);
-        ``refresh`` first; ``repair``: re-merge mismatched keys. See :mod:`mvlog.ops.verify`."""
+        ``refresh`` first; ``repair``: re-merge mismatched keys. Each view's result is recorded in
+        the catalog as soon as it is known (``Catalog.last_verify`` reads it back). See
+        :mod:`mvlog.ops.verify`."""
         from mvlog.ops.verify import Verifier
 
         views = self._select_views(names)
@@ -287,7 +290,12 @@ class Project:
             self.refresh([v.name for v in views], raise_on_error=True)
         verifier = Verifier(self.config, self.source, self.catalog, self.logs, self.compiler, self.jdbc,
                             lambda: self.warehouse, self.progress)
-        return [verifier.verify(view, sample, repair) for view in views]
+        results = []
+        for view in views:
+            result = verifier.verify(view, sample, repair)
+            self.catalog.record_verify(result.to_json())
+            results.append(result)
+        return results
 
     def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
         """The most recent refreshes of a view, newest first."""

@@ -25,5 +25,45 @@ def test_mvlog_demo(tmp_path):
                if ln.strip().startswith("open_orders") and " fast " in ln)
     assert row[1:7] == ["fast", "10", "4", "0", "6", "498"]  # method, keys, inserted, updated, deleted, rows
     assert "open_orders: fresh, 498 rows, last fast" in out
+    assert "6. The dashboard: run mvlog demo --keep, then the 'mvlog -c …/mvlog.yaml ui' it prints" in out
     assert "Traceback" not in result.stderr
     assert (tmp_path / "wh" / "open_orders" / "_delta_log").is_dir()
+
+
+def test_mvlog_demo_keep_prints_the_command_that_opens_its_dashboard(tmp_path):
+    """`mvlog demo --keep` ends with the dashboard's command; that command serves the demo's views."""
+    import json
+    import re
+    import shutil
+    import urllib.request
+    from pathlib import Path
+
+    result = subprocess.run([sys.executable, "-m", "mvlog", "demo", "--keep", "--warehouse", str(tmp_path / "wh")],
+                            capture_output=True, text=True, timeout=900, env={**os.environ, "TZ": "UTC"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    kept = re.search(r"\(data in (\S+)\)", result.stdout)
+    assert kept is not None, result.stdout[-2000:]
+    root = Path(kept.group(1))
+    server = None
+    try:
+        command = re.search(r"6\. The dashboard: mvlog -c (\S+) ui", result.stdout)
+        assert command is not None, result.stdout[-2000:]
+        server = subprocess.Popen([sys.executable, "-m", "mvlog", "-c", command.group(1), "ui", "--port", "0"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        address = re.search(r"serving (http://\S+)", line)
+        assert address is not None, (line, server.stderr.read() if server.poll() is not None else "")
+        with urllib.request.urlopen(address.group(1) + "api/overview", timeout=120) as response:
+            overview = json.loads(response.read())
+        states = {v["name"]: v["state"] for v in overview["views"]}
+        assert states and set(states.values()) == {"fresh"}, states
+        assert "open_orders" in states
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+        pg_ctl = next(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), None) or shutil.which("pg_ctl")
+        subprocess.run(["runuser", "-u", "postgres", "--", str(pg_ctl), "-D", str(root / "data"), "stop",
+                        "-m", "immediate"], capture_output=True, check=False)
+        shutil.rmtree(root, ignore_errors=True)

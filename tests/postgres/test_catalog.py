@@ -1,4 +1,5 @@
-"""mvlog's catalog on a real PostgreSQL (no Spark): registration, view state, locks, history, purge horizon."""
+"""mvlog's catalog on a real PostgreSQL (no Spark): registration, view state, locks, history, purge horizon,
+verify results."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import RefreshMethod
+from mvlog.ops.verify import Mismatch, VerifyResult
 from mvlog.pipeline.apply import Registration
 from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE, close_releasing_locks
 from mvlog.spark.warehouse import WriteCounts
@@ -141,7 +143,7 @@ def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
     db.execute("ALTER TABLE mvlog.refresh_history DROP COLUMN delta_version")
     db.execute("DELETE FROM mvlog.schema_version WHERE version >= 3")
     with pytest.raises(UsageError,
-                       match="catalog in this database is version 2, this mvlog needs 7; run 'mvlog apply'"):
+                       match="catalog in this database is version 2, this mvlog needs 8; run 'mvlog apply'"):
         catalog.check()
     with registered.source.transaction() as cur:
         catalog.install(cur)
@@ -152,3 +154,46 @@ def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
     catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(), error="boom")
     assert [(h.status, h.delta_version, h.rows_inserted) for h in catalog.history("v")] == [
         ("failed", None, 0), ("succeeded", 7, 0), ("succeeded", 7, 0), ("succeeded", None, 3)]
+
+
+def test_verify_results_are_recorded_and_the_newest_of_each_view_read_back(registered):
+    """Each result is recorded as its JSON; last_verify gives each view's newest, in one query for
+    all names, with when it was verified; a view never verified (or unknown) has none."""
+    catalog = registered.catalog
+    assert catalog.last_verify(["v"]) == {}
+    stamp = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
+    older = VerifyResult("v", "full", rows_compared=360, delta_version=3, snaptime=stamp, seconds=1.23456)
+    newest = VerifyResult("v", "sample", status="repaired", rows_compared=40, pending_keys=2, mismatched=2,
+                          mismatches=[Mismatch({"id": "1"}, {"id": "1", "a": "Grüße"}, None),
+                                      Mismatch({"id": "2"}, None, {"id": "2", "a": None})],
+                          delta_version=4, snaptime=stamp, repaired=2, seconds=0.5)
+    other = VerifyResult("w", "full", status="failed", reason="view w has not been refreshed yet")
+    before = datetime.now(UTC)
+    for result in (older, newest, other):
+        catalog.record_verify(result.to_json())
+    last = catalog.last_verify(["v", "w", "nope"])
+    assert set(last) == {"v", "w"}
+    for name, result in (("v", newest), ("w", other)):
+        found, expected = last[name], result.to_json()
+        assert list(found) == [*expected, "verified_at"]  # the keys of to_json(), in its order
+        assert before <= datetime.fromisoformat(found.pop("verified_at")) <= datetime.now(UTC)
+        snaptime = found.pop("snaptime")  # ISO 8601 in the session's time zone: the same instant
+        assert (datetime.fromisoformat(snaptime) if snaptime else None) == result.snaptime
+        assert found == {k: v for k, v in expected.items() if k != "snaptime"}
+    assert last["v"]["mismatches"][0]["delta"] == {"id": "1", "a": "Grüße"}
+    assert last["w"]["delta_version"] is None and last["w"]["mismatches"] == []
+    assert catalog.last_verify(["nope"]) == {} and catalog.last_verify([]) == {}
+
+
+def test_a_catalog_of_version_7_gains_the_verify_results_when_apply_upgrades_it(registered, db):
+    catalog = registered.catalog
+    db.execute("DROP TABLE mvlog.verify_history")
+    db.execute("DELETE FROM mvlog.schema_version WHERE version >= 8")
+    with pytest.raises(UsageError,
+                       match="catalog in this database is version 7, this mvlog needs 8; run 'mvlog apply'"):
+        catalog.check()
+    with registered.source.transaction() as cur:
+        catalog.install(cur)
+    catalog.check()
+    catalog.record_verify(VerifyResult("v", "full", rows_compared=5).to_json())
+    assert catalog.last_verify(["v"])["v"]["rows_compared"] == 5

@@ -23,7 +23,7 @@ OWNER = PACKAGE / "postgres" / "catalog"
 # The tables of the mvlog schema that the catalog owns, and mvlog.unchanged_views (a function
 # reading them, sql/007_unchanged.sql).
 CATALOG = ("views", "view_logs", "logs", "log_partitions", "capture_state", "refresh_history", "ddl_log",
-           "unchanged_views", "schema_version")
+           "verify_history", "unchanged_views", "schema_version")
 # Tables of sql/ that are not the catalog's (none today: a new one is decided here).
 NOT_CATALOG: set[str] = set()
 
@@ -102,7 +102,7 @@ def table_of(what: str) -> str:
 # The module of the catalog that names each table.
 TABLE_OWNERS = {"views.py": {"views", "view_logs", "ddl_log", "unchanged_views", "schema_version"},
                 "history.py": {"refresh_history"}, "log_registry.py": {"logs", "log_partitions"},
-                "capture_state.py": {"capture_state"}}
+                "capture_state.py": {"capture_state"}, "verify_results.py": {"verify_history"}}
 
 
 def test_each_catalog_table_is_named_by_its_one_module_of_the_package():

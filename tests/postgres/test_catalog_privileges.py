@@ -1,4 +1,5 @@
-"""Least privilege: writers need nothing from mvlog; a refresh role needs SELECT plus mvlog_refresh."""
+"""Least privilege: writers need nothing from mvlog; a refresh role (refresh, verify) needs SELECT plus
+mvlog_refresh."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def test_writer_and_refresh_roles(pg, db, make_project):
     assert db.execute("SELECT bool_and(prosecdef), array_agg(DISTINCT proconfig[1]) "
                       "FROM pg_proc WHERE proname LIKE 'mlog$%'") == [(True, ["search_path=pg_catalog, pg_temp"])]
 
-    # The refresh role: fast and complete refreshes, status, purge; not apply.
+    # The refresh role: fast and complete refreshes, status, verify, purge; not apply.
     config = admin.config.model_copy(update={"source": SourceConfig(dsn=pg.dsn(db.name, user=etl, password="e-pw"))})
     with Project(config) as project:
         results = project.refresh()
@@ -64,6 +65,15 @@ def test_writer_and_refresh_roles(pg, db, make_project):
         assert [(r.method, r.error) for r in project.refresh()] == [("fast", None)] * 3
         assert_views_match(project, VIEWS)
         assert {v["staleness"] for v in project.status()["views"]} == {"fresh"}
+        # verify, which records what it found in the catalog
+        assert [(r.status, r.reason) for r in project.verify()] == [("ok", None)] * 3
+        assert {name: r["status"] for name, r in project.catalog.last_verify([v["name"] for v in VIEWS]).items()} == {
+            v["name"]: "ok" for v in VIEWS}
+        # A catalog upgraded to them after roles.sql ran (version 7 to 8): the default privileges do.
+        db.execute("DROP TABLE mvlog.verify_history; DELETE FROM mvlog.schema_version WHERE version >= 8")
+        admin.apply()
+        assert [(r.status, r.reason) for r in project.verify(["open_orders"])] == [("ok", None)]
+        assert list(project.catalog.last_verify([v["name"] for v in VIEWS])) == ["open_orders"]
         project.purge()
         with pytest.raises(SourceError,
                            match=r"permission denied for database .*\(mvlog apply needs the rights of the owner"):

@@ -94,6 +94,13 @@ def run_demo(keep: bool = False, warehouse: str | None = None, console: Console 
                 console.print(f"   {view['name']}: {view['staleness']}, {view['rows']} rows, "
                               f"last {view['last_method']}")
             console.print(f"\nConfiguration: {workdir / 'mvlog.yaml'}; warehouse: {config.warehouse_uri}")
+            if keep:  # the kept configuration names the kept cluster itself (a file of the demo's own, not output)
+                (workdir / "mvlog.yaml").write_text(config_text.replace("${MVLOG_DEMO_DSN}", pg.dsn()))
+                console.print(f"[bold]6. The dashboard[/bold]: mvlog -c {workdir / 'mvlog.yaml'} ui   "
+                              "(then open http://127.0.0.1:8765/)")
+            else:
+                console.print("[bold]6. The dashboard[/bold]: run mvlog demo --keep, then the "
+                              "'mvlog -c …/mvlog.yaml ui' it prints (then open http://127.0.0.1:8765/)")
     finally:
         os.environ.pop("MVLOG_DEMO_DSN", None)
         if keep:

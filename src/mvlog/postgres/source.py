@@ -68,9 +68,12 @@ def log_identifier(log: LogInfo) -> sql.Identifier:
 class Source(CatalogInspection):
     """The PostgreSQL side of mvlog; owns one connection (opened on first use)."""
 
-    def __init__(self, dsn: str, secrets: Sequence[str] = ()):
+    def __init__(self, dsn: str, secrets: Sequence[str] = (), read_only: bool = False,
+                 application_name: str = "mvlog"):
         self.dsn = dsn
         self.secrets = [s for s in secrets if s]
+        self.read_only = read_only  # every session refuses writes (a dashboard changes nothing)
+        self.application_name = application_name
         self._conn: psycopg2.extensions.connection | None = None
 
     # -- errors and connections ------------------------------------------------------
@@ -100,7 +103,10 @@ class Source(CatalogInspection):
         """A new connection; any failure becomes one clear SourceError."""
         try:
             # libpq keywords (Any: to the stubs, a dict of objects might fill connect's factory parameters)
-            params: dict[str, Any] = {"connect_timeout": 10, "application_name": "mvlog", **kwargs}
+            params: dict[str, Any] = {"connect_timeout": 10, "application_name": self.application_name, **kwargs}
+            if self.read_only:
+                options = psycopg2.extensions.parse_dsn(self.dsn).get("options", "")
+                params["options"] = f"{options} -c default_transaction_read_only=on".strip()
             conn = psycopg2.connect(self.dsn, **params)
         except psycopg2.ProgrammingError as exc:  # an unparsable DSN
             raise ConfigError(f"source.dsn is not a valid PostgreSQL connection string: "

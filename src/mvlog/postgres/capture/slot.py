@@ -128,16 +128,20 @@ class SlotStatus:
     lag_seconds: float | None  # since the capture last wrote its position
     written_lsn: str
     keys_written: int
+    process: dict[str, Any] | None = None  # the backend streaming the slot: pid, application_name, since
 
     def as_dict(self) -> dict[str, Any]:
         return {"slot": self.slot, "active": self.active, "wal_status": self.wal_status,
                 "retained_bytes": self.retained_bytes, "lag_bytes": self.lag_bytes,
-                "lag_seconds": self.lag_seconds, "written_lsn": self.written_lsn, "keys_written": self.keys_written}
+                "lag_seconds": self.lag_seconds, "written_lsn": self.written_lsn, "keys_written": self.keys_written,
+                "process": self.process}
 
 
 def slot_status(source: Source) -> list[SlotStatus]:
     """The slot: retained WAL, the capture's lag, PostgreSQL's verdict on it."""
     rows = capture_state.slot_rows(source)
     return [SlotStatus(slot, bool(active), status if status is not None else "lost", int(retained), int(lag),
-                       float(seconds) if seconds is not None else None, written, int(keys))
-            for slot, active, status, retained, lag, seconds, written, keys in rows]
+                       float(seconds) if seconds is not None else None, written, int(keys),
+                       {"pid": pid, "application_name": name, "since": since.isoformat() if since else None}
+                       if pid is not None else None)
+            for slot, active, status, retained, lag, seconds, written, keys, pid, name, since in rows]

@@ -99,12 +99,13 @@ def slot_rows(source: Source) -> list[tuple]:
     """Each slot's state beside PostgreSQL's view of it: (slot, active, wal_status — NULL when the
     slot is gone —, WAL bytes it retains, WAL bytes written since the capture's position, seconds
     since the capture wrote it — NULL when nothing was written since —, the position, keys
-    written)."""
+    written, and the process streaming it — pid, application name, connected since — or NULLs)."""
     return source.query(
         "SELECT s.slot_name, coalesce(r.active, false), r.wal_status, "
         "       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), r.restart_lsn), 0)::bigint, "
         "       greatest(pg_wal_lsn_diff(pg_current_wal_lsn(), s.written_lsn), 0)::bigint, "
         "       CASE WHEN pg_current_wal_lsn() > s.written_lsn "
         "            THEN extract(epoch FROM clock_timestamp() - s.written_at) END, "
-        "       s.written_lsn::text, s.keys_written "
-        "FROM mvlog.capture_state AS s LEFT JOIN pg_replication_slots AS r ON r.slot_name = s.slot_name")
+        "       s.written_lsn::text, s.keys_written, r.active_pid, a.application_name, a.backend_start "
+        "FROM mvlog.capture_state AS s LEFT JOIN pg_replication_slots AS r ON r.slot_name = s.slot_name "
+        "LEFT JOIN pg_stat_activity AS a ON a.pid = r.active_pid")

@@ -137,15 +137,20 @@ class RefreshHistory:
     def recent_refreshes(self, name: str, limit: int) -> list[HistoryRow]:
         """The ``limit`` most recent refreshes of a view, newest first."""
         rows = self.source.query(
-            """
-            SELECT id, started_at, finished_at, extract(epoch FROM finished_at - started_at)::float8, status, method,
-                   reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version,
-                   extract(epoch FROM finished_at - oldest_change)::float8
-            FROM mvlog.refresh_history WHERE view_name = %s ORDER BY id DESC LIMIT %s
-            """,
+            f"SELECT {_HISTORY_ROW} FROM mvlog.refresh_history WHERE view_name = %s ORDER BY id DESC LIMIT %s",
             (name, limit),
         )
         return [HistoryRow(*row) for row in rows]
+
+    def latest_refreshes(self, names: Sequence[str]) -> dict[str, HistoryRow]:
+        """Each named view's latest refresh (running, failed or succeeded), in one query; a view
+        never refreshed is left out."""
+        rows = self.source.query(
+            f"SELECT DISTINCT ON (view_name) view_name, {_HISTORY_ROW} FROM mvlog.refresh_history "
+            "WHERE view_name = ANY(%s) ORDER BY view_name, id DESC",
+            (list(names),),
+        )
+        return {row[0]: HistoryRow(*row[1:]) for row in rows}
 
     def versions_as_of(self, names: Sequence[str], at: datetime) -> tuple[datetime, dict[str, int | None]] | None:
         """The newest stamp at or before ``at`` that every one of ``names`` was refreshed to (a refresh
@@ -180,3 +185,9 @@ class RefreshHistory:
             (name, since),
         )
         return [row[0] for row in rows]
+
+
+# The columns of a HistoryRow, in its order (a constant fragment: no name or value pasted in).
+_HISTORY_ROW = ("id, started_at, finished_at, extract(epoch FROM finished_at - started_at)::float8, status, method, "
+                "reason, snaptime, keys_read, rows_inserted, rows_updated, rows_deleted, error, delta_version, "
+                "extract(epoch FROM finished_at - oldest_change)::float8")

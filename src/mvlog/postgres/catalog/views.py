@@ -6,7 +6,7 @@ older than this mvlog); with the advisory locks that keep two refreshes of one v
 
 :class:`Catalog` is the package's face: this registry, with the schema (:class:`CatalogSchema`)
 and the refresh history (:class:`~mvlog.postgres.catalog.history.RefreshHistory`, the one module
-naming its table) as its parts.
+naming its table) as its parts; and the verify results (:mod:`~mvlog.postgres.catalog.verify_results`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from psycopg2 import sql
 
 from mvlog.errors import UsageError
 from mvlog.model import LogInfo, RefreshMethod
-from mvlog.postgres.catalog import log_registry
+from mvlog.postgres.catalog import log_registry, verify_results
 from mvlog.postgres.catalog.history import RefreshHistory
 from mvlog.postgres.catalog.rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
 from mvlog.postgres.locks import take_view_locks_for_transaction, view_locks
@@ -37,7 +38,7 @@ from mvlog.sql.shape import (
 
 UNCHANGED_REASON = "nothing changed since the last refresh"  # a refresh that applied nothing and started no Spark
 
-SCHEMA_VERSION = 7  # the newest sql/NNN_*.sql catalog version (008: what each refresh's window held)
+SCHEMA_VERSION = 8  # the newest sql/NNN_*.sql catalog version (009: what each verify found)
 
 
 class CatalogSchema:
@@ -69,6 +70,7 @@ class CatalogSchema:
         cur.execute(read_sql("006_logical_capture.sql"))
         cur.execute(read_sql("007_unchanged.sql"))
         cur.execute(read_sql("008_refresh_costs.sql"))
+        cur.execute(read_sql("009_verify_results.sql"))
         cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         if fetch_row(cur)[0]:
             cur.execute(read_sql("003_event_triggers.sql"))
@@ -263,6 +265,18 @@ class Catalog(CatalogSchema, RefreshHistory):
         if not self.is_registered(name):
             raise UsageError(f"view {name} is not registered; run 'mvlog apply' first")
         return self.recent_refreshes(name, limit)
+
+    # -- verify results ---------------------------------------------------------------------------
+
+    def record_verify(self, result: dict[str, Any]) -> None:
+        """Record a view's verify result (``VerifyResult.to_json()``), verified now."""
+        with self.source.transaction() as cur:
+            verify_results.record(cur, result)
+
+    def last_verify(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The newest verify result of each of ``names`` verified at least once (its JSON and
+        ``verified_at``), by view name."""
+        return verify_results.last_results(self.source, names)
 
     # -- status -----------------------------------------------------------------------------------
 
