@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -211,9 +212,9 @@ def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path, connec
     assert run("apply").returncode == 0
     built = db.execute("SELECT coalesce(max(id), 0) FROM mvlog.refresh_history")[0][0]
     errors = tmp_path / "schedule.err"
-    port = free_port()
+    port, ui_port = free_port(), free_port()
     scheduler = subprocess.Popen([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "schedule",
-                                  "--metrics-port", str(port)],
+                                  "--metrics-port", str(port), "--ui", "--ui-port", str(ui_port)],
                                  stdout=subprocess.PIPE, stderr=errors.open("w"), text=True)
     lines = follow(scheduler)
     try:
@@ -254,6 +255,17 @@ def test_schedule_keeps_views_within_their_freshness_target(db, tmp_path, connec
                or metrics.get(("mvlog_view_lag_seconds", (("view", "fresh15"),))) != 0):
             assert time.monotonic() < deadline, metrics
             time.sleep(1)
+        # The dashboard, served from the scheduler's process (--ui): the refresh it just made.
+        assert any(f"serving the dashboard on http://127.0.0.1:{ui_port}/" in line for line in lines)
+        deadline = time.monotonic() + 30  # the overview is read every 2 s: the next read sees the refresh
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/api/views/fresh15", timeout=60) as response:
+                page = json.loads(response.read())
+            if (page["latest_refresh"] or {}).get("status") == "succeeded" or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert page["latest_refresh"]["status"] == "succeeded" and page["state"] == "fresh"
+        assert page["history"][0]["id"] == page["latest_refresh"]["id"]
     finally:
         scheduler.send_signal(signal.SIGTERM)
         scheduler.wait(timeout=120)

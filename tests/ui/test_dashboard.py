@@ -179,7 +179,8 @@ def test_a_click_reaches_the_view_s_page_with_one_chart_point_per_refresh(dashbo
     assert "fast" in page.locator("table#history").text_content()
     delta = page.locator("#delta").text_content()
     assert f"version {history[0]['delta_version']}" in delta  # the Delta log, read without Spark
-    assert page.locator("table#columns").text_content().count("amount") == 1
+    columns = page.locator("table#columns").text_content()
+    assert columns.count("amount") == 1 and "decimal(10,2)" in columns and "_mvlog_" not in columns
     verify = page.locator("#verify").text_content()
     assert verify.startswith("ok (full")
     page.screenshot(path=str(SCREENSHOTS / "dashboard-view.png"), full_page=True)

@@ -21,6 +21,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from mvlog.model import HIDDEN_PREFIX
 from mvlog.ui.data import Dashboard
 from mvlog.ui.states import STATES
 
@@ -36,7 +37,7 @@ class App:
         self.dashboard = dashboard
         self.templates = Environment(loader=PackageLoader("mvlog.ui", "templates"),
                                      autoescape=select_autoescape(["html"]))
-        self.templates.globals.update(states=STATES, reload_seconds=RELOAD_SECONDS)
+        self.templates.globals.update(states=STATES, reload_seconds=RELOAD_SECONDS, hidden_prefix=HIDDEN_PREFIX)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method, path = environ["REQUEST_METHOD"], unquote(environ.get("PATH_INFO") or "/")
