@@ -31,10 +31,10 @@ from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Source, dsn_secrets
 from mvlog.progress import Reporter
-from mvlog.spark.remote import configured_remote, remote_address, remote_secrets
+from mvlog.spark.remote import remote_secrets
 from mvlog.spark.session import remote_url
-from mvlog.spark.settings import conf_secrets, for_project
-from mvlog.spark.warehouse import Warehouse
+from mvlog.spark.settings import conf_secrets
+from mvlog.spark.warehouse import Warehouse, open_warehouse
 
 if TYPE_CHECKING:
     from mvlog.ops.verify import VerifyResult
@@ -100,19 +100,7 @@ class Project:
     @property
     def warehouse(self) -> Warehouse:
         if self._warehouse is None:
-            from mvlog.spark.session import build_session
-
-            url = remote_url(self.config.spark)
-            if url and not configured_remote(self.config.spark):
-                self.progress(f"using the running mvlog engine at {remote_address(url)} "
-                              "(set spark.master for a Spark of this command's own)")
-            else:
-                self.progress(f"connecting to Spark Connect at {remote_address(url)}" if url else "starting Spark")
-            spark_config, notes = for_project(self.config)  # with what the warehouse and the catalog need
-            for note in notes:
-                self.progress(note)
-            spark = build_session(spark_config)
-            self._warehouse = Warehouse(spark, self.config.warehouse_uri, self.secrets)
+            self._warehouse = open_warehouse(self.config, self.secrets, self.progress)
         return self._warehouse
 
     @contextlib.contextmanager

@@ -7,16 +7,20 @@ and imports it before reading.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from mvlog.config import Config
 from mvlog.errors import WarehouseError, redact
 from mvlog.model import FOREIGN_FILES_SHOWN, ROW_HASH_COLUMN, Occupant, checked_snapshot_id
 from mvlog.spark import features
 from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata
 from mvlog.spark.merge import Merger, Staged, WriteCounts
+from mvlog.spark.remote import configured_remote, remote_address
 from mvlog.spark.replace import Replacer, unreplaceable
-from mvlog.spark.session import is_connect
+from mvlog.spark.session import build_session, is_connect, remote_url
+from mvlog.spark.settings import for_project
 from mvlog.spark.sparksql import (
     delta_table,
     error_class,
@@ -301,3 +305,18 @@ class Warehouse(TableUpkeep):
             return int(self.spark.read.format("delta").load(location).count())
         except Exception as exc:
             raise self.delta.fail(f"reading {location} failed", exc) from None
+
+
+def open_warehouse(config: Config, secrets: Sequence[str], progress: Callable[[str], None]) -> Warehouse:
+    """The warehouse of ``config`` on the Spark it names — a session of mvlog's own, its Spark
+    Connect server, or the running ``mvlog engine`` — saying which (``progress``)."""
+    url = remote_url(config.spark)
+    if url and not configured_remote(config.spark):
+        progress(f"using the running mvlog engine at {remote_address(url)} "
+                 "(set spark.master for a Spark of this command's own)")
+    else:
+        progress(f"connecting to Spark Connect at {remote_address(url)}" if url else "starting Spark")
+    spark_config, notes = for_project(config)  # with what the warehouse and the catalog need
+    for note in notes:
+        progress(note)
+    return Warehouse(build_session(spark_config), config.warehouse_uri, list(secrets))
