@@ -56,7 +56,8 @@ def chromium() -> str:
     """Debian's Chromium, installed when missing (as PostgreSQL is, tests/conftest.py)."""
     found = shutil.which("chromium")
     if found is None and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], check=False, capture_output=True)
+        for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
+            subprocess.run(command, check=False, capture_output=True, timeout=900)
         found = shutil.which("chromium")
     if found is None:
         pytest.fail("Chromium is not installed and could not be installed (apt-get install chromium)")
