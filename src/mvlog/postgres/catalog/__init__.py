@@ -5,6 +5,7 @@ package and by no other module of mvlog (``tests/postgres/test_catalog_owner.py`
   logs each reads, the DDL on their tables, the views found unchanged, and the schema itself
   (install, upgrade, version check);
 - :mod:`.history`: the refresh history, a part of :class:`Catalog`;
+- :mod:`.verify_results`: what each ``mvlog verify`` found (the dashboard shows a view's last);
 - :mod:`.log_registry`: the logs' registry (one row per materialized view log) and the partitions
   each log covers, for :mod:`mvlog.postgres.logs` and the capture;
 - :mod:`.capture_state`: the logical capture's position and slot;
