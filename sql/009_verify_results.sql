@@ -5,7 +5,8 @@
 -- stamp of the view's last refresh that verify compared against; seconds, the time verify took.
 -- id is an identity, not a bigserial: inserting needs no right on its sequence, so a refresh role
 -- set up (sql/roles.sql) before this version can record with the rights the default privileges
--- gave it on the new table.
+-- gave it on the new table — when the role that upgrades the catalog is the one that set them up.
+-- Where it is not, verify still answers and says the result was not recorded.
 
 CREATE TABLE IF NOT EXISTS mvlog.verify_history (
     id            bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

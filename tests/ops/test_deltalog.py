@@ -133,9 +133,11 @@ def test_a_multi_part_checkpoint_is_read_and_an_incomplete_one_ignored(tmp_path)
     assert summary_dict(read_summary(path)) == expected
 
 
-def test_a_v2_checkpoint_with_its_files_in_a_sidecar(tmp_path):
+@pytest.mark.parametrize("beside_a_classic_one", [False, True])
+def test_a_v2_checkpoint_with_its_files_in_a_sidecar(tmp_path, beside_a_classic_one):
     """A V2 checkpoint (``N.checkpoint.<uuid>.json``) names sidecar files in ``_delta_log/_sidecars``
-    that hold its file actions; its ``remove`` lines are tombstones."""
+    that hold its file actions; its ``remove`` lines are tombstones. Beside a classic checkpoint of
+    the same version (as Delta writes for readers without V2), either one is read."""
     path = str(tmp_path)
     for i in range(3):
         write_deltalake(path, rows(10 * i, 4), mode="append")
@@ -156,7 +158,8 @@ def test_a_v2_checkpoint_with_its_files_in_a_sidecar(tmp_path):
                         "modificationTime": 0}},
            removed]
     (log / f"{3:020d}.checkpoint.{uuid.uuid4()}.json").write_text("\n".join(json.dumps(a) for a in top) + "\n")
-    for name in [f"{3:020d}.checkpoint.parquet", *(f"{v:020d}.json" for v in range(3))]:
+    gone = [] if beside_a_classic_one else [f"{3:020d}.checkpoint.parquet"]
+    for name in [*gone, *(f"{v:020d}.json" for v in range(3))]:
         (log / name).unlink()
     assert summary_dict(read_summary(path)) == expected
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from mvlog.postgres.pgtemp import SUPERUSER, find_bin_dir
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +54,8 @@ def dashboard_states(config: str) -> dict[str, str]:
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
+        ready, _, _ = select.select([server.stdout], [], [], 120)
+        assert ready, "mvlog ui printed nothing in 120 s"
         line = server.stdout.readline()
         address = re.search(r"serving (http://\S+)", line)
         assert address is not None, (line, server.stderr.read() if server.poll() is not None else "")
@@ -63,7 +68,10 @@ def dashboard_states(config: str) -> dict[str, str]:
 
 
 def stop_kept_cluster(root: Path) -> None:
-    pg_ctl = next(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), None) or shutil.which("pg_ctl")
-    subprocess.run(["runuser", "-u", "postgres", "--", str(pg_ctl), "-D", str(root / "data"), "stop",
-                    "-m", "immediate"], capture_output=True, check=False)
+    """Stop the cluster the demo kept, as pgtemp runs its binaries (the same directory and user)."""
+    command = [str(find_bin_dir(install=False) / "pg_ctl"), "-D", str(root / "data"), "stop", "-m", "immediate"]
+    if os.geteuid() == 0:
+        command = ["runuser", "-u", SUPERUSER, "--", *command]
+    stopped = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert stopped.returncode == 0, stopped.stderr
     shutil.rmtree(root, ignore_errors=True)

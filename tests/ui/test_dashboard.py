@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import time
@@ -23,7 +24,9 @@ from mvlog.ui.states import STATES
 
 pytestmark = pytest.mark.integration
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "images"
+# The README's screenshots are written where it shows them with MVLOG_SCREENSHOTS=1, else beside
+# the test's other files (a run does not change tracked files).
+README_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 PASSWORD = "pg-secret-4711"  # the test cluster's (tests/conftest.py): it must appear nowhere
 SCHEMA = """
 CREATE TABLE customers (id int PRIMARY KEY, name text, segment text);
@@ -142,7 +145,12 @@ def api(dashboard, path: str):
         return json.loads(response.read())
 
 
-def test_every_view_is_in_the_graph_in_its_state_and_colour(dashboard, page):
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory) -> Path:
+    return README_IMAGES if os.environ.get("MVLOG_SCREENSHOTS") == "1" else tmp_path_factory.mktemp("screenshots")
+
+
+def test_every_view_is_in_the_graph_in_its_state_and_colour(dashboard, page, screenshots):
     page.goto(dashboard["url"])
     nodes = page.locator("svg#graph a.node.view")
     assert sorted(nodes.evaluate_all("ns => ns.map(n => n.dataset.name)")) == sorted(EXPECTED)
@@ -162,10 +170,11 @@ def test_every_view_is_in_the_graph_in_its_state_and_colour(dashboard, page):
     assert ("view:spend_by_customer", "view:spend_by_segment") in edges
     assert {("table:public.orders", "view:spend_by_customer"),
             ("table:public.customers", "view:spend_by_customer")} <= edges
-    page.screenshot(path=str(SCREENSHOTS / "dashboard-graph.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "dashboard-graph.png"), full_page=True)
+    assert (screenshots / "dashboard-graph.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_a_click_reaches_the_view_s_page_with_one_chart_point_per_refresh(dashboard, page):
+def test_a_click_reaches_the_view_s_page_with_one_chart_point_per_refresh(dashboard, page, screenshots):
     page.goto(dashboard["url"])
     page.locator('svg#graph a.node.view[data-name="open_orders"]').click()
     page.wait_for_url("**/views/open_orders")
@@ -184,7 +193,8 @@ def test_a_click_reaches_the_view_s_page_with_one_chart_point_per_refresh(dashbo
     assert columns.count("amount") == 1 and "decimal(10,2)" in columns and "_mvlog_" not in columns
     verify = page.locator("#verify").text_content()
     assert verify.startswith("ok (full")
-    page.screenshot(path=str(SCREENSHOTS / "dashboard-view.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "dashboard-view.png"), full_page=True)
+    assert (screenshots / "dashboard-view.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_failing_view_s_error_is_shown_in_full(dashboard, page):

@@ -6,7 +6,10 @@ import json
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
+
+import pytest
 
 from mvlog.config import parse_config
 from mvlog.postgres.pgtemp import free_port
@@ -48,3 +51,21 @@ def test_a_port_in_use_is_one_sentence_and_exit_2(tmp_path):
     assert done.returncode == 2, done
     assert done.stderr.startswith(f"Error: cannot serve the dashboard on 127.0.0.1:{port}: ")
     assert "Traceback" not in done.stderr and SECRET not in done.stderr + done.stdout
+
+
+def test_a_request_for_another_host_name_is_refused_on_loopback():
+    """A page elsewhere whose name resolves to 127.0.0.1 (DNS rebinding) cannot read the API."""
+    server = serve.start(config_on_closed_port(), "127.0.0.1", 0, interval=0.2)
+    try:
+        url = serve.address(server) + "api/overview"
+        foreign = urllib.request.Request(url, headers={"Host": "attacker.example:80"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(foreign, timeout=30)
+        assert refused.value.code == 403
+        for name in ("localhost", "127.0.0.1"):
+            port = server.server_address[1]
+            own = urllib.request.Request(url, headers={"Host": f"{name}:{port}"})
+            with urllib.request.urlopen(own, timeout=30) as response:
+                assert response.status == 200
+    finally:
+        server.shutdown()

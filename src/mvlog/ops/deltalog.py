@@ -130,14 +130,14 @@ def _read_actions(fs: Any, path: str, state: _State, checkpoint: bool = False) -
 
 def _newest_checkpoint(names: set[str], latest: int) -> tuple[int, list[str]] | None:
     """The version and files of the newest complete checkpoint at or before ``latest``."""
-    found: dict[tuple[int, int], list[str]] = {}  # (version, parts) -> file names
-    for name in names:
+    found: dict[tuple[int, int], list[str]] = {}  # (version, parts) -> file names; parts 0: a V2 checkpoint
+    for name in sorted(names):
         if match := CLASSIC.fullmatch(name):
             found.setdefault((int(match[1]), int(match[3] or 1)), []).append(name)
         elif match := V2.fullmatch(name):
-            found.setdefault((int(match[1]), 1), [])[:] = [name]  # one of a version's V2 checkpoints is enough
+            found[(int(match[1]), 0)] = [name]  # one of a version's V2 checkpoints is enough
     complete = [(version, sorted(files)) for (version, parts), files in found.items()
-                if len(files) == parts and version <= latest]
+                if len(files) == max(parts, 1) and version <= latest]
     return max(complete) if complete else None
 
 

@@ -203,6 +203,8 @@ class Refresher:
     def _state_tables(self, shape: ViewShape, keymapped: bool) -> tuple[str | None, dict[str, Sequence[str]]]:
         """The view's state tables as they are now, read in one transaction: why its key map's
         layout needs a complete refresh (or None), and the columns of its group tables by name."""
+        if not keymapped and not planner.group_tables(shape):
+            return None, {}  # nothing kept: no round trip on the refresh's path
         with self.source.inspection() as cur:
             misfit = strategy_of(shape).state_misfit(lambda relation: self.source.relation_columns(cur, relation)) \
                 if keymapped else None

@@ -55,9 +55,12 @@ class Dashboard:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop the overview's reads and close the pages' connections."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        with self._pages_lock:
+            self._pages.close()
 
     def _read_overviews(self) -> None:
         project: Project | None = None
@@ -70,9 +73,13 @@ class Dashboard:
             except Exception as exc:  # noqa: BLE001 — the reads go on; the page says the last one failed
                 log.exception("the dashboard could not read the overview")
                 self._error = f"the overview could not be read ({type(exc).__name__}); see the server's log"
+                if project is not None:
+                    project.close()
                 project = None  # its connections may be gone: connect again
             self._ready.set()
             self._stop.wait(self.interval)
+        if project is not None:
+            project.close()
 
     def overview(self, timeout: float = 60.0) -> dict[str, Any]:
         """The last overview read (waiting for the first), with ``error``: why the last read failed."""

@@ -69,8 +69,9 @@ def layout(tables: list[str], views: dict[str, tuple[list[str], list[str]]]) -> 
         inherited = {t for u in upstream if u in views for t in views[u][0]}
         reads += [table_id(t) for t in base if t not in inherited and table_id(t) in nodes]
         nodes[view_id(name)] = Node(view_id(name), "view", name, reads=reads)
+    columns_of: dict[str, int] = {}
     for node in nodes.values():
-        node.column = _column(node, nodes, set())
+        node.column = _column(node, nodes, set(), columns_of)
     columns: dict[int, list[Node]] = {}
     for node in sorted(nodes.values(), key=lambda n: n.name):
         columns.setdefault(node.column, []).append(node)
@@ -86,13 +87,15 @@ def layout(tables: list[str], views: dict[str, tuple[list[str], list[str]]]) -> 
     return Layout(list(nodes.values()), edges, width, height)
 
 
-def _column(node: Node, nodes: dict[str, Node], seen: set[str]) -> int:
+def _column(node: Node, nodes: dict[str, Node], seen: set[str], memo: dict[str, int]) -> int:
+    """One column right of the furthest thing ``node`` reads (``memo``: columns found so far)."""
     if node.kind == "table":
         return 0
     if node.id in seen:  # a cycle (refused at apply): keep it finite
         return 1
-    seen = seen | {node.id}
-    return 1 + max((_column(nodes[r], nodes, seen) for r in node.reads), default=0)
+    if node.id not in memo:
+        memo[node.id] = 1 + max((_column(nodes[r], nodes, seen | {node.id}, memo) for r in node.reads), default=0)
+    return memo[node.id]
 
 
 def _mean_row(node: Node, nodes: dict[str, Node]) -> float:

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable
 from importlib import resources
 from socketserver import ThreadingMixIn
 from typing import Any
-from urllib.parse import unquote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -28,28 +27,43 @@ from mvlog.ui.states import STATES
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 log = logging.getLogger("mvlog.ui")
 RELOAD_SECONDS = 5
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 class App:
     """The WSGI application over one :class:`Dashboard`."""
 
-    def __init__(self, dashboard: Dashboard):
+    def __init__(self, dashboard: Dashboard, loopback_only: bool = True):
         self.dashboard = dashboard
+        self.loopback_only = loopback_only
         self.templates = Environment(loader=PackageLoader("mvlog.ui", "templates"),
                                      autoescape=select_autoescape(["html"]))
         self.templates.globals.update(states=STATES, reload_seconds=RELOAD_SECONDS, hidden_prefix=HIDDEN_PREFIX)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        method, path = environ["REQUEST_METHOD"], unquote(environ.get("PATH_INFO") or "/")
+        method = environ["REQUEST_METHOD"]
+        # WSGI hands the path decoded, as latin-1 text: its bytes again, read as UTF-8
+        path = (environ.get("PATH_INFO") or "/").encode("latin-1").decode("utf-8", "replace")
         if method not in ("GET", "HEAD"):
             return _respond(start_response, "405 Method Not Allowed", "text/plain", b"read-only\n",
                             [("Allow", "GET, HEAD")])
+        if not self._host_allowed(environ):  # a page elsewhere that named this address (DNS rebinding)
+            return _respond(start_response, "403 Forbidden", "text/plain", b"this dashboard answers on loopback\n")
         try:
             status, kind, body = self.route(path)
         except Exception as exc:  # noqa: BLE001 — one clear line to the browser, the detail to the log
-            log.exception("the dashboard failed on %s", path)
+            log.exception("the dashboard failed on %r", path)
             status, kind, body = "500 Internal Server Error", "text/plain", f"{type(exc).__name__}\n".encode()
-        return _respond(start_response, status, kind, b"" if method == "HEAD" else body)
+        return _respond(start_response, status, kind, body, head=method == "HEAD")
+
+    def _host_allowed(self, environ: dict[str, Any]) -> bool:
+        """A server bound to loopback answers requests for a loopback name only; one bound to other
+        interfaces, every request (its operator chose to expose it)."""
+        if not self.loopback_only:
+            return True
+        host = environ.get("HTTP_HOST", "")
+        name = host.rsplit(":", 1)[0] if not host.startswith("[") else host[1:].split("]", 1)[0]
+        return name in LOOPBACK
 
     def route(self, path: str) -> tuple[str, str, bytes]:
         """(HTTP status, content type, body) of ``path``."""
@@ -102,11 +116,11 @@ def _not_found(api: bool, message: str) -> tuple[str, str, bytes]:
 
 
 def _respond(start_response: StartResponse, status: str, kind: str, body: bytes,
-             headers: list[tuple[str, str]] | None = None) -> list[bytes]:
+             headers: list[tuple[str, str]] | None = None, head: bool = False) -> list[bytes]:
     start_response(status, [("Content-Type", kind), ("Content-Length", str(len(body))),
                             ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
                             ("Content-Security-Policy", "default-src 'self'"), *(headers or [])])
-    return [body]
+    return [] if head else [body]
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
@@ -128,7 +142,8 @@ class _QuietHandler(WSGIRequestHandler):
 
 def server(dashboard: Dashboard, host: str, port: int) -> WSGIServer:
     """A server of the dashboard bound to ``host``:``port`` (port 0: a free one), not yet serving."""
-    return make_server(host, port, App(dashboard), server_class=_ThreadingServer, handler_class=_QuietHandler)
+    return make_server(host, port, App(dashboard, loopback_only=host in LOOPBACK), server_class=_ThreadingServer,
+                       handler_class=_QuietHandler)
 
 
 def serve_in_thread(dashboard: Dashboard, host: str, port: int) -> WSGIServer:
