@@ -20,15 +20,14 @@ from mvlog.model import LogInfo
 from mvlog.ops.freshness import Freshness
 from mvlog.ops.status import Status
 from mvlog.pipeline.apply import Registrar, Registration, check_locations, register_tables
-from mvlog.pipeline.compile import Compiler
 from mvlog.pipeline.maintenance import Maintenance
+from mvlog.pipeline.parts import ProjectParts
 from mvlog.pipeline.plan import RefreshPlan
 from mvlog.pipeline.refresh import Refresher
 from mvlog.pipeline.results import RefreshResult
 from mvlog.postgres.capture.decoding import BATCH_ROWS, Decoding, Pass
 from mvlog.postgres.catalog import Catalog, HistoryRow
 from mvlog.postgres.jdbc import JdbcSource
-from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Source, dsn_secrets
 from mvlog.progress import Reporter
 from mvlog.spark.remote import remote_secrets
@@ -69,21 +68,18 @@ class Project:
                         + conf_secrets(config.spark))
         self.source = Source(config.source.dsn, self.secrets, read_only=read_only,
                              application_name="mvlog ui" if read_only else "mvlog")
-        self.catalog = Catalog(self.source)
-        self.logs = Logs(self.source)
-        self.compiler = Compiler(config, self.source, self.catalog, self.logs)
-        self.registrar = Registrar(config, self.source, self.catalog, self.logs, self.compiler)
+        self.parts = ProjectParts.on(config, self.source, lambda: self.warehouse)
+        self.catalog, self.logs, self.compiler = self.parts.catalog, self.parts.logs, self.parts.compiler
+        self.registrar = Registrar(self.parts)
         self.freshness = Freshness(config, self.catalog, self.logs)
-        self.status_reader = Status(config, self.catalog, self.logs, self.compiler, self.freshness)
+        self.status_reader = Status(self.parts, self.freshness)
         self.jdbc = JdbcSource.from_dsn(config.source.dsn)
         self.reporter = reporter or Reporter()
         self._message = progress
         self._warehouse: Warehouse | None = None
         self._in_catalog: set[str] = set()  # views known to be registered in the Spark catalog
-        self.refresher = Refresher(config, self.source, self.catalog, self.logs, self.compiler, self.jdbc,
-                                   lambda: self.warehouse, self.reporter, self.progress)
-        self.maintenance = Maintenance(config, self.source, self.catalog, self.logs, self.compiler,
-                                       lambda: self.warehouse, self.reporter, self._in_catalog)
+        self.refresher = Refresher(self.parts, self.jdbc, self.reporter, self.progress)
+        self.maintenance = Maintenance(self.parts, self.reporter, self._in_catalog)
 
     def progress(self, message: str) -> None:
         (self._message or self.reporter.message)(message)
@@ -112,11 +108,10 @@ class Project:
         source = Source(self.config.source.dsn, self.secrets)
         spark = None
         try:
-            catalog, logs = Catalog(source), Logs(source)
             spark = new_session(self.warehouse.spark, self.config.spark)
             warehouse = Warehouse(spark, self.config.warehouse_uri, self.secrets)
-            yield Refresher(self.config, source, catalog, logs, Compiler(self.config, source, catalog, logs), self.jdbc,
-                            lambda: warehouse, self.reporter, self.progress)
+            yield Refresher(ProjectParts.on(self.config, source, lambda: warehouse), self.jdbc, self.reporter,
+                            self.progress)
         finally:
             if spark is not None:
                 release_session(spark)
@@ -276,8 +271,7 @@ class Project:
         self.catalog.check()
         if refresh:
             self.refresh([v.name for v in views], raise_on_error=True)
-        verifier = Verifier(self.config, self.source, self.catalog, self.logs, self.compiler, self.jdbc,
-                            lambda: self.warehouse, self.progress)
+        verifier = Verifier(self.parts, self.jdbc, self.progress)
         results = []
         for view in views:
             result = verifier.verify(view, sample, repair)

@@ -10,23 +10,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from mvlog.config import Config
 from mvlog.errors import RefreshError
 from mvlog.model import LogInfo
 from mvlog.ops.freshness import Freshness
-from mvlog.pipeline.compile import Compiler
-from mvlog.postgres.catalog import Catalog
-from mvlog.postgres.logs import Logs
+from mvlog.pipeline.parts import ProjectParts, ProjectWorker
 
 
-class Status:
+class Status(ProjectWorker):
     """The status of one project's views and logs."""
 
-    def __init__(self, config: Config, catalog: Catalog, logs: Logs, compiler: Compiler, freshness: Freshness):
-        self.config = config
-        self.catalog = catalog
-        self.logs = logs
-        self.compiler = compiler
+    def __init__(self, parts: ProjectParts, freshness: Freshness):
+        super().__init__(parts)
         self.freshness = freshness
 
     def report(self) -> dict[str, Any]:

@@ -25,20 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from mvlog.config import Config, ViewConfig
+from mvlog.config import ViewConfig
 from mvlog.errors import MvlogError, UsageError, WarehouseError
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN, RefreshMethod
 from mvlog.ops import fingerprint
 from mvlog.ops.fingerprint import KEY_HASH, ROW_HASH, Column
-from mvlog.pipeline.compile import Compiler
+from mvlog.pipeline.parts import ProjectParts, ProjectWorker
 from mvlog.pipeline.plan import plan_refresh
-from mvlog.postgres.catalog import Catalog
 from mvlog.postgres.jdbc import JdbcSource
-from mvlog.postgres.logs import Logs
-from mvlog.postgres.source import Cursor, Source
+from mvlog.postgres.source import Cursor
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.spark.sparksql import quote_spark
-from mvlog.spark.warehouse import Warehouse, WriteCounts
+from mvlog.spark.warehouse import WriteCounts
 from mvlog.sql.choice import strategy_of
 from mvlog.sql.shape import ViewShape
 
@@ -86,23 +84,13 @@ class VerifyResult:
         }
 
 
-class Verifier:
+class Verifier(ProjectWorker):
     """Verifies views of one project (see the module docstring)."""
 
-    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs, compiler: Compiler,
-                 jdbc: JdbcSource, warehouse: Callable[[], Warehouse], progress: Callable[[str], None]):
-        self.config = config
-        self.source = source
-        self.catalog = catalog
-        self.logs = logs
-        self.compiler = compiler
+    def __init__(self, parts: ProjectParts, jdbc: JdbcSource, progress: Callable[[str], None]):
+        super().__init__(parts)
         self.jdbc = jdbc
-        self._warehouse = warehouse
         self.progress = progress
-
-    @property
-    def warehouse(self) -> Warehouse:
-        return self._warehouse()
 
     def verify(self, view: ViewConfig, sample: int | None, repair: bool = False) -> VerifyResult:
         """Compare one view (``sample``: about that many rows; None: all of them); with ``repair``,

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError
 from mvlog.model import MVLOG_SCHEMA, LogInfo, Occupant, RefreshMethod, TableInfo, log_name_for
-from mvlog.pipeline.compile import Compiler, definition_hash
+from mvlog.pipeline.compile import definition_hash
+from mvlog.pipeline.parts import ProjectWorker
 from mvlog.postgres.capture import needs_slot, prerequisites
 from mvlog.postgres.catalog import Catalog, ViewRegistration
-from mvlog.postgres.logs import Logs
-from mvlog.postgres.source import Cursor, Source
+from mvlog.postgres.source import Cursor
 
 if TYPE_CHECKING:
     from mvlog.spark.warehouse import Warehouse
@@ -36,15 +36,8 @@ class Registration:
     views_unregistered: list[str] = field(default_factory=list)
 
 
-class Registrar:
+class Registrar(ProjectWorker):
     """Validates the configuration against the database and registers it in the catalog."""
-
-    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs, compiler: Compiler):
-        self.config = config
-        self.source = source
-        self.catalog = catalog
-        self.logs = logs
-        self.compiler = compiler
 
     def explain(self, view: ViewConfig) -> Explanation:
         """What refresh capabilities a view has, over the logs as they are or as ``apply`` would make them."""

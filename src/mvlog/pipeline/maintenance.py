@@ -6,39 +6,25 @@ What ``mvlog drop``, ``purge`` and ``optimize`` do, behind :class:`~mvlog.projec
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mvlog.config import Config, ViewConfig
+from mvlog.config import ViewConfig
 from mvlog.errors import ConfigError, UsageError, WarehouseError
 from mvlog.pipeline import plan as planner
-from mvlog.pipeline.compile import Compiler
-from mvlog.postgres.catalog import Catalog
-from mvlog.postgres.logs import Logs
-from mvlog.postgres.source import Source
+from mvlog.pipeline.parts import ProjectParts, ProjectWorker
 from mvlog.progress import Reporter
 
 if TYPE_CHECKING:
-    from mvlog.spark.warehouse import Warehouse
+    pass
 
 
-class Maintenance:
+class Maintenance(ProjectWorker):
     """The maintenance commands of one project."""
 
-    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs, compiler: Compiler,
-                 warehouse: Callable[[], Warehouse], reporter: Reporter, in_catalog: set[str]):
-        self.config = config
-        self.source = source
-        self.catalog = catalog
-        self.logs = logs
-        self.compiler = compiler
-        self._warehouse = warehouse
+    def __init__(self, parts: ProjectParts, reporter: Reporter, in_catalog: set[str]):
+        super().__init__(parts)
         self.reporter = reporter
         self.in_catalog = in_catalog  # the project's: views known to be registered in the Spark catalog
-
-    @property
-    def warehouse(self) -> Warehouse:
-        return self._warehouse()
 
     def drop_views(self, names: list[str], delete_data: bool = False) -> list[str]:
         """Unregister views (they stop pinning their logs) and drop their key maps; optionally delete

@@ -18,22 +18,21 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
-from mvlog.config import Config, ViewConfig
+from mvlog.config import ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError
 from mvlog.faults import arm, checkpoint
 from mvlog.model import ROW_HASH_COLUMN, UNCHANGED, RefreshMethod
 from mvlog.pipeline import plan as planner
-from mvlog.pipeline.compile import Compiler, definition_hash
+from mvlog.pipeline.compile import definition_hash
 from mvlog.pipeline.lanes import Lanes, refresh_units
+from mvlog.pipeline.parts import ProjectParts, ProjectWorker
 from mvlog.pipeline.plan import RefreshPlan, Write, plan_refresh, requested_method
 from mvlog.pipeline.results import Phases, RefreshResult
-from mvlog.postgres.catalog import UNCHANGED_REASON, Catalog, ViewState
+from mvlog.postgres.catalog import UNCHANGED_REASON, ViewState
 from mvlog.postgres.jdbc import JdbcSource
-from mvlog.postgres.logs import Logs
-from mvlog.postgres.source import Source
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
-from mvlog.spark.warehouse import Warehouse, WriteCounts
+from mvlog.spark.warehouse import WriteCounts
 from mvlog.sql.choice import strategy_of
 from mvlog.sql.shape import ViewShape
 
@@ -47,25 +46,14 @@ class PlannedView:
     group_tables: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)  # columns now, by name
 
 
-class Refresher:
+class Refresher(ProjectWorker):
     """Refreshes units of views: one view, or the views of a refresh group together."""
 
-    def __init__(self, config: Config, source: Source, catalog: Catalog, logs: Logs, compiler: Compiler,
-                 jdbc: JdbcSource, warehouse: Callable[[], Warehouse], reporter: Reporter,
-                 progress: Callable[[str], None]):
-        self.config = config
-        self.source = source
-        self.catalog = catalog
-        self.logs = logs
-        self.compiler = compiler
+    def __init__(self, parts: ProjectParts, jdbc: JdbcSource, reporter: Reporter, progress: Callable[[str], None]):
+        super().__init__(parts)
         self.jdbc = jdbc
-        self._warehouse = warehouse  # started on first use: planning alone needs no Spark
         self.reporter = reporter
         self.progress = progress
-
-    @property
-    def warehouse(self) -> Warehouse:
-        return self._warehouse()
 
     def run(self, views: list[ViewConfig], complete: Collection[str], concurrency: int = 1,
             new_lane: Callable[[], AbstractContextManager[Refresher]] | None = None,
@@ -84,7 +72,7 @@ class Refresher:
             units = refresh_units([v for v in views if v.name not in fresh], self.compiler.graph)
             workers = min(concurrency, len(units)) if new_lane is not None else 1
             if units:
-                self._warehouse()
+                self.parts.warehouse()
             if workers <= 1 or new_lane is None:
                 for i, unit in enumerate(units):
                     done[i] = self._reported(self.refresh_unit(unit, complete, wait))
