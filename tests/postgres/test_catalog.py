@@ -133,6 +133,16 @@ def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
         registered.history("nope")
 
 
+def refused_then_upgraded(project, version: int) -> None:
+    """A catalog of ``version`` is refused until installing it again (what 'mvlog apply' does) upgrades it."""
+    with pytest.raises(UsageError, match=f"catalog in this database is version {version}, this mvlog needs 8; "
+                                         "run 'mvlog apply'"):
+        project.catalog.check()
+    with project.source.transaction() as cur:
+        project.catalog.install(cur)
+    project.catalog.check()
+
+
 def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
     """A catalog of version 2 (before refresh_history.delta_version) is refused by name; installing
     again (what 'mvlog apply' does) upgrades it in place, keeping the history."""
@@ -142,12 +152,7 @@ def test_an_older_catalog_is_refused_until_apply_upgrades_it(registered, db):
     catalog.history_end(first, WriteCounts(rows_inserted=3, version=0))
     db.execute("ALTER TABLE mvlog.refresh_history DROP COLUMN delta_version")
     db.execute("DELETE FROM mvlog.schema_version WHERE version >= 3")
-    with pytest.raises(UsageError,
-                       match="catalog in this database is version 2, this mvlog needs 8; run 'mvlog apply'"):
-        catalog.check()
-    with registered.source.transaction() as cur:
-        catalog.install(cur)
-    catalog.check()
+    refused_then_upgraded(registered, 2)
     # A refresh that wrote nothing keeps the version its predecessor recorded; one that failed has none.
     catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(version=7))
     catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts())
@@ -189,11 +194,6 @@ def test_a_catalog_of_version_7_gains_the_verify_results_when_apply_upgrades_it(
     catalog = registered.catalog
     db.execute("DROP TABLE mvlog.verify_history")
     db.execute("DELETE FROM mvlog.schema_version WHERE version >= 8")
-    with pytest.raises(UsageError,
-                       match="catalog in this database is version 7, this mvlog needs 8; run 'mvlog apply'"):
-        catalog.check()
-    with registered.source.transaction() as cur:
-        catalog.install(cur)
-    catalog.check()
+    refused_then_upgraded(registered, 7)
     catalog.record_verify(VerifyResult("v", "full", rows_compared=5).to_json())
     assert catalog.last_verify(["v"])["v"]["rows_compared"] == 5
