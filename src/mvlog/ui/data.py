@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from mvlog.config import Config
 from mvlog.errors import MvlogError, redact
 from mvlog.ops import deltalog
 from mvlog.project import Project
@@ -46,7 +47,7 @@ class Dashboard:
         self._thread: threading.Thread | None = None
 
     @property
-    def config(self) -> Any:
+    def config(self) -> Config:
         return self._pages.config
 
     def start(self) -> None:
