@@ -281,3 +281,105 @@ def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, 
     with Project(load_config(config)) as project:
         assert_views_match(project, names)
     return lines
+
+
+STALL_VIEWS = [{**view, "freshness": "10s"} for view in RESTART_VIEWS]  # the issue's 10 s target
+STALL_SECONDS = 60.0  # each stall: a minute of silence, every socket left open
+HEALED_WITHIN = 120.0  # every view refreshed again within this of the healing
+STOPPED_WITHIN = 30.0  # SIGTERM ends the scheduler within this, a connection stalled or not
+
+
+def in_flight(dsn: str) -> bool:
+    """Whether a refresh is running now (a 'running' history row)."""
+    return bool(fresh_query(dsn, "SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0])
+
+
+def schedule_through_stalls(cluster, db, tmp_path, spark: dict, capture: str, stalls: list[str],
+                            timeouts: dict | None = None) -> list[str]:
+    """``mvlog schedule`` over STALL_VIEWS with a writer, reaching PostgreSQL through a StallProxy
+    that stops forwarding for STALL_SECONDS once per entry of ``stalls`` (``refresh``: while a
+    refresh is in flight; ``idle``: while none is), then forwards new connections again while the
+    old ones stay silent. The scheduler never exits, each view is refreshed past each healing
+    within HEALED_WITHIN, a SIGTERM during a last stall ends it within STOPPED_WITHIN, no refresh is
+    left 'running', nothing reaches stderr, and every view equals its query. Returns the output."""
+    from stallproxy import StallProxy
+
+    db.execute("CREATE TABLE h (id int PRIMARY KEY, a int, note text);"
+               "INSERT INTO h SELECT g, g % 100, 'n' || g FROM generate_series(1, 300) g")
+    proxy = StallProxy("127.0.0.1", cluster.port)
+    source = {"dsn": proxy.dsn({"user": "postgres", "password": cluster.password, "dbname": db.name}),
+              "capture": capture, **({"timeouts": timeouts} if timeouts else {})}
+    config = tmp_path / "mvlog.yaml"
+    document = {"source": source, "warehouse": str(tmp_path / "wh"), "spark": spark, "logs": [{"table": "h"}],
+                "views": STALL_VIEWS}
+    config.write_text(yaml.safe_dump(document))
+    # The same project reaching PostgreSQL directly, for the checks after the proxy is gone.
+    (tmp_path / "direct.yaml").write_text(yaml.safe_dump({**document, "source": {**source, "dsn": db.dsn}}))
+    names = [v["name"] for v in STALL_VIEWS]
+    with Project(load_config(config)) as project:
+        assert not [r for r in project.apply().builds if r.error]
+    errors = tmp_path / "schedule.err"
+    process = subprocess.Popen([sys.executable, "-m", "mvlog", "-q", "-c", str(config), "schedule"],
+                               stdout=subprocess.PIPE, stderr=errors.open("w"), text=True)
+    lines = follow(process)
+    stop, writes = threading.Event(), []
+    writer = threading.Thread(target=write_until, args=(db, stop, writes, 13))
+
+    def said() -> str:
+        (tmp_path / "schedule.out").write_text("\n".join(lines))
+        return f"{lines[-12:]}; stderr: {errors.read_text()[-2000:]}"
+
+    try:
+        wait_for_line(lines, "ready: Spark started", 120)
+        writer.start()
+        time.sleep(8)
+        for when in stalls:
+            deadline = time.monotonic() + 60
+            while in_flight(db.dsn) != (when == "refresh"):
+                assert time.monotonic() < deadline, f"never saw the scheduler {when}: {said()}"
+                time.sleep(0.02 if when == "refresh" else 0.2)
+            proxy.stall()
+            time.sleep(STALL_SECONDS)
+            proxy.heal()
+            (healed,) = fresh_query(db.dsn, "SELECT now()")[0]
+            started = time.monotonic()
+            while (behind := set(names) - caught_up(db.dsn, healed)):
+                assert process.poll() is None, f"the scheduler exited after a stall ({when}): {said()}"
+                assert time.monotonic() - started < HEALED_WITHIN, (
+                    f"after a stall ({when}), {sorted(behind)} not refreshed within {HEALED_WITHIN:g} s of the "
+                    f"healing: {said()}")
+                time.sleep(0.5)
+        stop.set()
+        writer.join(30)
+        (done,) = fresh_query(db.dsn, "SELECT now()")[0]
+        deadline = time.monotonic() + 60
+        while set(names) - caught_up(db.dsn, done):
+            assert time.monotonic() < deadline, f"the views did not catch up with the last write: {said()}"
+            time.sleep(0.5)
+        # Stopped while stalled: a look, a refresh or the capture waits on a silent connection.
+        proxy.stall()
+        time.sleep(3)
+        process.send_signal(signal.SIGTERM)
+        stopping = time.monotonic()
+        try:
+            process.wait(STOPPED_WITHIN + 5)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running {STOPPED_WITHIN + 5:g} s after SIGTERM: {said()}") from None
+        assert time.monotonic() - stopping < STOPPED_WITHIN, said()
+        proxy.heal()
+    finally:
+        stop.set()
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+        said()
+        proxy.close()  # the server's ends of the silent connections close: their backends (the stream's) end
+    assert process.returncode == 0, said()
+    assert errors.read_text().strip() == "", errors.read_text()[-3000:]
+    assert len(writes) > 100
+    running = fresh_query(db.dsn, "SELECT view_name, started_at FROM mvlog.refresh_history WHERE status = 'running'")
+    with Project(load_config(config.parent / "direct.yaml")) as project:
+        assert_views_match(project, names)
+    # A refresh cut by the last stall is ended by the next process that refreshes its view; none other.
+    assert len(running) <= len(names), running
+    return lines

@@ -49,6 +49,37 @@ CaptureKind = Literal["trigger", "logical"]
 CAPTURE_KINDS: tuple[str, ...] = get_args(CaptureKind)  # the kinds, declared once (here)
 
 
+def _seconds(value: Any) -> float:
+    return parse_duration(value).total_seconds()
+
+
+class Timeouts(_Strict):
+    """How long mvlog waits on PostgreSQL before it gives a connection up (``source.timeouts``; a
+    duration each: ``10s``, ``2m``, ``1h``). A connection that stops answering without closing (a
+    network partition, a NAT or proxy that forgot it, a server stuck on I/O) is abandoned at its
+    bound, never waited on for ever (:mod:`mvlog.postgres.deadlines`; README "When PostgreSQL
+    stops answering")."""
+
+    # Opening a connection: TCP connect and login (libpq connect_timeout; JDBC connectTimeout, loginTimeout).
+    connect: float = 10.0
+    # A peer that stops acknowledging (TCP keepalives and tcp_user_timeout), and the refresh's
+    # heartbeat: the view-lock session is asked every third of this and must answer within it.
+    keepalive: float = 30.0
+    # A short call: the catalog, a stamp, a lock, a key-map step, status, metrics, the dashboard.
+    statement: float = 60.0
+    # A call that may run long by what it is: a refresh's reads through Spark's JDBC (the longest
+    # PostgreSQL may stay silent while it computes them), a complete refresh's key-map rebuild, a purge.
+    long_statement: float = 1800.0
+    # The replication stream of the logical capture: silent (no data, no keepalive) for longer and
+    # it is closed and opened again from the recorded position.
+    stream: float = 30.0
+
+    @field_validator("connect", "keepalive", "statement", "long_statement", "stream", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        return _seconds(value)
+
+
 class SourceConfig(_Strict):
     dsn: str = Field(min_length=1)
     # How the logs are filled unless a log says otherwise: "trigger" (in the writer's transaction)
@@ -56,6 +87,8 @@ class SourceConfig(_Strict):
     capture: CaptureKind = "trigger"
     # How long a refresh waits for the logical capture to reach its snapshot before it fails.
     capture_wait: float = Field(default=60.0, gt=0)
+    # How long each kind of call may wait on PostgreSQL (see Timeouts).
+    timeouts: Timeouts = Field(default_factory=Timeouts)
 
 
 class SparkConfig(_Strict):

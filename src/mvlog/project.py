@@ -67,13 +67,13 @@ class Project:
         self.secrets = (dsn_secrets(config.source.dsn) + remote_secrets(remote_url(config.spark))
                         + conf_secrets(config.spark))
         self.source = Source(config.source.dsn, self.secrets, read_only=read_only,
-                             application_name="mvlog ui" if read_only else "mvlog")
+                             application_name="mvlog ui" if read_only else "mvlog", timeouts=config.source.timeouts)
         self.parts = ProjectParts.on(config, self.source, lambda: self.warehouse)
         self.catalog, self.logs, self.compiler = self.parts.catalog, self.parts.logs, self.parts.compiler
         self.registrar = Registrar(self.parts)
         self.freshness = Freshness(config, self.catalog, self.logs)
         self.status_reader = Status(self.parts, self.freshness)
-        self.jdbc = JdbcSource.from_dsn(config.source.dsn)
+        self.jdbc = JdbcSource.from_dsn(config.source.dsn, config.source.timeouts)
         self.reporter = reporter or Reporter()
         self._message = progress
         self._warehouse: Warehouse | None = None
@@ -105,7 +105,7 @@ class Project:
         can refresh beside the others (locks, snapshots and commit settings are per session)."""
         from mvlog.spark.session import new_session, release_session
 
-        source = Source(self.config.source.dsn, self.secrets)
+        source = Source(self.config.source.dsn, self.secrets, timeouts=self.config.source.timeouts)
         spark = None
         try:
             spark = new_session(self.warehouse.spark, self.config.spark)
@@ -128,8 +128,18 @@ class Project:
         """A round trip to PostgreSQL on the project's connection (opened again if the server closed
         it); its SourceError, transient while the server is away, if there is none. Once it answers,
         the history rows of this process's refreshes that failed while it was away are ended."""
-        self.source.query("SELECT 1")
+        self.source.ping()
         self.catalog.end_unended()
+
+    def give_up(self, reason: str) -> None:
+        """Give up every call in flight to PostgreSQL in this process (each raises a transient
+        error with ``reason``) and interrupt this project's Spark work: a long-running command that
+        was asked to stop while a connection stalls ends within seconds, not at its bounds."""
+        from mvlog.postgres.deadlines import abandon_all
+
+        abandon_all(reason)
+        if self._warehouse is not None:
+            self._warehouse.interrupt()
 
     def close(self) -> None:
         self.source.close()
@@ -204,7 +214,7 @@ class Project:
                 batch_rows: int = BATCH_ROWS) -> Iterator[Pass]:
         """Run the logical capture (:meth:`Decoding.run`), committing its log rows every
         ``batch_rows``, on connections of its own: it may run in a thread."""
-        source = Source(self.config.source.dsn, self.secrets)
+        source = Source(self.config.source.dsn, self.secrets, timeouts=self.config.source.timeouts)
         decoding = Decoding(source, batch_rows)
         try:
             Catalog(source).check()

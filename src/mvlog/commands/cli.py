@@ -109,24 +109,37 @@ def capture(ctx: click.Context, once: bool, interval: float, batch_rows: int) ->
     import signal
     import threading
 
-    from mvlog.commands.schedule import capture_until
+    from mvlog.commands.native_stderr import routed_native_stderr
+    from mvlog.commands.schedule import beside_signals, capture_until, stop_within
     from mvlog.postgres.capture.batch import Pass
 
     def written(done: Pass) -> None:
         out.print(f"captured {done.rows} log rows up to {done.position} in {done.seconds:.2f} s", markup=False)
 
-    stopping = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    project = project_of(ctx)
+    stopping, stopped = threading.Event(), threading.Event()
+
+    def say(line: str) -> None:
+        out.print(line, markup=False)
+
+    def request_stop(*_: object) -> None:
+        if not stopping.is_set():  # a stream stalled in a call is given up after a grace period
+            threading.Thread(target=stop_within, args=(stopped, project.give_up, say), daemon=True).start()
+        stopping.set()
+
+    previous = signal.signal(signal.SIGTERM, request_stop)
     try:
         if once:
-            for done in project_of(ctx).capture(once=True, batch_rows=batch_rows):
+            for done in project.capture(once=True, batch_rows=batch_rows):
                 written(done)
-        else:  # long-running: it outlives PostgreSQL's restarts, saying so
-            capture_until(project_of(ctx), lambda line: out.print(line, markup=False), stopping, interval,
-                          batch_rows, written)
+        else:  # long-running: it outlives PostgreSQL's restarts and stalls, saying so
+            with routed_native_stderr(say):
+                beside_signals(lambda: capture_until(project, say, stopping, interval, batch_rows, written), stopped)
     except KeyboardInterrupt:
+        stopping.set()
         out.print("capture stopped", markup=False)
     finally:
+        stopped.set()
         signal.signal(signal.SIGTERM, previous)
 
 
@@ -184,6 +197,7 @@ def schedule(ctx: click.Context, metrics_port: int | None, metrics_host: str, wi
              ui_host: str) -> None:
     """Refresh each view or group on its cron schedule and within its freshness target, with one warm
     SparkSession, until SIGTERM/SIGINT."""
+    from mvlog.commands.native_stderr import routed_native_stderr
     from mvlog.commands.schedule import Scheduler
 
     state = state_of(ctx)
@@ -206,7 +220,8 @@ def schedule(ctx: click.Context, metrics_port: int | None, metrics_host: str, wi
         log(f"serving the dashboard on {serve.address(serve.start(project.config, ui_host, ui_port))}")
     scheduler = Scheduler(project, log, metrics=metrics)
     scheduler.install_signal_handlers()
-    scheduler.run()
+    with routed_native_stderr(log):  # libpq's own lines (a connection opened as the server stops), in its words
+        scheduler.run()
 
 
 @cli.command()

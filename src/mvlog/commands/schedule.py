@@ -13,12 +13,17 @@ waited for, and comes due again). Transient failures (PostgreSQL unreachable or 
 lost: errors that say they are transient) are retried with exponential backoff. While PostgreSQL
 itself is away (a restart, a crash, a failover), the scheduler keeps running: it says so once, asks
 again with backoff (:class:`SourceWatch`), says when it is back and how long it was away, and then
-refreshes what fell behind; the capture thread reconnects the same way. SIGTERM or SIGINT
-stops the loop after the refresh in flight; the Spark JVM ignores SIGINT, so Ctrl-C does not cut a refresh in half.
+refreshes what fell behind; the capture thread reconnects the same way. A connection that stops
+answering without closing (a partition, a NAT or proxy that forgot it) is given up at its bound
+(:mod:`mvlog.postgres.deadlines`): the refresh fails transiently and is retried when PostgreSQL
+answers again. SIGTERM or SIGINT stops the loop after the refresh in flight, and gives that refresh
+up if it has not ended within ``STOP_GRACE`` seconds (a stalled connection); the Spark JVM ignores
+SIGINT, so Ctrl-C does not cut a refresh in half.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -42,6 +47,8 @@ CAPTURE_INTERVAL = 1.0  # seconds between logical capture passes that found noth
 RETRY_FIRST = 1.0  # seconds before PostgreSQL (or the capture) is tried again after it went away: doubled
 RETRY_MOST = 30.0  # each time up to this
 REMIND_EVERY = 300.0  # seconds between reminders that PostgreSQL is still away
+STOP_GRACE = 15.0  # seconds the work in flight may take to end after SIGTERM before it is given up
+STOP_FORCE = 27.0  # seconds after SIGTERM at which the process exits whatever still runs
 LOST_SLOT = ("the replication slot was missing or had lost WAL (a failover to a standby without a copy of it, or "
              "max_slot_wal_keep_size): it was made again; the views of logical logs refresh completely next "
              "('mvlog status' says so; a view with refresh: fast waits for 'mvlog refresh --complete')")
@@ -74,6 +81,8 @@ def capture_until(project: Project, log: Callable[[str], None], stop: threading.
         except MvlogError as exc:
             if not exc.transient and isinstance(exc, UsageError):
                 raise  # nothing to capture
+            if stop.is_set():  # given up as the process stops
+                return
             if failed_at is None:
                 failed_at = time.monotonic()
             if str(exc) != failure:  # once per outage (and again if the reason changes)
@@ -89,6 +98,45 @@ def _replaced_at(project: Project) -> datetime | None:
         return project.slot_replaced_at()
     except MvlogError:
         return None
+
+
+def stop_within(stopped: threading.Event, give_up: Callable[[str], None], log: Callable[[str], None],
+                grace: float = STOP_GRACE, force: float = STOP_FORCE) -> None:
+    """After a stop was asked for: wait ``grace`` seconds for the work in flight to end (``stopped``),
+    then give it up (``give_up``: its PostgreSQL calls abandoned, its Spark work interrupted), and
+    at ``force`` seconds exit the process whatever still runs. A connection that stopped answering
+    never keeps a stopped scheduler alive."""
+    if stopped.wait(grace):
+        return
+    log(f"the work in flight did not end within {grace:g} s of the stop: giving it up")
+    give_up("the process is stopping")
+    if stopped.wait(force - grace):
+        return
+    log(f"stopped: the work in flight did not end within {force:g} s of the stop")
+    os._exit(1)
+
+
+def beside_signals(work: Callable[[], None], done: threading.Event) -> None:
+    """Run ``work`` on a thread of its own, setting ``done`` when it ends, while the main thread waits
+    and stays free to run signal handlers: Python runs them on the main thread only, and only once
+    the C call it is in returns — a libpq call waiting on a silent connection would hold a SIGTERM
+    back for its whole bound. ``work``'s exception is raised here."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 — raised again on the main thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=run, name="mvlog-loop")
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.5)
+    if failure:
+        raise failure[0]
 
 
 class SourceWatch:
@@ -136,6 +184,7 @@ class Scheduler:
         self.max_retries = max_retries
         self.backoff = backoff
         self.stop = threading.Event()
+        self.stopped = threading.Event()  # the loop has ended
         self.source_watch = SourceWatch(project.reachable, log, self.stop)
         # Builds the Delta state of the versions refreshes committed, beside the next looks: on the
         # loop, four views' warming held the next refresh of a 5 s freshness target for seconds.
@@ -144,13 +193,20 @@ class Scheduler:
     def install_signal_handlers(self) -> None:
         def request_stop(signum: int, _frame: object) -> None:
             if not self.stop.is_set():
-                self.log(f"received {signal.Signals(signum).name}: stopping after the refresh in flight")
+                self.log(f"received {signal.Signals(signum).name}: stopping after the refresh in flight "
+                         f"(given up after {STOP_GRACE:g} s)")
+                threading.Thread(target=stop_within, args=(self.stopped, self.project.give_up, self.log),
+                                 name="mvlog-stop", daemon=True).start()
             self.stop.set()
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
 
     def run(self) -> None:
+        """Run the loop until stopped (on a thread of its own: see :func:`beside_signals`)."""
+        beside_signals(self._run, self.stopped)
+
+    def _run(self) -> None:
         now = datetime.now(UTC)
         for unit in self.units:
             unit.last_seconds = self._last_seconds(unit)
@@ -175,6 +231,8 @@ class Scheduler:
             except MvlogError as exc:
                 if not exc.transient:
                     raise
+                if self.stop.is_set():  # given up as the scheduler stops
+                    break
                 self.source_watch.wait(exc)
                 continue  # look at the same units again at once: they fell behind while it was away
             for unit in looking:

@@ -98,7 +98,10 @@ class Refresher(ProjectWorker):
         started = {v.name: time.monotonic() for v in views}
         names = [v.name for v in views]
         try:
-            with self.source.translated(), self.catalog.lock_views(names, wait):
+            # A refresh whose connections stop answering gives its Spark work up at once (its JDBC
+            # reads would wait on their silent sockets for source.timeouts.long_statement).
+            with self.source.translated(), self.source.on_abandon(self._interrupt), \
+                    self.catalog.lock_views(names, wait):
                 planned = [self._plan(view, requested_method(view, complete), for_refresh=True) for view in views]
                 logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
                 self.catalog.close_interrupted(names)
@@ -118,6 +121,10 @@ class Refresher(ProjectWorker):
         except MvlogError:
             pass  # the refreshes are recorded; the next refresh (or 'mvlog purge') purges what this left
         return results
+
+    def _interrupt(self, reason: str) -> None:
+        """Interrupt this lane's Spark work (its connections to PostgreSQL were abandoned)."""
+        self.parts.warehouse().interrupt()
 
     def unchanged(self, views: list[ViewConfig], complete: Collection[str]) -> list[RefreshResult]:
         """The views with nothing to apply, recorded as refreshed (``fresh``, 0 keys) without a
@@ -301,7 +308,7 @@ class Refresher(ProjectWorker):
         shape = plan.shape
         complete = plan.method is RefreshMethod.COMPLETE
         strategy = strategy_of(shape)
-        with self.source.snapshot_transaction(stamped.snapshot) as cur:
+        with self.source.bounded("long_statement"), self.source.snapshot_transaction(stamped.snapshot) as cur:
             if complete and not strategy.keymapped():
                 self.catalog.drop_keymap(cur, view.name)
             statements = (strategy.state_rebuild(lambda name: self.source.relation_columns(cur, name)) if complete

@@ -8,7 +8,9 @@ from urllib.parse import quote
 
 from psycopg2.extensions import parse_dsn
 
+from mvlog.config import Timeouts
 from mvlog.errors import ConfigError
+from mvlog.postgres.deadlines import jdbc_properties
 
 
 @dataclass(frozen=True)
@@ -19,7 +21,9 @@ class JdbcSource:
     properties: dict[str, str] = field(repr=False)
 
     @classmethod
-    def from_dsn(cls, dsn: str) -> JdbcSource:
+    def from_dsn(cls, dsn: str, timeouts: Timeouts | None = None) -> JdbcSource:
+        """Spark's way to the database of ``dsn``: its host, database and credentials, and the
+        driver's bounds of ``timeouts`` (``source.timeouts``: connecting, logging in, a silent socket)."""
         try:
             params = parse_dsn(dsn)
         except Exception:
@@ -36,10 +40,10 @@ class JdbcSource:
                           else f"{h}:{ports[min(i, len(ports) - 1)]}"
                           for i, h in enumerate(hosts))
         dbname = params.get("dbname") or params.get("user") or "postgres"
-        properties = {"driver": "org.postgresql.Driver", "ApplicationName": "mvlog-spark"}
+        properties = {"driver": "org.postgresql.Driver", "ApplicationName": "mvlog-spark",
+                      **jdbc_properties(timeouts or Timeouts())}
         for key, prop in (("user", "user"), ("password", "password"), ("sslmode", "sslmode"),
-                          ("sslrootcert", "sslrootcert"), ("sslcert", "sslcert"), ("sslkey", "sslkey"),
-                          ("connect_timeout", "connectTimeout")):
+                          ("sslrootcert", "sslrootcert"), ("sslcert", "sslcert"), ("sslkey", "sslkey")):
             if params.get(key):
                 properties[prop] = params[key]
         return cls(f"jdbc:postgresql://{netloc}/{quote(dbname, safe='')}", properties)

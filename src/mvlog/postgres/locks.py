@@ -14,6 +14,7 @@ import psycopg2.errors
 import psycopg2.extensions
 
 from mvlog.errors import ConcurrentRefreshError
+from mvlog.postgres.deadlines import BoundedConnection, Heartbeat, bound_of
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 VIEW_LOCK_NAMESPACE = 0x6D767677  # "mvvw": advisory lock held for the whole refresh of a view
@@ -98,16 +99,27 @@ def view_lock_holder(cur: Cursor, name: str) -> str:
 def view_locks(source: Source, names: Sequence[str], wait: float = 0.0) -> Iterator[None]:
     """Hold the locks of views ``names`` for the block, all of them or none, on a session of their
     own. A view another process holds is waited for, up to ``wait`` seconds in all; then
-    :class:`ConcurrentRefreshError` names the holder."""
+    :class:`ConcurrentRefreshError` names the holder.
+
+    While the block runs, the lock session is asked for a reply every third of
+    ``source.timeouts.keepalive`` (:class:`~mvlog.postgres.deadlines.Heartbeat`): a session that
+    does not answer within it abandons the source's connections, so a refresh whose path to
+    PostgreSQL went silent is given up within that bound, even while it waits on Spark."""
     conn = source.connect(application_name=LOCK_HOLDER[:63])  # what another process reports
     conn.autocommit = True
     deadline = time.monotonic() + wait
     try:
-        with source.translated(), conn.cursor() as cur:
+        with source.translated(), source.bounded("statement", wait), conn.cursor() as cur:
             keep_lock_session_alive(cur)
             for name in sorted(names):  # one order everywhere: two groups never wait for each other
                 if not take_view_lock(cur, name, deadline - time.monotonic()):
                     raise ConcurrentRefreshError(name, view_lock_holder(cur, name))
-        yield
+        if isinstance(conn, BoundedConnection):
+            keepalive = bound_of(source.timeouts, "keepalive")
+            with Heartbeat(conn, keepalive.seconds / 3, keepalive):
+                yield
+        else:
+            yield
     finally:
-        close_releasing_locks(conn)
+        with source.bounded("keepalive"):  # a session that went silent is not waited on for a statement's bound
+            close_releasing_locks(conn)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,11 @@ import psycopg2.errors
 import psycopg2.extensions
 from psycopg2 import sql
 
+from mvlog.config import Timeouts
 from mvlog.errors import ConfigError, SourceError, redact
 from mvlog.model import MVLOG_SCHEMA, ColumnStats, LogInfo, TableInfo, checked_snapshot_id
+from mvlog.postgres import deadlines
+from mvlog.postgres.deadlines import Bound, BoundedConnection, bound_of, kept_backends, libpq_params, reap
 from mvlog.postgres.inspection import CatalogInspection, Cursor, fetch_row
 from mvlog.postgres.liveness import is_transient, server_gone, snapshot_gone
 
@@ -56,6 +61,11 @@ def dsn_secrets(dsn: str) -> list[str]:
     return [password] if password else []
 
 
+def _quietly(hook: Callable[[str], None], reason: str) -> None:
+    with contextlib.suppress(Exception):
+        hook(reason)
+
+
 def table_identifier(table: TableInfo) -> sql.Identifier:
     return sql.Identifier(table.schema, table.name)
 
@@ -66,15 +76,22 @@ def log_identifier(log: LogInfo) -> sql.Identifier:
 
 
 class Source(CatalogInspection):
-    """The PostgreSQL side of mvlog; owns one connection (opened on first use)."""
+    """The PostgreSQL side of mvlog; owns one connection (opened on first use), and knows every
+    other it opened: each call on them is bounded (:mod:`mvlog.postgres.deadlines`), and when one
+    stops answering they are all given up together."""
 
     def __init__(self, dsn: str, secrets: Sequence[str] = (), read_only: bool = False,
-                 application_name: str = "mvlog"):
+                 application_name: str = "mvlog", timeouts: Timeouts | None = None):
         self.dsn = dsn
         self.secrets = [s for s in secrets if s]
         self.read_only = read_only  # every session refuses writes (a dashboard changes nothing)
         self.application_name = application_name
+        self.timeouts = timeouts or Timeouts()
         self._conn: psycopg2.extensions.connection | None = None
+        self._opened: weakref.WeakSet[deadlines.Watched] = weakref.WeakSet()
+        self._bounds = threading.local()  # a thread's bound for calls of another kind (:meth:`bounded`)
+        self._on_abandon: list[Callable[[str], None]] = []
+        self._lock = threading.Lock()
 
     # -- errors and connections ------------------------------------------------------
 
@@ -94,16 +111,24 @@ class Source(CatalogInspection):
         """``exc`` as a SourceError; a lost or refused connection (and a serialization failure,
         an administrator's shutdown, a server restarting) is transient: the same call may succeed
         later (:func:`is_transient`)."""
+        if isinstance(exc, deadlines.Stalled):
+            return SourceError(str(exc), transient=True)
         if snapshot_gone(exc):
             return SourceError(f"{prefix}: the refresh's snapshot is gone: the connection that held it was lost "
                                f"({self.describe_error(exc)})", transient=True)
-        return SourceError(f"{prefix}: {self.describe_error(exc)}", transient=is_transient(exc))
+        message = self.describe_error(exc)
+        if message.endswith("timeout expired"):  # libpq's connect_timeout: say which setting it was
+            message += f" (no answer within {self.timeouts.connect:g} s, source.timeouts.connect)"
+        return SourceError(f"{prefix}: {message}", transient=is_transient(exc))
 
     def connect(self, **kwargs: object) -> psycopg2.extensions.connection:
-        """A new connection; any failure becomes one clear SourceError."""
+        """A new connection, bounded (:mod:`mvlog.postgres.deadlines`: connecting, a silent peer,
+        each call); any failure becomes one clear SourceError. The backends of connections this
+        process abandoned to the same server are ended first (their locks with them)."""
         try:
             # libpq keywords (Any: to the stubs, a dict of objects might fill connect's factory parameters)
-            params: dict[str, Any] = {"connect_timeout": 10, "application_name": self.application_name, **kwargs}
+            params: dict[str, Any] = {**libpq_params(self.timeouts), "application_name": self.application_name,
+                                      "connection_factory": BoundedConnection, **kwargs}
             if self.read_only:
                 options = psycopg2.extensions.parse_dsn(self.dsn).get("options", "")
                 params["options"] = f"{options} -c default_transaction_read_only=on".strip()
@@ -113,13 +138,71 @@ class Source(CatalogInspection):
                               f"{self.describe_error(exc)}") from None
         except psycopg2.Error as exc:
             raise self.error(exc, "cannot connect to PostgreSQL") from None
+        if isinstance(conn, deadlines.Watched):
+            deadlines.register(conn, self)
+            with self._lock:
+                self._opened.add(conn)
+            if isinstance(conn, BoundedConnection) and kept_backends(conn):
+                reap(conn)
         return conn
+
+    # -- deadlines (the Owner of its connections, to mvlog.postgres.deadlines) ---------------
+
+    def bound(self) -> Bound:
+        """How long a call of this thread on this source's connections may wait: the bound of
+        :meth:`bounded` around it, else ``source.timeouts.statement``."""
+        return getattr(self._bounds, "bound", None) or bound_of(self.timeouts, "statement")
+
+    @contextlib.contextmanager
+    def bounded(self, name: str, seconds: float | None = None) -> Iterator[None]:
+        """Calls of this thread in the block are bounded by ``source.timeouts.<name>`` (plus
+        ``seconds`` they are known to wait on purpose: a lock's wait, the capture's), not by the
+        statement bound."""
+        bound = bound_of(self.timeouts, name)
+        if seconds:
+            bound = Bound(bound.seconds + seconds, bound.setting)
+        previous = getattr(self._bounds, "bound", None)
+        self._bounds.bound = bound
+        try:
+            yield
+        finally:
+            self._bounds.bound = previous
+
+    def abandon(self, reason: str) -> None:
+        """Give up every connection this source holds (one of them stopped answering, or the
+        process is stopping), and tell those who asked (:meth:`on_abandon`: a refresh interrupts its
+        Spark work). The main connection is opened again at its next use."""
+        with self._lock:
+            opened = list(self._opened)
+            hooks = list(self._on_abandon)
+        for conn in opened:
+            deadlines.abandon(conn, reason, cascade=False)
+        for hook in hooks:  # on threads of their own: the watchdog's thread never waits on Spark
+            threading.Thread(target=_quietly, args=(hook, reason), name="mvlog-abandoned", daemon=True).start()
+
+    @contextlib.contextmanager
+    def on_abandon(self, hook: Callable[[str], None]) -> Iterator[None]:
+        """Call ``hook(reason)`` (from another thread) if this source's connections are abandoned
+        while the block runs."""
+        with self._lock:
+            self._on_abandon.append(hook)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._on_abandon.remove(hook)
+
+    def ping(self) -> None:
+        """A round trip on the main connection, answered within the connect bound (else it is
+        abandoned, and the next call opens another)."""
+        with self.bounded("connect"):
+            self.query("SELECT 1")
 
     @property
     def conn(self) -> psycopg2.extensions.connection:
-        """The main connection, opened again when the server has closed it (a long-lived process
-        outlives server restarts: the scheduler, the capture)."""
-        if self._conn is not None and server_gone(self._conn):
+        """The main connection, opened again when the server has closed it or it was abandoned
+        (a long-lived process outlives server restarts and stalls: the scheduler, the capture)."""
+        if self._conn is not None and (getattr(self._conn, "abandoned", None) or server_gone(self._conn)):
             self.close()
         if self._conn is None:
             self._conn = self.connect()

@@ -259,6 +259,14 @@ class Warehouse(TableUpkeep):
         except Exception as exc:
             raise self.delta.fail("reading from PostgreSQL failed", exc) from None
 
+    def interrupt(self) -> None:
+        """Interrupt every operation of this session (from another thread): a refresh whose
+        PostgreSQL connections were abandoned stops waiting on Spark."""
+        try:
+            self.spark.interruptAll()
+        except Exception:  # nothing running, or the session is gone: nothing to stop
+            return
+
     def replace(self, location: str, df: DataFrame, metadata: dict, txn: tuple[str, int] | None = None,
                 key_columns: tuple[str, ...] = (), change_feed: bool = False,
                 deletion_vectors: bool = False) -> WriteCounts:

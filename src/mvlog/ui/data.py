@@ -42,6 +42,7 @@ class Dashboard:
         self._pages_lock = threading.Lock()
         self._overview: dict[str, Any] | None = None
         self._error: str | None = None
+        self._failing_since: datetime | None = None  # the first of the reads failing now
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -68,12 +69,12 @@ class Dashboard:
         while not self._stop.is_set():
             try:
                 project = project or self._connect()
-                self._overview, self._error = read_overview(project), None
+                self._overview, self._error, self._failing_since = read_overview(project), None, None
             except MvlogError as exc:
-                self._error = str(exc)
+                self._failed(str(exc))
             except Exception as exc:  # noqa: BLE001 — the reads go on; the page says the last one failed
                 log.exception("the dashboard could not read the overview")
-                self._error = f"the overview could not be read ({type(exc).__name__}); see the server's log"
+                self._failed(f"the overview could not be read ({type(exc).__name__}); see the server's log")
                 if project is not None:
                     project.close()
                 project = None  # its connections may be gone: connect again
@@ -82,11 +83,17 @@ class Dashboard:
         if project is not None:
             project.close()
 
+    def _failed(self, error: str) -> None:
+        self._error = error
+        self._failing_since = self._failing_since or datetime.now(UTC)
+
     def overview(self, timeout: float = 60.0) -> dict[str, Any]:
-        """The last overview read (waiting for the first), with ``error``: why the last read failed."""
+        """The last overview read (waiting for the first), with ``error``: why the last read failed,
+        and ``error_since``: when the reads began to fail (PostgreSQL stopped answering at …)."""
         self._ready.wait(timeout)
         data = dict(self._overview or {"views": [], "logs": [], "captures": [], "as_of": None})
         data["error"] = self._error
+        data["error_since"] = self._failing_since.isoformat() if self._failing_since else None
         return data
 
     def layout(self, overview: dict[str, Any]) -> graph.Layout:

@@ -188,3 +188,65 @@ def test_where_a_replication_connection_is_refused_the_capture_runs_passes(logic
         wait_for(lambda: sum(p.rows for p in passes) >= 50)
         assert not slot_row(db)[1]  # no walsender: passes of the SQL functions
     assert logged_keys(db) == set(range(1, 51))
+
+
+def test_a_stream_that_goes_silent_is_given_up_and_resumes_without_a_gap_or_a_repeat(logical, db, pg):
+    """Through a proxy that stops forwarding (sockets left open), the running capture gives its
+    stream up within ``source.timeouts.stream``; once new connections pass again, the next run ends
+    the walsender the server kept for the silent one (it holds the slot) and streams on from the
+    recorded position: the changes made during the stall are logged, each once."""
+    from stallproxy import StallProxy
+
+    from mvlog.config import Timeouts
+    from mvlog.project import Project
+
+    with StallProxy("127.0.0.1", pg.port) as proxy:
+        source = logical.config.source.model_copy(update={
+            "dsn": proxy.dsn({"user": "postgres", "password": pg.password, "dbname": db.name}),
+            "timeouts": Timeouts(connect=2, keepalive=3, statement=3, long_statement=20, stream=3)})
+        project = Project(logical.config.model_copy(update={"source": source}))
+        failures: list[Exception] = []
+
+        def capture() -> None:
+            try:
+                for _ in project.capture(stop=lambda: False):
+                    pass
+            except Exception as exc:  # noqa: BLE001 — what the test looks at
+                failures.append(exc)
+
+        thread = threading.Thread(target=capture, daemon=True)
+        thread.start()
+        wait_for(lambda: all(slot_row(db)[:2]))
+        db.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 100) g")
+        wait_for(lambda: len(logged_keys(db)) == 100)
+        proxy.stall()
+        stalled = time.monotonic()
+        db.execute("UPDATE t SET v = -v WHERE id <= 50")  # committed while the capture cannot hear of it
+        thread.join(15)
+        assert not thread.is_alive() and failures, "the silent stream was never given up"
+        assert time.monotonic() - stalled < 3 + 3, time.monotonic() - stalled
+        assert "source.timeouts.stream" in str(failures[0]), failures
+        assert getattr(failures[0], "transient", False)
+        assert slot_row(db)[0]  # the server still holds the slot for the silent walsender
+        proxy.heal()
+        with running_capture(project):
+            wait_for(lambda: all(slot_row(db)[:2]))
+            db.execute("DELETE FROM t WHERE id = 1")  # after the healing: the stream is live again
+            wait_for(lambda: changes(db).get("D", set()) == {1})
+        project.close()
+    logged = changes(db)
+    assert logged["I"] == set(range(1, 101)) and logged["U"] == set(range(1, 51)), logged  # nothing lost
+    assert db.execute(f'SELECT count(*) FROM mvlog."{log_name(db)}"')[0][0] == 100 + 50 + 1  # none twice
+
+
+def changes(db) -> dict[str, set[int]]:
+    """The logged keys by kind of change."""
+    found: dict[str, set[int]] = {}
+    for key, kind in db.execute(f'SELECT id, "dmltype$$" FROM mvlog."{log_name(db)}"'):
+        found.setdefault(kind, set()).add(key)
+    return found
+
+
+def log_name(db) -> str:
+    ((log,),) = db.execute("SELECT log_name FROM mvlog.logs")
+    return log

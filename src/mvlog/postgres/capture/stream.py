@@ -19,6 +19,10 @@ What is written, and when:
   databases, unlogged tables): the slot is told at once, so an idle database on a busy cluster
   retains no WAL; the recorded position follows every ``IDLE_WRITE`` seconds, or at once when a
   refresh asks for it (``NOTIFY`` on ``WAKE_CHANNEL`` with the WAL position it waits for);
+- a stream that hears nothing from the server (neither data nor a keepalive) asks for a reply
+  after a third of ``source.timeouts.stream``, and is given up after all of it: its connections are
+  abandoned (:mod:`mvlog.postgres.deadlines`) and the capture opens it again from the recorded
+  position — what was written is skipped, what was not is sent again;
 - rows never wait unwritten for more than ``write_every`` seconds, even in the middle of a
   transaction. psycopg2 moves the flush position it reports to the server up to a keepalive's
   WAL position whenever the client has confirmed the last data message, and in the middle of a
@@ -48,6 +52,7 @@ from mvlog.postgres.capture.logical import PUBLICATION
 from mvlog.postgres.capture.pgoutput import commit_end, lsn_value
 from mvlog.postgres.capture.slot import slot_name
 from mvlog.postgres.catalog import capture_state
+from mvlog.postgres.deadlines import BoundedReplicationConnection, bound_of
 from mvlog.postgres.source import fetch_row
 
 if TYPE_CHECKING:
@@ -95,14 +100,22 @@ class Stream:
         self.batch_started = time.monotonic()
         self.slot = ""
         self.releasing = False  # asked to let go (the capture is being dropped)
+        self.heard_at = time.monotonic()  # when the server last sent something (data or a keepalive)
+        self.asked_reply_at = 0.0
+        self.silence = bound_of(decoding.source.timeouts, "stream")
 
     def run(self) -> Iterator[Pass]:
-        """Stream and write; yields each write of log rows as a :class:`Pass`."""
+        """Stream and write; yields each write of log rows as a :class:`Pass`. Its calls (the
+        writes, the listener's) are bounded by ``source.timeouts.stream``, as its silence is."""
+        with self.decoding.source.bounded("stream"):
+            yield from self._run()
+
+    def _run(self) -> Iterator[Pass]:
         source = self.decoding.source
         writer = source.connect()
         listener = source.connect()
         try:
-            replication = source.connect(connection_factory=psycopg2.extras.LogicalReplicationConnection)
+            replication = source.connect(connection_factory=BoundedReplicationConnection)
         except SourceError as exc:
             writer.close()
             listener.close()
@@ -124,11 +137,14 @@ class Stream:
             self.write_every = min(WRITE_EVERY, timeout / 4) if timeout > 0 else WRITE_EVERY
             self.routing = Routing(lambda: self.decoding.log_keys(writer), since=self.recorded)
             cursor = cast(psycopg2.extras.ReplicationCursor, replication.cursor())
-            cursor.start_replication(slot_name=slot, decode=False, start_lsn=self.recorded,
-                                     options={"proto_version": "1", "publication_names": PUBLICATION})
+            assert isinstance(replication, BoundedReplicationConnection)
+            with replication.watching("the start of replication"):
+                cursor.start_replication(slot_name=slot, decode=False, start_lsn=self.recorded,
+                                         options={"proto_version": "1", "publication_names": PUBLICATION})
+            self.heard_at = time.monotonic()
             self._confirm(cursor, self.recorded)
             while not self.stop() and not self.releasing:
-                message = cursor.read_message()
+                message = self._read(cursor, replication)
                 if message is not None:
                     done = self._receive(message.payload, writer, cursor)
                     if done is not None:
@@ -147,6 +163,20 @@ class Stream:
             _released(listener, self.slot)
             listener.close()
             writer.close()
+
+    def _read(self, cursor: psycopg2.extras.ReplicationCursor,
+              replication: BoundedReplicationConnection) -> psycopg2.extras.ReplicationMessage | None:
+        """The next message, if one has come; psycopg2's error of a stream abandoned for its
+        silence (:meth:`_wait`) as the reason it was abandoned."""
+        try:
+            message = cursor.read_message()
+        except psycopg2.Error:
+            if replication.abandoned:
+                raise SourceError(replication.abandoned, transient=True) from None
+            raise
+        if message is not None:
+            self.heard_at = time.monotonic()
+        return message
 
     def _receive(self, payload: bytes, writer: psycopg2.extensions.connection,
                  cursor: psycopg2.extras.ReplicationCursor) -> Pass | None:
@@ -210,19 +240,33 @@ class Stream:
 
     def _wait(self, cursor: psycopg2.extras.ReplicationCursor, listener: psycopg2.extensions.connection) -> None:
         """Sleep until the server sends something or a refresh asks; keep the server answering
-        while one waits."""
+        while one waits, and give the stream up if it stays silent (see the module)."""
         now = time.monotonic()
+        silent = now - self.heard_at
+        if silent > self.silence.seconds:
+            reason = (f"PostgreSQL stopped answering: the replication stream was silent for {silent:.0f} s "
+                      f"({self.silence.setting}: {self.silence.seconds:g} s); it is opened again from the recorded "
+                      f"position")
+            self.decoding.source.abandon(reason)
+            raise SourceError(reason, transient=True)
+        quiet = silent >= self.silence.seconds / 3 and now - self.asked_reply_at >= self.silence.seconds / 6
         if self.wanted > self.recorded:
             if now - self.asked_at >= ASK_EVERY:
                 cursor.send_feedback(reply=True)  # the server answers with how far it has sent
                 self.asked_at = self.fed_at = now
             timeout = ASK_EVERY
         else:
-            if now - self.fed_at >= self.write_every:
-                cursor.send_feedback(force=True)  # keeps the server from asking, mid-transaction
+            if now - self.fed_at >= self.write_every or quiet:
+                # Keeps the server from asking, mid-transaction; when it has been quiet, asks it
+                # to answer (a keepalive), so that its silence means a path that went dead.
+                cursor.send_feedback(force=True, reply=quiet)
                 self.fed_at = now
+                if quiet:
+                    self.asked_reply_at = now
             timeout = min(self.interval, self.write_every)
         ready, _, _ = select.select([cursor.connection, listener], [], [], timeout)
+        if cursor.connection in ready:
+            self.heard_at = time.monotonic()  # data or a keepalive: the server is there
         if listener in ready:
             self._notes(listener)
 

@@ -1,0 +1,32 @@
+"""`mvlog schedule` reaching PostgreSQL through a proxy that stops forwarding for a minute without
+closing a socket (a partition, a NAT or load balancer that forgot its connections, a hung proxy),
+then forwards new connections while the old ones stay silent: with logical capture (the stream is
+stalled by each stall) and a writer, a stall while the scheduler waits between refreshes and one
+in the middle of a refresh. It never exits, every view is refreshed again within two minutes of
+the healing and equals its query, the stream resumes from its recorded position, and SIGTERM
+during a stall ends it within 30 s. (Trigger capture: the same scenario in the deep tier.)"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import new_database
+from schedulers import schedule_through_stalls
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_scheduler_and_its_capture_carry_on_through_stalls(restartable_pg, tmp_path, connect_engine):
+    with new_database(restartable_pg) as db:
+        lines = schedule_through_stalls(restartable_pg, db, tmp_path, {"remote": connect_engine.remote}, "logical",
+                                        ["idle", "refresh"])
+    gone = [line for line in lines if "PostgreSQL is unavailable (PostgreSQL stopped answering" in line]
+    assert gone and all("source.timeouts." in line for line in gone), lines
+    assert any("capture: PostgreSQL stopped answering" in line for line in lines), lines  # the stream noticed
+    assert sum("capture: resumed after" in line for line in lines) >= 2, lines
+
+
+@pytest.mark.deep  # main tier: test_the_scheduler_and_its_capture_carry_on_through_stalls (logical capture)
+def test_the_scheduler_carries_on_through_stalls_with_trigger_capture(restartable_pg, tmp_path, connect_engine):
+    with new_database(restartable_pg) as db:
+        schedule_through_stalls(restartable_pg, db, tmp_path, {"remote": connect_engine.remote}, "trigger",
+                                ["idle", "refresh"])
