@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -30,9 +31,14 @@ def test_a_database_that_does_not_answer_is_one_sentence_on_the_page_without_its
         with urllib.request.urlopen(url + "api/overview", timeout=30) as response:
             overview = json.loads(response.read())
         assert overview["views"] == [] and "cannot connect to PostgreSQL" in overview["error"]
+        since = overview["error_since"]  # the first failed read, kept while the reads fail
+        time.sleep(0.5)
+        with urllib.request.urlopen(url + "api/overview", timeout=30) as response:
+            assert json.loads(response.read())["error_since"] == since
         with urllib.request.urlopen(url, timeout=30) as response:
             page = response.read().decode()
         assert 'id="overview-error"' in page and "cannot connect to PostgreSQL" in page
+        assert f"(failing since {since[:19].replace('T', ' ')} UTC)" in page
         assert SECRET not in page and SECRET not in json.dumps(overview)
     finally:
         server.shutdown()
