@@ -19,10 +19,10 @@ def test_the_scheduler_and_its_capture_carry_on_through_stalls(restartable_pg, t
     with new_database(restartable_pg) as db:
         lines = schedule_through_stalls(restartable_pg, db, tmp_path, {"remote": connect_engine.remote}, "logical",
                                         ["idle", "refresh"])
-    gone = [line for line in lines if "PostgreSQL is unavailable (PostgreSQL stopped answering" in line]
-    assert gone and all("source.timeouts." in line for line in gone), lines
+    failed = [line for line in lines if "status=failed" in line]
+    assert any("PostgreSQL stopped answering" in line and "source.timeouts." in line for line in failed), failed
     assert any("capture: PostgreSQL stopped answering" in line for line in lines), lines  # the stream noticed
-    assert sum("capture: resumed after" in line for line in lines) >= 2, lines
+    assert any("capture: resumed after" in line for line in lines), lines
 
 
 @pytest.mark.deep  # main tier: test_the_scheduler_and_its_capture_carry_on_through_stalls (logical capture)

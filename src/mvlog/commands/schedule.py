@@ -108,7 +108,8 @@ def stop_within(stopped: threading.Event, give_up: Callable[[str], None], log: C
     never keeps a stopped scheduler alive."""
     if stopped.wait(grace):
         return
-    log(f"the work in flight did not end within {grace:g} s of the stop: giving it up")
+    if grace:
+        log(f"the work in flight did not end within {grace:g} s of the stop: giving it up")
     give_up("the process is stopping")
     if stopped.wait(force - grace):
         return
@@ -185,6 +186,7 @@ class Scheduler:
         self.backoff = backoff
         self.stop = threading.Event()
         self.stopped = threading.Event()  # the loop has ended
+        self.refreshing = threading.Event()  # a refresh is in flight
         self.source_watch = SourceWatch(project.reachable, log, self.stop)
         # Builds the Delta state of the versions refreshes committed, beside the next looks: on the
         # loop, four views' warming held the next refresh of a 5 s freshness target for seconds.
@@ -193,9 +195,12 @@ class Scheduler:
     def install_signal_handlers(self) -> None:
         def request_stop(signum: int, _frame: object) -> None:
             if not self.stop.is_set():
-                self.log(f"received {signal.Signals(signum).name}: stopping after the refresh in flight "
-                         f"(given up after {STOP_GRACE:g} s)")
-                threading.Thread(target=stop_within, args=(self.stopped, self.project.give_up, self.log),
+                # A refresh in flight may end for STOP_GRACE seconds; anything else (a look, the
+                # capture's stream) is given up at once.
+                grace = STOP_GRACE if self.refreshing.is_set() else 0.0
+                self.log(f"received {signal.Signals(signum).name}: stopping"
+                         + (f" after the refresh in flight (given up after {grace:g} s)" if grace else ""))
+                threading.Thread(target=stop_within, args=(self.stopped, self.project.give_up, self.log, grace),
                                  name="mvlog-stop", daemon=True).start()
             self.stop.set()
 
@@ -290,11 +295,15 @@ class Scheduler:
     def refresh(self, units: list[Unit]) -> None:
         """Refresh the due units together (concurrently, up to the configuration's bound); retry
         the units with transient failures, with exponential backoff."""
-        if not units:
+        if not units or self.stop.is_set():
             return
         pending, attempt = list(units), 0
         while True:
-            results = self.project.refresh([name for unit in pending for name in self._views(unit)])
+            self.refreshing.set()
+            try:
+                results = self.project.refresh([name for unit in pending for name in self._views(unit)])
+            finally:
+                self.refreshing.clear()
             for result in results:
                 self.log(result_line(result))
                 if self.metrics is not None:
