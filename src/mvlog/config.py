@@ -147,6 +147,8 @@ class ViewConfig(_Strict):
     change_feed: bool = False
     # Deletion vectors on the view's table (None: the warehouse's delta.deletion_vectors).
     deletion_vectors: bool | None = None
+    # Column names that need Delta column mapping allowed (None: the warehouse's delta.column_mapping).
+    column_mapping: bool | None = None
 
     @field_validator("name")
     @classmethod
@@ -200,6 +202,10 @@ class DeltaConfig(_Strict):
 
     # Cheaper MERGEs of scattered changes; Spark and polars read such tables, deltalake does not.
     deletion_vectors: bool = False
+    # Column names Delta can store only under column mapping (a space, one of ,;{}()=) are refused
+    # unless this says that only readers that understand it read the views: deltalake's
+    # to_pandas/to_pyarrow_table read such columns as NULLs (README "Reading views without Spark").
+    column_mapping: bool = False
     # A fast refresh of a view of at most this many rows (and no change feed) rewrites its table
     # instead of merging into it: cheaper below Delta's MERGE floor (BENCHMARKS.md). 0: always MERGE.
     rewrite_max_rows: int = Field(default=REWRITE_MAX_ROWS, ge=0)
@@ -266,6 +272,11 @@ class Config(_Strict):
     def deletion_vectors(self, view: ViewConfig) -> bool:
         """Whether the view's table has deletion vectors: its own setting, else the warehouse's."""
         return self.delta.deletion_vectors if view.deletion_vectors is None else view.deletion_vectors
+
+    def column_mapping(self, view: ViewConfig) -> bool:
+        """Whether the view may have column names that need Delta column mapping: its own setting,
+        else the warehouse's."""
+        return self.delta.column_mapping if view.column_mapping is None else view.column_mapping
 
     def view_location(self, name: str) -> str:
         """Where a view's Delta table lives: ``<warehouse>/<view name>``."""

@@ -18,6 +18,7 @@ from mvlog.config import Config, ViewConfig, load_config
 from mvlog.errors import MvlogError, RefreshError, UsageError, WarehouseError
 from mvlog.model import LogInfo
 from mvlog.ops.freshness import Freshness
+from mvlog.ops.readers import view_readers
 from mvlog.ops.status import Status
 from mvlog.pipeline.apply import Registrar, Registration, check_locations, register_tables
 from mvlog.pipeline.maintenance import Maintenance
@@ -323,6 +324,7 @@ class Project:
         next refresh would do now (:meth:`plan`'s method, reason and write)."""
         view = self._select_views([name])[0]
         result = self.registrar.explain(view)
+        result.readers_of, result.readers = view_readers(self.config, view.name, result.table_features)
         try:
             plan = self.refresher.preview(view)
         except MvlogError:  # not registered yet (explain runs before apply), or not plannable now

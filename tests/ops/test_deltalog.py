@@ -190,6 +190,29 @@ def test_files_are_identified_by_path_and_deletion_vector(tmp_path):
     summary = read_summary(str(tmp_path))
     assert (summary.version, summary.files, summary.bytes) == (2, 1, 10)
     assert summary.last_commit == datetime.fromtimestamp(1_700_000_000, UTC) and summary.last_operation is None
+    assert summary.features == ["deletionVectors"]  # from the protocol
+
+
+def test_features_come_from_the_protocol_and_from_properties_an_older_protocol_turns_on(tmp_path):
+    """Column mapping needs reader version 2, which lists no features; a checkpoint holds the
+    properties as a map (pairs, to pyarrow). Both say the table has it."""
+    for name, configuration, expected in (("fed", {"delta.enableChangeDataFeed": "true"}, ["changeDataFeed"]),
+                                          ("mapped", {"delta.columnMapping.mode": "name"}, ["columnMapping"])):
+        path = str(tmp_path / name)
+        write_deltalake(path, rows(0, 3), mode="append")
+        assert read_summary(path).features == []
+        log = tmp_path / name / "_delta_log"
+        metadata = next(json.loads(line)["metaData"] for line in (log / f"{0:020d}.json").read_text().splitlines()
+                        if '"metaData"' in line)
+        (log / f"{1:020d}.json").write_text(
+            json.dumps({"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}) + "\n"
+            + json.dumps({"metaData": {**metadata, "configuration": configuration}}) + "\n")
+        assert read_summary(path).features == expected
+    DeltaTable(str(tmp_path / "fed")).create_checkpoint()  # (deltalake checkpoints no fake column mapping)
+    write_deltalake(str(tmp_path / "fed"), rows(10, 1), mode="append")
+    for version in (0, 1):
+        (tmp_path / "fed" / "_delta_log" / f"{version:020d}.json").unlink()
+    assert read_summary(str(tmp_path / "fed")).features == ["changeDataFeed"]
 
 
 def test_no_table_is_none(tmp_path):

@@ -3,7 +3,17 @@
 
 from __future__ import annotations
 
-from mvlog.spark.features import TableFeatures, changes, for_columns, needs_column_mapping
+from mvlog.spark.features import (
+    MISREADS,
+    READS,
+    REFUSES,
+    TableFeatures,
+    changes,
+    for_columns,
+    needs_column_mapping,
+    readers,
+    refusal,
+)
 
 
 def test_column_mapping_only_for_names_delta_cannot_store():
@@ -35,3 +45,20 @@ def test_an_existing_table_is_moved_to_the_features_asked_for_drops_last():
     assert not any(c.drops for c in found)
     fed = {"properties": {"delta.enableChangeDataFeed": "true"}, "tableFeatures": ["changeDataFeed"]}
     assert [c.description for c in changes(fed, TableFeatures())] == ["change data feed off"]
+
+
+def test_a_name_that_needs_column_mapping_is_refused_with_the_readers_and_the_ways_out():
+    assert refusal(["id", "order_total"]) is None
+    said = refusal(["id", "order total", "30 days"])
+    assert said is not None and said.startswith("column 'order total' needs Delta column mapping")
+    assert "(AS order_total)" in said and "column_mapping: true" in said and "as NULLs" in said
+
+
+def test_a_reader_s_verdict_is_the_worst_its_table_s_features_give():
+    plain = readers({"appendOnly", "invariants"})
+    assert set(plain.values()) == {READS}
+    mapped = readers({"columnMapping", "deletionVectors"})
+    assert mapped["Spark (delta-spark)"] == READS
+    assert mapped["deltalake to_pyarrow_table / to_pandas"] == f"{MISREADS} (columnMapping)"  # worse than refusing
+    assert mapped["polars read_delta / scan_delta"] == f"{REFUSES} (columnMapping)"
+    assert readers({"deletionVectors"})["polars read_delta / scan_delta"] == READS

@@ -191,6 +191,8 @@ def test_a_click_reaches_the_view_s_page_with_one_chart_point_per_refresh(dashbo
     assert f"version {history[0]['delta_version']}" in delta  # the Delta log, read without Spark
     columns = page.locator("table#columns").text_content()
     assert columns.count("amount") == 1 and "decimal(10,2)" in columns and "_mvlog_" not in columns
+    readers = page.locator("table#readers").text_content()  # from its table's features: none a reader lacks
+    assert "deltalake to_pyarrow_table / to_pandasreads it" in readers and "refuses" not in readers
     verify = page.locator("#verify").text_content()
     assert verify.startswith("ok (full")
     page.screenshot(path=str(screenshots / "dashboard-view.png"), full_page=True)

@@ -123,6 +123,10 @@ def print_explain(result: Explanation) -> None:
     out.print("Delta table features: " + ("; ".join(result.table_features) if result.table_features else
                                           "none that a reader may lack (Spark, deltalake, polars and DuckDB read it)"),
               markup=False)
+    if result.readers:
+        which = "its Delta table as it is" if result.readers_of == "table" else "its table as mvlog would write it"
+        verdicts = "; ".join(f"{reader} {verdict}" for reader, verdict in result.readers.items())
+        out.print(f"readers ({which}): {verdicts}", markup=False)
     if result.next_refresh:
         nxt = result.next_refresh
         write = f", write: {nxt['write']}" if nxt["write"] else ""

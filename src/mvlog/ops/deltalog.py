@@ -5,7 +5,8 @@ features a view may have (deletion vectors, column mapping).
 The state is the newest complete checkpoint (classic, multi-part, or V2 with its sidecars) and
 the JSON commits after it, replayed in order. A file is live while an ``add`` of it is not undone
 by a ``remove``; a file is identified by its path and deletion vector, as the Delta protocol says.
-Other actions (protocol, txn, domainMetadata, cdc, ...) are skipped.
+The protocol and the table's properties give its features (what readers need to know). Other
+actions (txn, domainMetadata, cdc, ...) are skipped.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ CLASSIC = re.compile(r"(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet") 
 V2 = re.compile(r"(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)")  # sidecars in _delta_log/_sidecars
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # The fields of a checkpoint the summary needs (its add stats, often most of it, are not read).
-WANTED = {"add": ("path", "size", "deletionVector"), "metaData": ("schemaString", "partitionColumns"),
+WANTED = {"add": ("path", "size", "deletionVector"),
+          "metaData": ("schemaString", "partitionColumns", "configuration"),
+          "protocol": ("minReaderVersion", "readerFeatures", "writerFeatures"),
           "sidecar": ("path",)}
 
 
@@ -42,6 +45,7 @@ class DeltaSummary:
     partition_columns: list[str]
     last_commit: datetime | None  # UTC
     last_operation: str | None  # "WRITE", "MERGE", ...
+    features: list[str] = field(default_factory=list)  # Delta's names: "columnMapping", "deletionVectors", ...
 
     def to_json(self) -> dict[str, Any]:
         """The summary as JSON-ready values (the last commit's time in ISO 8601)."""
@@ -49,13 +53,14 @@ class DeltaSummary:
                 "columns": [[name, kind] for name, kind in self.columns],
                 "partition_columns": list(self.partition_columns),
                 "last_commit": self.last_commit.isoformat() if self.last_commit else None,
-                "last_operation": self.last_operation}
+                "last_operation": self.last_operation, "features": list(self.features)}
 
 
 @dataclass
 class _State:
     files: dict[str, dict[str | None, int]] = field(default_factory=dict)  # path -> {deletion vector id: size}
     metadata: dict[str, Any] | None = None
+    protocol: dict[str, Any] | None = None
     commit_info: dict[str, Any] | None = None
     sidecars: list[str] = field(default_factory=list)
 
@@ -69,10 +74,28 @@ class _State:
                 self.files.pop(remove["path"], None)
         elif (metadata := action.get("metaData")) is not None:
             self.metadata = metadata
+        elif (protocol := action.get("protocol")) is not None:
+            self.protocol = protocol
         elif (info := action.get("commitInfo")) is not None:
             self.commit_info = info
         elif (sidecar := action.get("sidecar")) is not None:
             self.sidecars.append(sidecar["path"])
+
+
+def table_features(protocol: dict[str, Any] | None, metadata: dict[str, Any] | None) -> list[str]:
+    """A table's features by Delta's names: those its protocol lists, and those its properties turn
+    on under an older protocol (column mapping needs reader version 2, and no feature list)."""
+    found = set((protocol or {}).get("readerFeatures") or ()) | set((protocol or {}).get("writerFeatures") or ())
+    configuration = (metadata or {}).get("configuration") or {}
+    if isinstance(configuration, list):  # a parquet checkpoint's map: (key, value) pairs
+        configuration = dict(configuration)
+    if str(configuration.get("delta.columnMapping.mode", "none")).lower() != "none":
+        found.add("columnMapping")
+    if str(configuration.get("delta.enableChangeDataFeed", "false")).lower() == "true":
+        found.add("changeDataFeed")
+    if str(configuration.get("delta.enableDeletionVectors", "false")).lower() == "true":
+        found.add("deletionVectors")
+    return sorted(found)
 
 
 def _dv_id(dv: dict[str, Any] | None) -> str | None:
@@ -187,7 +210,8 @@ def read_summary(location: str, filesystem: pafs.FileSystem | None = None) -> De
         bytes=sum(size for versions in state.files.values() for size in versions.values()),
         columns=[(f["name"], _type_name(f["type"])) for f in schema["fields"]],
         partition_columns=list((state.metadata or {}).get("partitionColumns") or []),
-        last_commit=when, last_operation=commit.get("operation"))
+        last_commit=when, last_operation=commit.get("operation"),
+        features=table_features(state.protocol, state.metadata))
 
 
 def filesystem_for(warehouse_uri: str, spark_conf: dict[str, str]) -> pafs.FileSystem | None:

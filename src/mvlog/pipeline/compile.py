@@ -95,8 +95,10 @@ class Compiler:
         return analyze(query, catalog, columns, types)
 
     def compile_view(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo],
-                     check_fast: bool = True, check_refresh_sql: bool = False) -> ViewCheck:
+                     check_fast: bool = True, check_refresh_sql: bool = False, delta_columns: bool = True) -> ViewCheck:
         """Analyse and validate a view against the database (``logs``: by table oid).
+        ``delta_columns``: its columns are a Delta table's (not a piece kept in PostgreSQL), so a
+        name that needs column mapping is refused unless the view allows it.
         ``check_refresh_sql`` (apply): have PostgreSQL plan every statement a fast refresh
         would send, so a view mvlog cannot refresh fast is found before its first refresh."""
         where = f"views[{index}] ({view.name})"
@@ -148,6 +150,8 @@ class Compiler:
         if reserved:
             raise ConfigError(f"{where}: column names starting with {HIDDEN_PREFIX!r} are reserved for mvlog "
                               f"({reserved[0]})")
+        if delta_columns and not self.config.column_mapping(view) and (refused := features.refusal(columns)):
+            raise ConfigError(f"{where}: {refused}")
         shape = shape_view(view.name, analysis, by_alias)
         if expansion.barrier is not None and shape.fast_possible:
             shape = downgrade(shape, query, f"it reads security-barrier view {expansion.barrier.name}, which "
@@ -198,7 +202,8 @@ class Compiler:
         if inner_sql is None:
             return shape
         try:
-            inner = self.compile_view(cur, index, view.model_copy(update={"query": inner_sql}), logs, check_fast=False)
+            inner = self.compile_view(cur, index, view.model_copy(update={"query": inner_sql}), logs, check_fast=False,
+                                      delta_columns=False)
         except ConfigError:
             return shape
         if not inner.shape.fast_possible or inner.shape.top is not None:
@@ -290,7 +295,8 @@ class Compiler:
         found = []
         unsafe = [c for c in columns if features.needs_column_mapping([c])]
         if unsafe:
-            found.append(f"column mapping: column {unsafe[0]!r} is not a valid Delta column name without it")
+            found.append(f"column mapping: column {unsafe[0]!r} is not a valid Delta column name without it "
+                         f"(allowed by column_mapping: true; deltalake's to_pandas reads its columns as NULLs)")
         if self.config.deletion_vectors(view):
             found.append("deletion vectors: asked for by deletion_vectors: true (deltalake cannot read the view)")
         if view.change_feed:

@@ -298,7 +298,7 @@ class Refresher(ProjectWorker):
         checkpoint("after_read")
         with phases("write"):
             return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, view.change_feed,
-                                          self.config.deletion_vectors(view))
+                                          self.config.deletion_vectors(view), self.config.column_mapping(view))
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int,
                 checked_at: datetime) -> None:

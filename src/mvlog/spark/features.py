@@ -4,7 +4,9 @@ A view opens in every common Delta reader (Spark, ``deltalake``/delta-rs, polars
 Arrow) unless its configuration asks for more:
 
 - **column mapping** only where a column name needs it (Delta refuses `` ,;{}()\\n\\t=`` in a
-  physical column name); ``deltalake`` and polars refuse tables that have it;
+  physical column name) and the view allows it (``column_mapping: true``): ``deltalake``'s
+  ``to_pandas``/``to_pyarrow_table`` read such a table's columns as NULLs and polars refuses it,
+  so a view that would need it is refused unless allowed (:func:`refusal`);
 - **deletion vectors** only where the view asks (``deletion_vectors: true``): a MERGE that
   changes a few rows of a file marks them deleted instead of rewriting the file; Spark and
   polars read them, ``deltalake`` refuses them;
@@ -52,6 +54,48 @@ def needs_column_mapping(columns: list[str]) -> bool:
 def for_columns(columns: list[str], change_feed: bool, deletion_vectors: bool) -> TableFeatures:
     """The features of a view whose table has ``columns``."""
     return TableFeatures(change_feed, deletion_vectors, needs_column_mapping(columns))
+
+
+def safe_name(name: str) -> str:
+    """``name`` with every character that needs column mapping made an underscore."""
+    return "".join("_" if c in UNSAFE_NAME_CHARACTERS else c for c in name)
+
+
+def refusal(columns: list[str]) -> str | None:
+    """Why a view with ``columns`` is refused when column mapping is not allowed (None: it needs none):
+    the column, the readers that would read it wrong, and the two ways out."""
+    unsafe = [c for c in columns if needs_column_mapping([c])]
+    if not unsafe:
+        return None
+    return (f"column {unsafe[0]!r} needs Delta column mapping (its name has a space or one of ,;{{}}()=), and "
+            f"readers other than Spark misread such a table: deltalake's to_pandas() and to_pyarrow_table() "
+            f"(and DuckDB or pandas over them) read its columns as NULLs, polars refuses it; rename the column "
+            f"(AS {safe_name(unsafe[0])}), or set column_mapping: true on the view if only Spark (or deltalake's "
+            f"QueryBuilder) reads it")
+
+
+# What each reader the README names does with a table that has a feature (checked by
+# tests/spark/test_readers.py, which reads such tables with each of them).
+READS, REFUSES, MISREADS = "reads it", "refuses it", "reads wrong values"
+READERS: dict[str, dict[str, str]] = {
+    "Spark (delta-spark)": {},
+    "deltalake QueryBuilder": {},
+    "deltalake to_pyarrow_table / to_pandas": {"deletionVectors": REFUSES, "columnMapping": MISREADS},
+    "polars read_delta / scan_delta": {"columnMapping": REFUSES},
+    "DuckDB over deltalake's Arrow": {"deletionVectors": REFUSES, "columnMapping": MISREADS},
+}
+ORDER = (MISREADS, REFUSES, READS)  # the worst verdict a table's features give a reader wins
+
+
+def readers(table_features: set[str]) -> dict[str, str]:
+    """Per reader, what it does with a table that has ``table_features`` (Delta's feature names:
+    ``deletionVectors``, ``columnMapping``, ...), with the feature that decides it."""
+    verdicts = {}
+    for reader, by_feature in READERS.items():
+        found = [(by_feature[f], f) for f in sorted(table_features) if f in by_feature]
+        verdict, feature = min(found, key=lambda v: ORDER.index(v[0]), default=(READS, None))
+        verdicts[reader] = verdict + (f" ({feature})" if feature else "")
+    return verdicts
 
 
 @dataclass(frozen=True)

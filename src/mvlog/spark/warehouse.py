@@ -269,7 +269,7 @@ class Warehouse(TableUpkeep):
 
     def replace(self, location: str, df: DataFrame, metadata: dict, txn: tuple[str, int] | None = None,
                 key_columns: tuple[str, ...] = (), change_feed: bool = False,
-                deletion_vectors: bool = False) -> WriteCounts:
+                deletion_vectors: bool = False, column_mapping: bool = False) -> WriteCounts:
         """Atomically replace the table's contents (and schema) with ``df``: one Delta commit.
 
         The table gets the features the view asks for and its columns need (see
@@ -282,6 +282,8 @@ class Warehouse(TableUpkeep):
         detail = self._detail(location)
         df = df.selectExpr("*", f"{row_hash_sql(df.columns)} AS {quote_spark(ROW_HASH_COLUMN)}")
         wanted = features.for_columns(df.columns, change_feed, deletion_vectors)
+        if wanted.column_mapping and not column_mapping:  # never a table common readers misread, by default
+            raise WarehouseError(f"view {metadata.get('view', location)}: {features.refusal(df.columns)}")
         view = str(metadata.get("view", ""))
         before = self.row_count(location) if detail else 0
         last_key = max((df.columns.index(k) + 1 for k in key_columns if k in df.columns), default=0)

@@ -30,6 +30,11 @@ class Explanation:
     dependents: list[str] = field(default_factory=list)  # the project's views that read it directly
     # The Delta table features the view's table has, each with why ("column mapping: column 'a b'").
     table_features: list[str] = field(default_factory=list)
+    # Per reader (Spark, deltalake, polars, DuckDB over Arrow), whether it reads the view right:
+    # from the features of its Delta table as it is (``readers_of: "table"``), or before it is
+    # written, as mvlog would write it (``"configuration"``).
+    readers: dict[str, str] = field(default_factory=dict)
+    readers_of: str | None = None
     # What the next refresh would do now, as `mvlog plan` says it (method, reason, write); None if
     # the view is not registered yet. A `force` view's reason holds both methods' predictions.
     next_refresh: dict | None = None
