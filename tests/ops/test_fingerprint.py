@@ -40,7 +40,8 @@ def test_postgres_and_spark_fingerprint_every_row_alike(db, make_project):
     db.execute(ROW.format(table=TABLE), (4, 1, 2, "-12.500000", float("nan"), float("-inf"), "x", "y", "z", None,
                                          "2024-02-29", "2024-02-29 23:59:59", "2024-02-29 23:59:59.5-08", None,
                                          "null", b"\x10", [None], [None, "ü"]))
-    project = make_project([TABLE], [{"name": "everything", "refresh": "fast", "query": f"SELECT * FROM {TABLE}"}])
+    project = make_project([TABLE], [{"name": "everything", "refresh": "fast", "column_mapping": True,  # "small one"
+                                      "query": f"SELECT * FROM {TABLE}"}])
     assert not [r for r in project.apply().builds if r.error]
     project.refresh()
     df = project.warehouse.spark.read.format("delta").load(project.config.view_location("everything"))

@@ -20,6 +20,7 @@ in that commit, and readers that refused the table open it from then on.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,11 @@ def safe_name(name: str) -> str:
     return "".join("_" if c in UNSAFE_NAME_CHARACTERS else c for c in name)
 
 
+def _as_written(name: str) -> str:
+    """``name`` as SQL would take it: bare if it is a plain lower-case identifier, else quoted."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_$]*", name) else '"' + name.replace('"', '""') + '"'
+
+
 def refusal(columns: list[str]) -> str | None:
     """Why a view with ``columns`` is refused when column mapping is not allowed (None: it needs none):
     the column, the readers that would read it wrong, and the two ways out."""
@@ -70,7 +76,8 @@ def refusal(columns: list[str]) -> str | None:
     return (f"column {unsafe[0]!r} needs Delta column mapping (its name has a space or one of ,;{{}}()=), and "
             f"readers other than Spark misread such a table: deltalake's to_pandas() and to_pyarrow_table() "
             f"(and DuckDB or pandas over them) read its columns as NULLs, polars refuses it; rename the column "
-            f"(AS {safe_name(unsafe[0])}), or set column_mapping: true on the view if only Spark (or deltalake's "
+            f"(AS {_as_written(safe_name(unsafe[0]))}), or set column_mapping: true on the view if only Spark (or "
+            f"deltalake's "
             f"QueryBuilder) reads it")
 
 
