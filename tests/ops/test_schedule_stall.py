@@ -1,10 +1,11 @@
 """`mvlog schedule` reaching PostgreSQL through a proxy that stops forwarding for a minute without
 closing a socket (a partition, a NAT or load balancer that forgot its connections, a hung proxy),
-then forwards new connections while the old ones stay silent: with logical capture (the stream is
-stalled by each stall) and a writer, a stall while the scheduler waits between refreshes and one
-in the middle of a refresh. It never exits, every view is refreshed again within two minutes of
-the healing and equals its query, the stream resumes from its recorded position, and SIGTERM
-during a stall ends it within 30 s. (Trigger capture: the same scenario in the deep tier.)"""
+then forwards new connections while the old ones stay silent: with logical capture and a writer,
+a stall in the middle of a refresh — which stalls the capture's stream and the scheduler's idle
+connections with it. It never exits, every view is refreshed again within two minutes of the
+healing and equals its query, the stream resumes from its recorded position, and SIGTERM during
+a stall ends it within 30 s. The deep tier adds a stall while the scheduler waits between
+refreshes, with each capture kind."""
 
 from __future__ import annotations
 
@@ -18,15 +19,17 @@ pytestmark = pytest.mark.integration
 def test_the_scheduler_and_its_capture_carry_on_through_stalls(restartable_pg, tmp_path, connect_engine):
     with new_database(restartable_pg) as db:
         lines = schedule_through_stalls(restartable_pg, db, tmp_path, {"remote": connect_engine.remote}, "logical",
-                                        ["idle", "refresh"])
+                                        ["refresh"])
     failed = [line for line in lines if "status=failed" in line]
     assert any("PostgreSQL stopped answering" in line and "source.timeouts." in line for line in failed), failed
     assert any("capture: PostgreSQL stopped answering" in line for line in lines), lines  # the stream noticed
     assert any("capture: resumed after" in line for line in lines), lines
 
 
-@pytest.mark.deep  # main tier: test_the_scheduler_and_its_capture_carry_on_through_stalls (logical capture)
-def test_the_scheduler_carries_on_through_stalls_with_trigger_capture(restartable_pg, tmp_path, connect_engine):
+@pytest.mark.deep  # main tier: test_the_scheduler_and_its_capture_carry_on_through_stalls (a stall mid-refresh)
+@pytest.mark.parametrize("capture", ["trigger", "logical"])
+def test_the_scheduler_carries_on_through_a_stall_while_idle_and_one_mid_refresh(restartable_pg, tmp_path,
+                                                                                  connect_engine, capture):
     with new_database(restartable_pg) as db:
-        schedule_through_stalls(restartable_pg, db, tmp_path, {"remote": connect_engine.remote}, "trigger",
+        schedule_through_stalls(restartable_pg, db, tmp_path, {"remote": connect_engine.remote}, capture,
                                 ["idle", "refresh"])
