@@ -20,8 +20,10 @@ def test_the_scheduler_and_its_capture_carry_on_through_stalls(restartable_pg, t
     with new_database(restartable_pg) as db:
         lines = schedule_through_stalls(restartable_pg, db, tmp_path, {"remote": connect_engine.remote}, "logical",
                                         ["refresh"])
-    failed = [line for line in lines if "status=failed" in line]
-    assert any("PostgreSQL stopped answering" in line and "source.timeouts." in line for line in failed), failed
+    # The stall is named as what it is, with the bound that noticed it (which call noticed first, and
+    # so which line says it, depends on where the refresh was when the proxy went silent).
+    said = [line for line in lines if "status=failed" in line or "unavailable" in line or "capture:" in line]
+    assert any("PostgreSQL stopped answering" in line and "source.timeouts." in line for line in said), said
     assert any("capture: PostgreSQL stopped answering" in line for line in lines), lines  # the stream noticed
     assert any("capture: resumed after" in line for line in lines), lines
 
