@@ -90,7 +90,19 @@ FAST: dict[str, list[str]] = {
         "SELECT c.name, t.total FROM customers c JOIN (SELECT customer_id, sum(amount) AS total FROM orders "
         "GROUP BY customer_id) t ON t.customer_id = c.id WHERE t.total > 100",
     ],
-    "query over an aggregate": [
+    "composed": [
+        "SELECT o.id, o.amount * (SELECT max(n.region) FROM nation n) AS x FROM orders o",  # a scalar aggregate
+        "SELECT count(*) AS n FROM (SELECT id FROM eu_orders INTERSECT SELECT id FROM us_orders) t",
+        "SELECT region FROM eu_orders EXCEPT SELECT region FROM us_orders",
+        "SELECT customer_id, status, sum(amount) AS s, sum(amount) * 100 / sum(sum(amount)) OVER (PARTITION BY status) "
+        "AS share FROM orders GROUP BY customer_id, status",  # a window over an aggregate
+        "WITH a AS (SELECT customer_id, count(*) AS n FROM orders GROUP BY customer_id), "
+        "b AS (SELECT customer_id, sum(qty) AS q FROM lines l JOIN orders o ON o.id = l.order_id GROUP BY customer_id) "
+        "SELECT a.customer_id, a.n, b.q FROM a JOIN b ON a.customer_id = b.customer_id",  # two aggregates joined
+        "SELECT region, sum(total) AS total FROM (SELECT region, sum(amount) AS total FROM eu_orders GROUP BY region "
+        "UNION ALL SELECT region, sum(amount) FROM us_orders GROUP BY region) t GROUP BY region",
+        "SELECT status, customer_id, sum(amount) AS total, rank() OVER (PARTITION BY grouping(customer_id) "
+        "ORDER BY sum(amount) DESC) AS r FROM orders GROUP BY ROLLUP (status, customer_id)",
         "SELECT n, count(*) AS customers FROM (SELECT c.id, count(o.id) AS n FROM customers c "
         "LEFT JOIN orders o ON o.customer_id = c.id GROUP BY c.id) t GROUP BY n",
         "WITH totals AS (SELECT customer_id, sum(amount) AS total FROM orders GROUP BY customer_id) "
@@ -118,8 +130,7 @@ REFUSED = {
     "SELECT id FROM orders ORDER BY amount + 1 LIMIT 5": "orders by its output columns",
     "SELECT id FROM orders ORDER BY id FETCH FIRST 5 ROWS WITH TIES": "WITH TIES",
     "SELECT o.id FROM orders o WHERE EXISTS (SELECT 1 FROM customers WHERE segment = 'x')": "uncorrelated subquery",
-    "SELECT o.id, o.amount * (SELECT max(n.region) FROM nation n) AS x FROM orders o": "uncorrelated subquery",
-    "SELECT id FROM eu_orders INTERSECT SELECT id FROM us_orders": "INTERSECT",
+    "SELECT id FROM eu_orders INTERSECT ALL SELECT id FROM us_orders": "INTERSECT",
 }
 
 

@@ -28,13 +28,13 @@ from mvlog.postgres.late import LateRows
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
-from mvlog.sql import aggdelta, aggplan, decorrelate, nested, rewrite, topn
-from mvlog.sql.analysis import AGGREGATE_NOT_MERGED, Analysis, analyze, parse_query, tables_read
+from mvlog.sql import aggdelta, aggplan, composed, decorrelate, pieces, rewrite, topn
+from mvlog.sql.analysis import Analysis, analyze, parse_query, tables_read
 from mvlog.sql.choice import parameters_kept, shape_view, strategy_of
 from mvlog.sql.dependencies import ViewGraph
 from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
 from mvlog.sql.restrictions import reads_volatile
-from mvlog.sql.shape import ViewShape, downgrade
+from mvlog.sql.shape import ViewShape, downgrade, piece_name
 
 if TYPE_CHECKING:
     from mvlog.sql.explain import Explanation
@@ -95,10 +95,12 @@ class Compiler:
         return analyze(query, catalog, columns, types)
 
     def compile_view(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo],
-                     check_fast: bool = True, check_refresh_sql: bool = False, delta_columns: bool = True) -> ViewCheck:
+                     check_fast: bool = True, check_refresh_sql: bool = False, delta_columns: bool = True,
+                     compose: bool = True) -> ViewCheck:
         """Analyse and validate a view against the database (``logs``: by table oid).
         ``delta_columns``: its columns are a Delta table's (not a piece kept in PostgreSQL), so a
-        name that needs column mapping is refused unless the view allows it.
+        name that needs column mapping is refused unless the view allows it. ``compose``: a view
+        that is not fast as a whole may be kept over pieces of it (a piece itself is not).
         ``check_refresh_sql`` (apply): have PostgreSQL plan every statement a fast refresh
         would send, so a view mvlog cannot refresh fast is found before its first refresh."""
         where = f"views[{index}] ({view.name})"
@@ -158,10 +160,10 @@ class Compiler:
                                             f"PostgreSQL does not merge into the query")
         if isinstance(top, str):
             shape = downgrade(shape, query, top)
-        if not shape.fast_possible and any(r.startswith(AGGREGATE_NOT_MERGED) for r in shape.fast_reasons):
-            shape = self._nested(cur, index, view, logs, full_query, shape)
-        elif not shape.fast_possible and (joined := decorrelate.scalar_aggregates(analysis.tree)) is not None:
-            shape = self._nested(cur, index, view, logs, joined, shape, complete=full_query)
+        if not shape.fast_possible and compose and not reads_volatile(analysis.tree):
+            joined = decorrelate.scalar_aggregates(analysis.tree)
+            shape = self._composed(cur, index, view, logs, joined or full_query, shape,
+                                   complete=full_query if joined else None)
         written: tuple[str, ...] = ()
         if shape.fast_possible:  # check the SQL mvlog generates for it; a view it cannot key is complete-only
             try:
@@ -193,24 +195,30 @@ class Compiler:
         return ViewCheck(shape, expansion.signature(described), tuple(key_changed), written,
                          reads_volatile(analysis.tree) or bool(expansion.pg_views))
 
-    def _nested(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo], query: str,
-                shape: ViewShape, complete: str | None = None) -> ViewShape:
-        """The view over its aggregated derived table or CTE kept as a fast view of its own
-        (:mod:`mvlog.sql.nested`), or ``shape`` as it is if that aggregate is not fast
+    def _composed(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo], query: str,
+                  shape: ViewShape, complete: str | None = None) -> ViewShape:
+        """The view kept over the pieces of its query that are fast views of their own
+        (:mod:`mvlog.sql.pieces`, :mod:`mvlog.sql.composed`), or ``shape`` as it is if it has none
         (``complete``: the view's query, if ``query`` is a rewrite of it)."""
-        inner_sql = nested.split(query)
-        if inner_sql is None:
+        kept: list[tuple[ViewShape, list[str]]] = []
+
+        def piece_columns(sql: str) -> list[str] | None:
+            piece = view.model_copy(update={"query": sql, "name": piece_name(view.name, len(kept) + 1)})
+            try:
+                check = self.compile_view(cur, index, piece, logs, check_fast=False, delta_columns=False,
+                                          compose=False)
+            except ConfigError:
+                return None
+            if not check.shape.fast_possible or check.shape.top is not None:
+                return None
+            kept.append((check.shape, list(check.columns)))
+            return [c for c in check.columns if c not in check.shape.hidden_columns]
+
+        found = pieces.decompose(query, piece_columns)
+        if found is None:
             return shape
-        try:
-            inner = self.compile_view(cur, index, view.model_copy(update={"query": inner_sql}), logs, check_fast=False,
-                                      delta_columns=False)
-        except ConfigError:
-            return shape
-        if not inner.shape.fast_possible or inner.shape.top is not None:
-            return shape
-        visible = [c for c in inner.columns if c not in inner.shape.hidden_columns]
-        return nested.keep_nested(shape, inner.shape, nested.outer_sql(query, visible), inner.columns,
-                                  complete or query)
+        outer, _ = found
+        return composed.keep_composed(shape, kept, outer, complete or query)
 
     @staticmethod
     def _top(shape: ViewShape, spec: topn.TopSpec, columns: list[str], written: tuple[str, ...],

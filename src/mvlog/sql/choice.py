@@ -14,7 +14,7 @@
 | window functions | :class:`~mvlog.sql.per_row.Window` |
 | UNION ALL, FULL JOIN, GROUPING SETS | :class:`~mvlog.sql.union.UnionAll` (a strategy per branch) |
 | UNION, aggregate over UNION ALL | :class:`~mvlog.sql.union.UnionDistinct` |
-| a query over an aggregate that does not merge | :class:`~mvlog.sql.nested.NestedRows` (over the aggregate's) |
+| pieces that do not merge (aggregates, windows over them, …) | :class:`~mvlog.sql.composed.ComposedRows` |
 | a scalar subquery compared with rows | :class:`~mvlog.sql.ranges.Ranges` (the view's strategy under it) |
 | ORDER BY … LIMIT (top-N) | :class:`~mvlog.sql.topn.TopRows` (the full view's strategy under it) |
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 from mvlog.model import LogInfo
-from mvlog.sql import keying, nested, ranges, topn
+from mvlog.sql import composed, keying, ranges, topn
 from mvlog.sql.analysis import Analysis, ViewClass
 from mvlog.sql.per_group import AggregateByDeltas, AggregateRecomputed, GlobalAggregate, OuterAggregate
 from mvlog.sql.per_row import Join, OuterJoin, Simple, Window
@@ -39,8 +39,8 @@ def strategy_of(shape: ViewShape) -> Strategy:
         return Strategy(shape)
     if shape.top is not None:
         return topn.TopRows(shape, strategy_of(topn.full_shape(shape)))
-    if shape.nested is not None:
-        return nested.NestedRows(shape, strategy_of(shape.nested.inner))
+    if shape.composed is not None:
+        return composed.ComposedRows(shape, [strategy_of(piece.inner) for piece in shape.composed.pieces])
     if shape.ranges:
         own = {log for r in shape.ranges for log in r.own_logs}
         return ranges.Ranges(shape, strategy_of(dataclasses.replace(

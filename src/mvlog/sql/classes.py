@@ -58,7 +58,7 @@ class Analysis:
 
 
 # The start of the reason a query over an aggregated derived table that does not merge gets: apply
-# then tries to keep that aggregate as a view of its own (mvlog.sql.nested).
+# then tries to keep that aggregate as a piece of its own (mvlog.sql.composed).
 AGGREGATE_NOT_MERGED = "an aggregated derived table or CTE that does not merge into the query"
 
 

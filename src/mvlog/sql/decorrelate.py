@@ -2,7 +2,7 @@
 TPC-H Q20's ``ps_availqty > (SELECT 0.5 * sum(l_quantity) FROM lineitem WHERE l_partkey =
 ps_partkey AND l_suppkey = ps_suppkey AND …)`` inside an ``IN`` subquery, which the subquery
 lineage cannot key. ``apply`` tries this when a view is otherwise complete-only; the aggregate
-becomes a derived table that :mod:`mvlog.sql.nested` keeps as a fast view of its own.
+becomes a derived table that :mod:`mvlog.sql.composed` keeps as a fast piece of its own.
 
 The rewrite of a conjunct ``x op (SELECT f(agg…) FROM t WHERE t.a = o.b AND local…)`` of a
 SELECT's WHERE into ``x op d.value`` and ``(SELECT t.a AS key_1, f(agg…) AS value FROM t WHERE local…

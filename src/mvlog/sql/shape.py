@@ -90,16 +90,24 @@ class Ranged:
 
 
 @dataclass(frozen=True)
-class Nested:
-    """A query over an aggregated derived table or CTE that does not merge into it (TPC-H Q13's
-    count of counts, Q15's max of sums; :mod:`mvlog.sql.nested`): the aggregate (the *inner*
-    view) is kept fast and its whole result kept in ``mvlog.<table>``; the query is recomputed
-    from that result."""
+class Piece:
+    """One piece of a composed view (:mod:`mvlog.sql.composed`): a view of its own, kept fast,
+    whose whole result is kept in ``mvlog.<table>``."""
 
     inner: ViewShape
-    outer_sql: str  # the query with the aggregate read from the relation nested.INNER
-    table: str  # mvlog.<table>: the inner view's rows at the view's last refresh
-    columns: tuple[str, ...]  # the inner view's columns as written (its own and hidden keys)
+    relation: str  # its name in the query on top
+    table: str  # mvlog.<table>: its rows at the view's last refresh
+    columns: tuple[str, ...]  # its columns as written (its own and hidden keys)
+
+
+@dataclass(frozen=True)
+class Composition:
+    """A query over pieces it cannot be keyed through (:mod:`mvlog.sql.composed`): several
+    aggregated CTEs joined, an aggregate over one that does not fold, a window over an aggregate,
+    set operations of aggregates… Each piece is kept fast; the query is recomputed from their rows."""
+
+    pieces: tuple[Piece, ...]
+    outer_sql: str  # the query with piece i read from the relation pieces[i].relation
     keys: str  # mvlog.<keys>: the view's keys at its last refresh (its other tables may have changed since)
 
 
@@ -173,8 +181,9 @@ class ViewShape:
     # Uncorrelated scalar subqueries compared with one FROM item's rows: their last values are
     # kept, and a move of one puts the rows between its old and new value among the changed rows.
     ranges: tuple[Ranged, ...] = ()
-    # A query over an aggregate that does not merge: the aggregate kept as state, the query over it.
-    nested: Nested | None = None
+    # A query over pieces mvlog keeps (aggregates that do not merge, windows over them, set
+    # operations): the pieces kept as state, the query recomputed over them.
+    composed: Composition | None = None
 
     @property
     def fast_possible(self) -> bool:
@@ -189,8 +198,20 @@ BRANCH_COLUMN = HIDDEN_PREFIX + "branch"  # a UNION ALL view's branch number, 1-
 ROW_KEY_COLUMN = HIDDEN_PREFIX + "row_key"  # the branch's view key as row text: never NULL, one column
 
 
+PIECE_MARK = "#p"  # a composed view's piece is named <view>#p<i> (a view's name has no '#')
+
+
+def piece_name(view: str, i: int) -> str:
+    """The name of piece ``i`` of a composed view (its state tables are the view's, suffixed ``_p<i>``)."""
+    return f"{view}{PIECE_MARK}{i}"
+
+
 def keymap_name(view: str, branch: int | None = None) -> str:
-    """The key map of a view (of one branch of a UNION ALL view: ``<map>_b<branch>``)."""
+    """The key map of a view (of one branch of a UNION ALL view: ``<map>_b<branch>``; of a composed
+    view's piece: ``<map>_p<i>``)."""
+    if PIECE_MARK in view:
+        owner, piece = view.split(PIECE_MARK, 1)
+        return keymap_name(owner) + f"_p{piece}" + (f"_b{branch}" if branch is not None else "")
     digest = hashlib.sha256(view.encode()).hexdigest()[:8]
     return f"keys$_{view[:40].lower()}_{digest}" + (f"_b{branch}" if branch is not None else "")
 
@@ -201,12 +222,12 @@ def top_name(view: str) -> str:
 
 
 def inner_name(view: str) -> str:
-    """The table of a nested view's inner aggregate's rows (:class:`Nested`)."""
+    """The table of a composed view's piece's rows (:class:`Piece`; ``view``: the piece's name)."""
     return "inner$" + keymap_name(view).removeprefix("keys$")
 
 
 def outer_keys_name(view: str) -> str:
-    """The table of a nested view's keys at its last refresh (:class:`Nested`)."""
+    """The table of a composed view's keys at its last refresh (:class:`Composition`)."""
     return "outer$" + keymap_name(view).removeprefix("keys$")
 
 

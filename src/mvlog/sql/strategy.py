@@ -11,7 +11,7 @@ SQLMesh maps each model kind to one evaluation strategy. A new shape is a new st
 tests. The SQL itself is built from :mod:`mvlog.sql.sqlgen`'s blocks; this module holds the base
 (and :class:`Layered`, a strategy over another); the strategies of views keyed by base rows are in
 :mod:`mvlog.sql.per_row`, of aggregates in :mod:`mvlog.sql.per_group`, of set operations in
-:mod:`mvlog.sql.union`, of top-N, nested and range views in ``topn``, ``nested``, ``ranges``.
+:mod:`mvlog.sql.union`, of top-N, composed and range views in ``topn``, ``composed``, ``ranges``.
 """
 
 from __future__ import annotations

@@ -127,17 +127,21 @@ class Catalog(CatalogSchema, RefreshHistory):
             )
 
     def drop_keymap(self, cur: Cursor, view: str) -> None:
-        """Drop a view's key maps and group tables, its own and its UNION ALL branches' (their
-        columns may no longer fit; or the view is gone), and a top-N view's first rows."""
-        name = keymap_name(view)
-        # a top-N view's first rows, range parameters' values, a nested view's inner rows and keys
+        """Drop a view's state: its key maps and group tables, its own, its UNION ALL branches' and
+        its pieces' (``_b<i>``, ``_p<i>``: their columns may no longer fit; or the view is gone), a
+        top-N view's first rows, range parameters' values, a composed view's pieces' rows and keys."""
         for state in (top_name, parameters_name, inner_name, outer_keys_name):
             cur.execute(drop_table_sql(state(view)))
-        cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND tablename LIKE %s",
-                    (name.replace("_", r"\_") + r"\_b%",))
+            cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND tablename LIKE %s",
+                        (state(view).replace("_", r"\_") + r"\_p%",))
+            for (table,) in cur.fetchall():
+                cur.execute(drop_table_sql(table))
+        name = keymap_name(view)
+        cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND (tablename LIKE %s "
+                    "OR tablename LIKE %s)", (name.replace("_", r"\_") + r"\_b%", name.replace("_", r"\_") + r"\_p%"))
         for (table,) in [(name,), *cur.fetchall()]:
             cur.execute(drop_table_sql(table))
-            cur.execute(drop_groups_sql(groups_name(table)))  # an aggregate's (a branch's) group table
+            cur.execute(drop_groups_sql(groups_name(table)))  # an aggregate's (a branch's, a piece's) group table
 
     def unregister(self, cur: Cursor, name: str) -> str | None:
         """Forget a view (it stops pinning its logs) and drop its key map; returns its location,
