@@ -13,10 +13,30 @@ from mvlog.sql.sqltree import DIALECT
 
 def test_the_rules_run_in_their_declared_order():
     names = [rule.__name__ for rule, _ in normalize.RULES]
-    assert names == ["qualify", "inline_ctes", "merge_derived_tables", "name_outputs", "pull_up_aggregates",
-                     "grouping_sets_as_union", "type_untyped_literals"]
+    assert names == ["qualify", "comma_joins_as_inner_joins", "inline_ctes", "distribute_joins_over_unions",
+                     "merge_derived_tables", "name_outputs", "pull_up_aggregates", "grouping_sets_as_union",
+                     "type_untyped_literals"]
     # qualifying comes first: every other rule matches qualified columns
-    assert [needs for _, needs in normalize.RULES][:5] == [True] * 5
+    assert [needs for _, needs in normalize.RULES][:7] == [True] * 7
+
+
+def test_comma_joins_after_an_outer_join_become_inner_joins_on_their_conditions():
+    tree = parse_query("SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON c.id = o.customer_id, customers n "
+                       "WHERE n.id = c.nation_id AND o.amount > 1")
+    result, _ = normalize.normalize(tree, normalize.Context(CATALOG, ["id", "name"]))
+    sql = result.sql(dialect=DIALECT)
+    assert 'JOIN "public"."customers" AS "n" ON "n"."id" = "c"."nation_id"' in sql, sql
+    assert sql.endswith('WHERE "o"."amount" > 1'), sql
+
+
+def test_a_union_all_joined_to_a_table_is_a_union_all_of_the_joins():
+    tree = parse_query("SELECT c.name, sum(u.amount) AS total FROM customers c, (SELECT customer_id, amount FROM "
+                       "orders UNION ALL SELECT customer_id, amount FROM orders WHERE amount > 5) u "
+                       "WHERE u.customer_id = c.id GROUP BY c.name")
+    result, _ = normalize.normalize(tree, normalize.Context(CATALOG, ["name", "total"]))
+    sql = result.sql(dialect=DIALECT)
+    assert sql.startswith('SELECT "mvlog_union"."mvlog_c1" AS "name", SUM("mvlog_union"."mvlog_c2") AS "total" FROM ('), sql
+    assert sql.count('"public"."customers"') == 2 and " UNION ALL " in sql, sql
 
 
 def test_a_cte_is_inlined_and_merged_once_the_query_is_qualified():

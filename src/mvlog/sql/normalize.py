@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from mvlog.model import TableInfo
-from mvlog.sql import groupingsets, pullup, rewrite
+from mvlog.sql import groupingsets, pullup, rewrite, unionjoin
 from mvlog.sql.sqltree import DIALECT, table_refs
 
 
@@ -39,10 +39,24 @@ def qualify(tree: exp.Expr, context: Context) -> exp.Expr:
     return rewrite.qualified(tree, context.catalog)
 
 
+def comma_joins_as_inner_joins(tree: exp.Expr, context: Context) -> exp.Expr:
+    """Comma joins after an outer join as inner joins on their conditions
+    (:func:`mvlog.sql.rewrite.comma_joins_as_inner_joins`)."""
+    assert isinstance(tree, exp.Query)
+    return rewrite.comma_joins_as_inner_joins(tree)
+
+
 def inline_ctes(tree: exp.Expr, context: Context) -> exp.Expr:
     """Every CTE reference as a derived table (:func:`mvlog.sql.rewrite.inlined_ctes`)."""
     assert isinstance(tree, exp.Query)
     return rewrite.inlined_ctes(tree)
+
+
+def distribute_joins_over_unions(tree: exp.Expr, context: Context) -> exp.Expr:
+    """A UNION ALL derived table joined to tables as a UNION ALL of the joins
+    (:func:`mvlog.sql.unionjoin.unions_of_joins`)."""
+    assert isinstance(tree, exp.Query)
+    return unionjoin.unions_of_joins(tree)
 
 
 def merge_derived_tables(tree: exp.Expr, context: Context) -> exp.Expr:
@@ -97,7 +111,9 @@ def type_untyped_literals(tree: exp.Expr, context: Context) -> exp.Expr:
 # (rule, needs the catalog): applied in this order
 RULES: list[tuple[Rule, bool]] = [
     (qualify, True),
+    (comma_joins_as_inner_joins, True),
     (inline_ctes, True),
+    (distribute_joins_over_unions, True),
     (merge_derived_tables, True),
     (name_outputs, True),
     (pull_up_aggregates, True),

@@ -207,8 +207,8 @@ def decompose(query: str, piece_columns: PieceColumns) -> tuple[str, list[str]] 
     def visit(node: exp.Expr) -> None:
         for candidate in _candidates(node):
             body = candidate.this if isinstance(candidate, exp.Subquery) else candidate
-            if _distinct_operand(candidate):  # INTERSECT, EXCEPT, UNION: the operand's distinct rows are enough
-                body = body.copy().distinct()
+            if _distinct_operand(candidate) and isinstance(body, exp.Select):
+                body = body.copy().distinct()  # INTERSECT, EXCEPT, UNION: the operand's distinct rows are enough
             if not _aggregated(body):
                 visit(candidate)
                 continue

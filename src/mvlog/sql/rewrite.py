@@ -30,11 +30,52 @@ class NotMergeable(Exception):
 
 def needs_rewrite(tree: exp.Expr) -> bool:
     """Whether the query has a CTE, a derived table, a subquery expression, grouping sets (their
-    expressions must be qualified to be matched), or an aggregate over a FULL JOIN (keyed as an
-    aggregate over a UNION ALL, see :func:`mvlog.sql.fulljoin.full_join_as_union`)."""
+    expressions must be qualified to be matched), an aggregate over a FULL JOIN (keyed as an
+    aggregate over a UNION ALL, see :func:`mvlog.sql.fulljoin.full_join_as_union`), or a comma join
+    after an outer join (its conditions are moved to its ``ON``: :func:`comma_joins_as_inner_joins`)."""
     return tree.find(exp.With, exp.Subquery, exp.GroupingSets, exp.Rollup, exp.Cube) is not None or any(
         s is not tree for s in tree.find_all(exp.Select) if not _in_set_operation_of(s, tree)) or any(
-        aggregates_over_full_join(s) for s in _top_selects(tree))
+        aggregates_over_full_join(s) for s in _top_selects(tree)) or any(
+        _comma_after_outer(s) for s in tree.find_all(exp.Select))
+
+
+def _comma_after_outer(select: exp.Select) -> bool:
+    sides = [join_side(j) for j in select.args.get("joins") or []]
+    return any(side == "CROSS" and any(s in ("LEFT", "RIGHT", "FULL") for s in sides[:i])
+               for i, side in enumerate(sides))
+
+
+def _aliases_of(node: exp.Expr) -> set[str]:
+    return {c.table for c in node.find_all(exp.Column) if c.table}
+
+
+def comma_joins_as_inner_joins(tree: exp.Query) -> exp.Query:
+    """Each comma (or CROSS) join after an outer join, in a qualified query, as ``JOIN t ON c``
+    where ``c`` is the AND of the WHERE's top-level conditions that read ``t`` and only tables
+    joined before it (``ON true`` if none), taken out of the WHERE: for an inner join a condition
+    filters the same rows in its ``ON`` as in the ``WHERE`` (TPC-DS q40, q93: ``FROM a LEFT JOIN b
+    ON …, c, d WHERE …``). Conditions with an unqualified column stay in the WHERE."""
+    for select in list(tree.find_all(exp.Select)):
+        if not _comma_after_outer(select):
+            continue
+        where = select.args.get("where")
+        conditions = list(where.this.flatten()) if where is not None and isinstance(where.this, exp.And) else (
+            [where.this] if where is not None else [])
+        seen = {select.args["from_"].this.alias_or_name}
+        outer = False
+        for join in select.args.get("joins") or []:
+            alias = join.this.alias_or_name
+            seen.add(alias)
+            side = join_side(join)
+            if side == "CROSS" and outer:
+                taken = [c for c in conditions if alias in _aliases_of(c) and _aliases_of(c) <= seen
+                         and all(col.table for col in c.find_all(exp.Column))]
+                conditions = [c for c in conditions if not any(c is t for t in taken)]
+                join.set("kind", None)
+                join.set("on", exp.and_(*taken) if taken else exp.true())
+            outer = outer or side in ("LEFT", "RIGHT", "FULL")
+        select.set("where", exp.Where(this=exp.and_(*conditions)) if conditions else None)
+    return tree
 
 
 def _in_set_operation_of(select: exp.Select, tree: exp.Expr) -> bool:

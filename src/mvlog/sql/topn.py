@@ -55,6 +55,7 @@ class TopSpec:
     order: tuple[str, ...]  # each ORDER BY item as SQL
     limit: int
     offset: int
+    items: tuple[str, ...] = ()  # each output's expression as SQL (an ORDER BY item may repeat one)
 
 
 def split(query: str) -> tuple[str, TopSpec] | str | None:
@@ -87,7 +88,10 @@ def split(query: str) -> tuple[str, TopSpec] | str | None:
     full = tree.copy()
     for key in ("order", "limit", "offset", "fetch"):
         full.set(key, None)
-    return full.sql(dialect=DIALECT), TopSpec(tuple(o.sql(dialect=DIALECT) for o in order.expressions), limit, offset)
+    outputs = tree.selects if isinstance(tree, exp.Select) else []
+    items = tuple((p.this if isinstance(p, exp.Alias) else p).sql(dialect=DIALECT) for p in outputs)
+    return full.sql(dialect=DIALECT), TopSpec(tuple(o.sql(dialect=DIALECT) for o in order.expressions), limit, offset,
+                                              items)
 
 
 def _count(node: exp.Expr | None) -> int | None:
@@ -98,7 +102,8 @@ def _count(node: exp.Expr | None) -> int | None:
 
 def order_of(spec: TopSpec, columns: Sequence[str]) -> tuple[tuple[str, bool, bool], ...] | str:
     """The ORDER BY as (output column, descending, NULLs first) per item, or why it is not one: a
-    top-N view orders by its output columns (by name or position), which its margin holds."""
+    top-N view orders by its output columns (by name, position, or the output's own expression),
+    which its margin holds."""
     order = []
     for text in spec.order:
         item = exp.maybe_parse(text, into=exp.Ordered, dialect=DIALECT)
@@ -110,6 +115,9 @@ def order_of(spec: TopSpec, columns: Sequence[str]) -> tuple[tuple[str, bool, bo
         elif isinstance(this, exp.Column) and not this.table and isinstance(this.this, exp.Identifier) \
                 and identifier_name(this.this) in columns:
             name = identifier_name(this.this)
+        elif this.sql(dialect=DIALECT) in spec.items and len(spec.items) == len(columns):
+            # an output's own expression (dt.d_year, sum(x), a column under its alias): that output
+            name = columns[spec.items.index(this.sql(dialect=DIALECT))]
         else:
             return (f"a top-N view (ORDER BY … LIMIT) orders by its output columns, by name or position "
                     f"({this.sql(dialect=DIALECT)} is not one)")
