@@ -35,7 +35,8 @@ def test_a_union_all_joined_to_a_table_is_a_union_all_of_the_joins():
                        "WHERE u.customer_id = c.id GROUP BY c.name")
     result, _ = normalize.normalize(tree, normalize.Context(CATALOG, ["name", "total"]))
     sql = result.sql(dialect=DIALECT)
-    assert sql.startswith('SELECT "mvlog_union"."mvlog_c1" AS "name", SUM("mvlog_union"."mvlog_c2") AS "total" FROM ('), sql
+    assert sql.startswith('SELECT "mvlog_union"."mvlog_c1" AS "name", SUM("mvlog_union"."mvlog_c2") AS "total" '
+                          'FROM ('), sql
     assert sql.count('"public"."customers"') == 2 and " UNION ALL " in sql, sql
 
 
