@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import psycopg2
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 if TYPE_CHECKING:
     from mvlog.postgres.pgtemp import TempPostgres
@@ -44,6 +44,9 @@ settings.register_profile(
     "thorough", max_examples=25, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
 )
+# Fails at the first falsifying example, without shrinking it: for showing a deliberate break fails an oracle.
+settings.register_profile("noshrink", parent=settings.get_profile("default"),
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 

@@ -28,7 +28,9 @@ class Status(ProjectWorker):
         logs = self.logs.registered()
         graph = self.compiler.graph
         views = []
-        for row in self.catalog.view_status_rows():
+        rows = self.catalog.view_status_rows()
+        state = self.catalog.state_sizes([row.name for row in rows])
+        for row in rows:
             pending = self.logs.pending([logs[t] for t in row.tables if t in logs], row.last_snaptime)
             needs, invalid = row.needs_complete, None
             try:
@@ -53,6 +55,7 @@ class Status(ProjectWorker):
                 "last_refresh": row.last_refresh_at.isoformat() if row.last_refresh_at else None,
                 "last_method": row.last_method, "staleness": staleness, "needs_complete_reason": needs,
                 "pending_log_rows": pending.rows, "rows": row.row_count, "base_tables": sorted(row.tables),
+                "state_tables": state[row.name][0], "state_bytes": state[row.name][1],
                 "upstreams": list(graph.upstreams.get(row.name, ())), "dependents": list(graph.dependents(row.name)),
                 **self.freshness.status_fields(row, pending),
             })

@@ -21,6 +21,7 @@ class ViewClass(str, Enum):
     AGGREGATE = "aggregate"
     UNION = "union"  # UNION ALL of branches of the other classes
     WINDOW = "window"  # window functions with PARTITION BY over a simple or join query
+    COMPOSED = "composed"  # a query over pieces of the other classes (mvlog.sql.composed)
     OTHER = "other"
 
 

@@ -72,7 +72,7 @@ def keep_composed(shape: ViewShape, pieces: Sequence[tuple[ViewShape, Sequence[s
     kept = tuple(Piece(inner, relation(i), inner_name(piece_name(shape.name, i)), tuple(columns))
                  for i, (inner, columns) in enumerate(pieces, start=1))
     logs = tuple(dict.fromkeys([*shape.logs, *(log for piece in kept for log in piece.inner.logs)]))
-    return ViewShape(shape.name, ViewClass.AGGREGATE, (), logs, (ROW_KEY_COLUMN, DUP), (ROW_KEY_COLUMN, DUP),
+    return ViewShape(shape.name, ViewClass.COMPOSED, (), logs, (ROW_KEY_COLUMN, DUP), (ROW_KEY_COLUMN, DUP),
                      keyed(query).sql(dialect=DIALECT),
                      composed=Composition(kept, outer, outer_keys_name(shape.name)))
 

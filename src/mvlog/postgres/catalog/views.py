@@ -143,6 +143,27 @@ class Catalog(CatalogSchema, RefreshHistory):
             cur.execute(drop_table_sql(table))
             cur.execute(drop_groups_sql(groups_name(table)))  # an aggregate's (a branch's, a piece's) group table
 
+    def state_sizes(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Per view, how many tables of state mvlog keeps for it in PostgreSQL and their bytes (key
+        maps, group tables, a composed view's pieces' rows and keys, a top-N view's first rows …),
+        in one round trip."""
+        prefixes = {name: [kind(name) for kind in (keymap_name, top_name, parameters_name, inner_name,
+                                                    outer_keys_name)] for name in names}
+        prefixes = {name: [*found, *(groups_name(p) for p in found if p.startswith("keys$"))]
+                    for name, found in prefixes.items()}
+        rows = self.source.query(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = "
+            "c.relnamespace WHERE n.nspname = 'mvlog' AND c.relkind = 'r' AND c.relname LIKE ANY(%s)",
+            ([p.replace("_", r"\_") + "%" for found in prefixes.values() for p in found],))
+        sizes = {name: (0, 0) for name in names}
+        for table, size in rows:
+            for name, found in prefixes.items():
+                if any(table == p or table.startswith(p + "_") for p in found):
+                    count, total = sizes[name]
+                    sizes[name] = (count + 1, total + int(size or 0))
+                    break
+        return sizes
+
     def unregister(self, cur: Cursor, name: str) -> str | None:
         """Forget a view (it stops pinning its logs) and drop its key map; returns its location,
         or None if no such view is registered."""
