@@ -48,6 +48,8 @@ def generate(scale: float) -> Path:
 
 
 def _kept(table: str, fields: list[str], columns: list[str], keep: int, demographics: set[str] | None) -> bool:
+    if table == "customer_demographics" and demographics is not None:
+        return fields[0] in demographics
     if keep <= 1:
         return True
     if table in FACTS or table in {r for _, r, _ in FACTS.values()}:
@@ -59,6 +61,7 @@ def _kept(table: str, fields: list[str], columns: list[str], keep: int, demograp
     if table == "customer_demographics" and demographics is not None:
         return fields[0] in demographics
     return True
+
 
 
 def _rows(path: Path, table: str, columns: list[str], keep: int, demographics: set[str] | None) -> io.StringIO:
@@ -73,14 +76,27 @@ def _rows(path: Path, table: str, columns: list[str], keep: int, demographics: s
 
 
 def load(db, scale: float = 0.01, keep: int = 1) -> None:
+    """The schema and the generated rows into test database ``db`` (:func:`load_dsn`)."""
+    load_dsn(db.dsn, scale, keep)
+
+
+def with_columns_of(cur, table: str) -> list[str]:
+    """``table``'s columns, in order."""
+    cur.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped "
+                "ORDER BY attnum", (table,))
+    return [r[0] for r in cur.fetchall()]
+
+
+def load_dsn(dsn: str, scale: float = 0.01, keep: int = 1, indexed: bool = True) -> dict[str, int]:
     """The schema and the generated rows (every ``keep``-th order of each channel, the returns of
-    those orders, every ``keep``-th item's inventory, the demographics they name)."""
+    those orders, every ``keep``-th item's inventory; the demographics some row names), the fact
+    tables' ``*_sk`` columns indexed; the rows of each table."""
+    import psycopg2
+
     folder = generate(scale)
-    db.execute((EXAMPLE / "schema.sql").read_text())
-    columns = {t: [r[0] for r in db.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
-                                             "AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (t,))]
-               for t in tables()}
-    with db.connect() as conn, conn.cursor() as cur:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute((EXAMPLE / "schema.sql").read_text())
+        columns = {t: with_columns_of(cur, t) for t in tables()}
         for table in tables():
             if table == "customer_demographics":
                 continue
@@ -92,11 +108,25 @@ def load(db, scale: float = 0.01, keep: int = 1) -> None:
                     "UNION ALL SELECT ws_bill_cdemo_sk FROM web_sales UNION ALL SELECT sr_cdemo_sk FROM store_returns "
                     "UNION ALL SELECT cr_refunded_cdemo_sk FROM catalog_returns UNION ALL SELECT wr_refunded_cdemo_sk "
                     "FROM web_returns) AS x(d) WHERE d IS NOT NULL")
-        named = {r[0] for r in cur.fetchall()} if keep > 1 else None
+        named = {r[0] for r in cur.fetchall()}  # 1.9 million rows at any scale: only those some row names
         cur.copy_expert("COPY customer_demographics FROM STDIN WITH (FORMAT text, DELIMITER '|', NULL '')",
                         _rows(folder / "customer_demographics.dat", "customer_demographics",
                               columns["customer_demographics"], keep, named))
-        cur.execute("ANALYZE")
+        if indexed:
+            for table in [*FACTS, *(r for _, r, _ in FACTS.values()), "inventory"]:
+                for column in columns[table]:
+                    if column.endswith("_sk"):
+                        cur.execute(sql.SQL("CREATE INDEX ON {} ({})").format(sql.Identifier(table),
+                                                                               sql.Identifier(column)))
+        counts = {}
+        for table in tables():
+            cur.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))
+            counts[table] = cur.fetchone()[0]
+    with psycopg2.connect(dsn) as conn:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("ANALYZE")
+    return counts
 
 
 # -- random DML drawn from the data -------------------------------------------------------------

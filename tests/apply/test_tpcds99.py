@@ -18,8 +18,6 @@ pytestmark = pytest.mark.integration
 
 # Not fast yet, and what the refusal must say (the README's list of complete-only TPC-DS queries).
 COMPLETE = {
-    "q58": "an aggregated derived table or CTE that does not merge",
-    "q83": "an aggregated derived table or CTE that does not merge",
     "q36_top": r"orders by its output columns.*CASE WHEN lochierarchy = 0",
 }
 

@@ -106,6 +106,14 @@ VIEWS = [
               "AND EXISTS (SELECT 1 FROM orders o2 WHERE o2.customer_id = o1.customer_id AND o2.id <> o1.id) "
               "AND NOT EXISTS (SELECT 1 FROM orders o3 WHERE o3.customer_id = o1.customer_id AND o3.id <> o1.id "
               "AND o3.status = 'cancelled') GROUP BY c.name"},
+    # an IN (and a scalar =) inside an IN subquery, as TPC-DS q58 and q83 filter their dates: a join inside it
+    {"name": "in_in", "refresh": "fast",
+     "query": "SELECT o.customer_id, sum(o.amount) AS total FROM orders o WHERE o.customer_id IN "
+              "(SELECT c.id FROM customers c WHERE c.nation_id IN (SELECT n.id FROM nation n WHERE n.region = 1)) "
+              "GROUP BY o.customer_id"},
+    {"name": "in_eq", "refresh": "fast",
+     "query": "SELECT c.id, c.name FROM customers c WHERE c.nation_id IN (SELECT n.id FROM nation n "
+              "WHERE n.region = (SELECT n2.region FROM nation n2 WHERE n2.id = 1))"},
 ]
 
 

@@ -21,9 +21,8 @@ from hypothesis import strategies as st
 pytestmark = pytest.mark.integration
 
 # One or more views per way of keeping a query over pieces, and plain ones beside them.
-SHOWN = {
+SHOWN = {  # each has rows on the generated data, so that a wrong row shows
     "q04": "year_total, a UNION ALL of aggregates, joined six times",
-    "q31": "two aggregated CTEs joined three times each",
     "q97": "two aggregated CTEs FULL JOINed",
     "q12": "a window over an aggregate (its share of the class)",
     "q53": "a window over an aggregate in a derived table (an average over a partition)",
@@ -34,7 +33,7 @@ SHOWN = {
     "q09": "uncorrelated scalar aggregates in CASE",
     "q40": "comma joins after a LEFT JOIN",
     "q71": "a UNION ALL of three channels joined to item and time_dim",
-    "q03_top": "a top-N view ordered by a qualified output column",
+    "q52_top": "a top-N view ordered by a qualified output column",
     "q42_top": "a top-N view ordered by an aggregate it outputs",
     "q07": "an aggregate over a star join",
     "q19": "a join of six tables, aggregated",
@@ -48,7 +47,7 @@ def _views(names: set[str] | None) -> list[dict]:
 
 def _shop(request, pg, tmp_path_factory, names: set[str] | None):
     with new_database(pg) as db, project_maker(db, tmp_path_factory.mktemp("tpcds"), request) as make:
-        tpcds.load(db, 0.01, keep=10)
+        tpcds.load(db, 0.01)
         views = _views(names)
         project = make(tpcds.tables(), views)
         builds = project.apply().builds
@@ -93,7 +92,7 @@ def test_the_views_shown_are_fast_and_exact_over_the_generated_data(shown):
     assert {name for name in SHOWN if not status[name]["fast_refresh"]} == set(), {
         name: status[name].get("reason") for name in SHOWN}
     empty = [v["name"] for v in views if not db.execute(f"SELECT count(*) FROM ({v['query']}) q")[0][0]]
-    assert len(empty) <= 4, f"the data leaves these views without rows: {empty}"
+    assert not empty, f"the data leaves these views without rows: {empty}"
     assert_views_match(project, views)
 
 

@@ -13,11 +13,11 @@ from mvlog.sql.sqltree import DIALECT
 
 def test_the_rules_run_in_their_declared_order():
     names = [rule.__name__ for rule, _ in normalize.RULES]
-    assert names == ["qualify", "comma_joins_as_inner_joins", "inline_ctes", "distribute_joins_over_unions",
-                     "merge_derived_tables", "name_outputs", "pull_up_aggregates", "grouping_sets_as_union",
-                     "type_untyped_literals"]
+    assert names == ["qualify", "comma_joins_as_inner_joins", "inline_ctes", "flatten_in_subqueries",
+                     "distribute_joins_over_unions", "merge_derived_tables", "name_outputs", "pull_up_aggregates",
+                     "grouping_sets_as_union", "type_untyped_literals"]
     # qualifying comes first: every other rule matches qualified columns
-    assert [needs for _, needs in normalize.RULES][:7] == [True] * 7
+    assert [needs for _, needs in normalize.RULES][:8] == [True] * 8
 
 
 def test_comma_joins_after_an_outer_join_become_inner_joins_on_their_conditions():
@@ -75,3 +75,16 @@ def test_set_operation_branches():
     assert normalize.set_operation_branches(parse_query("SELECT 1 UNION SELECT 2")) is None
     assert len(normalize.set_operation_branches(parse_query("SELECT 1 UNION SELECT 2"), distinct=True) or []) == 2
     assert normalize.set_operation_branches(parse_query("SELECT 1 EXCEPT SELECT 2"), distinct=True) is None
+
+
+def test_an_in_inside_an_in_subquery_is_a_join_inside_it():
+    tree = parse_query("SELECT o.id FROM orders o WHERE o.customer_id IN (SELECT c.id FROM customers c "
+                       "WHERE c.nation_id IN (SELECT c2.nation_id FROM customers c2 WHERE c2.segment = 'x'))")
+    result, _ = normalize.normalize(tree, normalize.Context(CATALOG, ["id"]))
+    sql = result.sql(dialect=DIALECT)
+    assert ('IN (SELECT "c"."id" AS "id" FROM "public"."customers" AS "c", "public"."customers" AS "c2" '
+            'WHERE ') in sql, sql
+    assert '"c"."nation_id" = "c2"."nation_id" AND "c2"."segment" = \'x\'' in sql, sql
+    top = parse_query("SELECT o.id FROM orders o WHERE o.customer_id IN (SELECT c.id FROM customers c)")
+    result, _ = normalize.normalize(top, normalize.Context(CATALOG, ["id"]))  # the outer query's rows count: kept
+    assert " IN (SELECT " in result.sql(dialect=DIALECT)

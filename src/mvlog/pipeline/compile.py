@@ -201,21 +201,28 @@ class Compiler:
         (:mod:`mvlog.sql.pieces`, :mod:`mvlog.sql.composed`), or ``shape`` as it is if it has none
         (``complete``: the view's query, if ``query`` is a rewrite of it)."""
         kept: list[tuple[ViewShape, list[str]]] = []
+        refused: list[str] = []  # why each part tried could not be a piece, outermost first
 
         def piece_columns(sql: str) -> list[str] | None:
             piece = view.model_copy(update={"query": sql, "name": piece_name(view.name, len(kept) + 1)})
             try:
                 check = self.compile_view(cur, index, piece, logs, check_fast=False, delta_columns=False,
                                           compose=False)
-            except ConfigError:
+            except ConfigError as exc:
+                refused.append(str(exc).split(": ", 1)[-1])
                 return None
             if not check.shape.fast_possible or check.shape.top is not None:
+                refused.append("; ".join(check.shape.fast_reasons) or "a top-N piece")
                 return None
             kept.append((check.shape, list(check.columns)))
             return [c for c in check.columns if c not in check.shape.hidden_columns]
 
         found = pieces.decompose(query, piece_columns)
         if found is None:
+            if refused:  # say which piece stops it
+                return dataclasses.replace(shape, fast_reasons=(*shape.fast_reasons, f"none of its parts is fast as a "
+                                                                                      f"piece of its own: the first "
+                                                                                      f"is not because {refused[0]}"))
             return shape
         outer, _ = found
         return composed.keep_composed(shape, kept, outer, complete or query)

@@ -46,6 +46,14 @@ def comma_joins_as_inner_joins(tree: exp.Expr, context: Context) -> exp.Expr:
     return rewrite.comma_joins_as_inner_joins(tree)
 
 
+def flatten_in_subqueries(tree: exp.Expr, context: Context) -> exp.Expr:
+    """An uncorrelated IN inside a set-valued subquery as a join (:func:`mvlog.sql.rewrite.flattened_in_subqueries`)."""
+    assert isinstance(tree, exp.Query)
+    for _ in range(4):  # nested: each pass takes one level
+        tree = rewrite.flattened_in_subqueries(tree)
+    return tree
+
+
 def inline_ctes(tree: exp.Expr, context: Context) -> exp.Expr:
     """Every CTE reference as a derived table (:func:`mvlog.sql.rewrite.inlined_ctes`)."""
     assert isinstance(tree, exp.Query)
@@ -113,6 +121,7 @@ RULES: list[tuple[Rule, bool]] = [
     (qualify, True),
     (comma_joins_as_inner_joins, True),
     (inline_ctes, True),
+    (flatten_in_subqueries, True),
     (distribute_joins_over_unions, True),
     (merge_derived_tables, True),
     (name_outputs, True),

@@ -125,6 +125,54 @@ def qualified(tree: exp.Query, catalog: Catalog) -> exp.Query:
         raise NotMergeable(f"the query cannot be analysed: {str(exc).splitlines()[0]}") from None
 
 
+def _plain_select(select: exp.Expr) -> bool:
+    """A SELECT of tables, joined inner, with no grouping, DISTINCT, LIMIT or window."""
+    return (isinstance(select, exp.Select) and all(select.args.get(k) is None for k in (
+        "group", "having", "distinct", "limit", "offset", "order", "with_")) and not select.find(exp.Window)
+            and all(isinstance(i, exp.Table) for i in from_items(select))
+            and all(join_side(j) in ("INNER", "CROSS") for j in select.args.get("joins") or []))
+
+
+def flattened_in_subqueries(tree: exp.Query) -> exp.Query:
+    """In a subquery whose rows only count as a set (the query of an ``IN`` or ``EXISTS``), a
+    condition ``y IN (SELECT f FROM U WHERE w)`` (or ``y = (SELECT f …)``, which may return one row
+    only) of its WHERE's top-level ANDs, with an inner query
+    of tables only and correlated with nothing outside it, as a join: ``… FROM T, U WHERE y = f AND
+    w``. A row of T passes the one iff it joins a row of U in the other; how many U rows it joins
+    does not matter to a set (TPC-DS q58, q83: ``d_date IN (SELECT d_date FROM date_dim WHERE
+    d_week_seq IN (SELECT d_week_seq FROM date_dim WHERE d_date IN (…)))``)."""
+    for subquery in list(tree.find_all(exp.Subquery)):
+        middle = subquery.this
+        if not isinstance(subquery.parent, (exp.In, exp.Exists)) or not _plain_select(middle):
+            continue
+        where = middle.args.get("where")
+        if where is None:
+            continue
+        conditions = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+        for condition in conditions:
+            query = condition.args.get("query") if isinstance(condition, exp.In) else None
+            if isinstance(condition, exp.EQ) and isinstance(condition.expression, exp.Subquery):
+                query = condition.expression  # y = (SELECT f …): as IN, where it returns a row at most
+            inner = query.this if isinstance(query, exp.Subquery) else query
+            if inner is None or not _plain_select(inner) or len(inner.selects) != 1 or inner.find(exp.Subquery):
+                continue
+            own = {_source_alias(source) for source in from_items(inner)}
+            if any(not c.table or c.table not in own for c in inner.find_all(exp.Column)):
+                continue  # correlated, or not qualified
+            inner = inner.copy()
+            _rename_aliases(inner, {_source_alias(source) for source in from_items(middle)})
+            value = inner.selects[0].this if isinstance(inner.selects[0], exp.Alias) else inner.selects[0]
+            rest = [c for c in conditions if c is not condition]
+            inner_where = inner.args.get("where")
+            joined = [*rest, exp.EQ(this=condition.this.copy(), expression=value.copy()),
+                      *([inner_where.this.copy()] if inner_where is not None else [])]
+            for source in from_items(inner):
+                middle.append("joins", exp.Join(this=source.copy()))
+            middle.set("where", exp.Where(this=exp.and_(*joined)))
+            break  # one at a time: the conditions changed
+    return tree
+
+
 def merged_derived_tables(tree: exp.Query) -> exp.Query:
     """Each SELECT's parenthesized inner joins flattened and its mergeable derived tables merged
     into it, innermost first."""
