@@ -41,8 +41,16 @@ SHOWN = {  # each has rows on the generated data, so that a wrong row shows
 FAILS_IN_POSTGRESQL = {"q90"}  # its ratio divides by a count that is 0 on this data: PostgreSQL raises
 
 
+# The top-N forms cut at 3 rows: at this scale their queries have fewer rows than their LIMIT 100,
+# which any order would keep.
+CUT = {"q52_top3": "q52_top", "q42_top3": "q42_top"}
+
+
 def _views(names: set[str] | None) -> list[dict]:
-    return [{**v, "refresh": "force"} for v in tpcds.views(names) if v["name"] not in FAILS_IN_POSTGRESQL]
+    views = [{**v, "refresh": "force"} for v in tpcds.views(names) if v["name"] not in FAILS_IN_POSTGRESQL]
+    by_name = {v["name"]: v for v in views}
+    return [*views, *({"name": cut, "refresh": "force", "query": by_name[top]["query"].replace("LIMIT 100", "LIMIT 3")}
+                      for cut, top in CUT.items() if top in by_name)]
 
 
 def _shop(request, pg, tmp_path_factory, names: set[str] | None):
@@ -89,8 +97,8 @@ def dml_then_refresh(shop, sequence) -> None:
 def test_the_views_shown_are_fast_and_exact_over_the_generated_data(shown):
     project, db, _, views = shown
     status = {v["name"]: v for v in project.status()["views"]}
-    assert {name for name in SHOWN if not status[name]["fast_refresh"]} == set(), {
-        name: status[name].get("reason") for name in SHOWN}
+    assert {name for name in [*SHOWN, *CUT] if not status[name]["fast_refresh"]} == set(), {
+        name: status[name].get("why_not_fast") for name in SHOWN}
     empty = [v["name"] for v in views if not db.execute(f"SELECT count(*) FROM ({v['query']}) q")[0][0]]
     assert not empty, f"the data leaves these views without rows: {empty}"
     assert_views_match(project, views)
