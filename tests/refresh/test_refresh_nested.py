@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from shop import check_fast_views, random_dml_then_refresh, sequences, shared_shop
 from sqlglot import exp
 
-from mvlog.sql import decorrelate, nested
+from mvlog.sql import composed, decorrelate
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +75,7 @@ def test_without_the_inner_rows_kept_the_oracle_fails(db, make_project, monkeypa
     db.execute("INSERT INTO t VALUES (10, 0)")
     assert refresh_ok(project)["counts"].method == "fast"
     assert_view_matches(project, "counts")
-    monkeypatch.setattr(nested, "update_sql", lambda state, changed: ["SELECT 1"])
+    monkeypatch.setattr(composed, "update_sql", lambda composition, changed: ["SELECT 1"])
     db.execute("INSERT INTO t VALUES (11, 1)")
     refresh_ok(project)
     assert_view_matches(project, "counts")  # read from the rows as they were recorded: still right
