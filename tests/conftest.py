@@ -384,7 +384,7 @@ def visible_columns(columns: list[str]) -> list[str]:
 def query_in_postgres(project, view: str) -> str:
     """The view's query as PostgreSQL runs it: the project's views it reads (by plain name) as
     CTEs of the same names before it, upstreams first — PostgreSQL's own meaning of the names."""
-    from mvlog.sql.dependencies import ViewGraph
+    from mvlog.sql.parse.dependencies import ViewGraph
 
     config = project.config.view(view)
     upstreams = ViewGraph.of(project.config.views).closure([config.name])[:-1]

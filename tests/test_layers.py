@@ -37,6 +37,9 @@ LAYERS: list[tuple[str, set[str], set[str]]] = [  # (layer, its modules or packa
 # Beside the order: the adapters do not import each other (Spark reads PostgreSQL through the JDBC
 # options it is handed).
 NOT_BELOW = {"spark": {"postgres"}}
+# The SQL layer's passes, in order (its folders): a module of a pass imports only its own pass and
+# those before it; ``mvlog.sql.explain`` (and the package itself) sit on top of them all.
+SQL_PASSES = ["parse", "rewrite", "analyze", "pieces", "generate", "strategies"]
 PURE = ["mvlog.pipeline.plan", "mvlog.pipeline.cost", "mvlog.model", "mvlog.config", "mvlog.errors", "mvlog.progress"]
 
 
@@ -120,6 +123,34 @@ def test_a_layer_imports_only_itself_the_layers_below_and_its_own_drivers(layer)
     assert not wrong, wrong
 
 
+def sql_pass_of(module: str) -> int:
+    """The index in SQL_PASSES of the pass a module of ``mvlog.sql`` is in (its folder); the
+    modules at the folder's root come after every pass."""
+    parts = module.split(".")
+    assert parts[:2] == ["mvlog", "sql"], module
+    if len(parts) == 2 or len(parts) == 3 and (PACKAGE / "sql" / f"{parts[2]}.py").exists():
+        return len(SQL_PASSES)
+    assert parts[2] in SQL_PASSES, f"{module} is in no pass of tests/test_layers.py's SQL_PASSES"
+    return SQL_PASSES.index(parts[2])
+
+
+def test_every_sql_folder_is_a_pass():
+    folders = sorted(p.name for p in (PACKAGE / "sql").iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert folders == sorted(SQL_PASSES)
+
+
+def test_a_pass_of_the_sql_layer_imports_only_itself_and_the_passes_before_it():
+    wrong = []
+    for path in sorted((PACKAGE / "sql").rglob("*.py")):
+        module = module_name(path)
+        here = sql_pass_of(module)
+        for imported, line in imports(path, annotations=True):
+            if imported.startswith("mvlog.sql.") and sql_pass_of(imported) > here:
+                wrong.append(f"{path.relative_to(PACKAGE)}:{line} imports {imported} "
+                             f"(pass {SQL_PASSES[sql_pass_of(imported)]})")
+    assert not wrong, wrong
+
+
 def test_no_cycle_between_the_modules_of_one_package():
     graph: dict[str, set[str]] = {}
     for path in all_modules():
@@ -151,8 +182,7 @@ def test_every_module_has_a_docstring():
             assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))), path.relative_to(PACKAGE)
 
 
-@pytest.mark.parametrize("module", sorted(f"mvlog.sql.{p.stem}" for p in (PACKAGE / "sql").glob("*.py")
-                                          if p.stem != "__init__") + PURE)
+@pytest.mark.parametrize("module", sorted(module_name(p) for p in (PACKAGE / "sql").rglob("*.py")) + PURE)
 def test_pure_modules_load_no_driver_when_imported(module):
     probe = (f"import sys, json, {module}; "
              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg2', 'pyspark', 'py4j', "

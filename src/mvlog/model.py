@@ -4,7 +4,7 @@ Tables and their primary keys, materialized view logs, column statistics, the na
 of mvlog's own columns, the refresh method, and what a view's warehouse location holds.
 The adapters (:mod:`mvlog.postgres.source`, :mod:`mvlog.postgres.catalog`,
 :mod:`mvlog.spark.warehouse`) build and consume these; the pure layers
-(:mod:`mvlog.sql.shape`, :mod:`mvlog.sql.sqlgen`, :mod:`mvlog.pipeline.plan`) only read them.
+(:mod:`mvlog.sql.pieces.shape`, :mod:`mvlog.sql.generate.sqlgen`, :mod:`mvlog.pipeline.plan`) only read them.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ from mvlog.pipeline.plan import (
     with_partitions,
     without_missing_groups,
 )
-from mvlog.sql import aggdelta
-from mvlog.sql.analysis import analyze
-from mvlog.sql.choice import shape_view
+from mvlog.sql.analyze.analysis import analyze
+from mvlog.sql.generate import aggdelta
+from mvlog.sql.pieces.choice import shape_view
 
 
 def test_force_falls_back_to_complete_with_the_reason():

@@ -10,7 +10,7 @@ from conftest import examples, refresh_ok
 from hypothesis import given, settings
 from shop import check_views, random_dml_then_refresh, sequences, shared_shop
 
-from mvlog.sql.shape import keymap_name
+from mvlog.sql.pieces.shape import keymap_name
 
 pytestmark = pytest.mark.integration
 

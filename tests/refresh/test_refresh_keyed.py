@@ -133,7 +133,7 @@ def test_a_null_group_of_a_query_with_table_alias_a(db, make_project):
 def test_apply_has_postgresql_check_every_statement_of_a_fast_refresh(db, make_project, monkeypatch):
     """A view whose generated SQL PostgreSQL rejects is found at apply, not at its first refresh:
     here the IN of a grouped expression without its parentheses (what mvlog once generated)."""
-    from mvlog.sql import sqlgen
+    from mvlog.sql.generate import sqlgen
 
     unparenthesized = lambda expressions, query: sqlglot.exp.In(  # noqa: E731
         this=expressions[0] if len(expressions) == 1 else sqlglot.exp.Tuple(expressions=expressions),

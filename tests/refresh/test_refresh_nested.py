@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from shop import check_fast_views, random_dml_then_refresh, sequences, shared_shop
 from sqlglot import exp
 
-from mvlog.sql import composed, decorrelate
+from mvlog.sql.rewrite import decorrelate
+from mvlog.sql.strategies import composed
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from conftest import examples
 from hypothesis import given, settings
 from shop import check_fast_views, fast_refresh_and_check, random_dml_then_refresh, sequences, shared_shop
 
-from mvlog.sql import aggdelta
+from mvlog.sql.generate import aggdelta
 
 pytestmark = pytest.mark.integration
 

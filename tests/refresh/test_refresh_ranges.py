@@ -9,7 +9,7 @@ from conftest import assert_view_matches, examples, refresh_ok
 from hypothesis import given, settings
 from shop import check_fast_views, random_dml_then_refresh, sequences, shared_shop
 
-from mvlog.sql import ranges
+from mvlog.sql.strategies import ranges
 
 pytestmark = pytest.mark.integration
 

@@ -202,7 +202,7 @@ def test_without_the_subquery_s_rows_in_the_key_map_the_oracle_fails(db, make_pr
     """The deliberate break of the split key map (an aggregate with a subquery, TPC-H Q18): only
     the lineage without the subquery kept. A subquery row deleted is then traced to no root, and
     the group it kept in the view stays."""
-    from mvlog.sql import keymap
+    from mvlog.sql.generate import keymap
 
     db.execute("CREATE TABLE o (id int PRIMARY KEY, g int); CREATE TABLE l (id int PRIMARY KEY, o_id int, q int)")
     db.execute("INSERT INTO o VALUES (1, 1), (2, 1), (3, 2); INSERT INTO l VALUES (1, 1, 5), (2, 1, 7), (3, 3, 20)")
@@ -231,7 +231,7 @@ def test_without_the_subquery_s_rows_in_the_key_map_the_oracle_fails(db, make_pr
 def test_a_key_map_kept_in_an_earlier_layout_is_built_again(db, make_project):
     """A key map of another layout (as an earlier mvlog kept it: here without the subquery rows'
     marker) is not read by a fast refresh: it is refused, saying why, until a complete one."""
-    from mvlog.sql.shape import SEMI_COLUMN, keymap_name
+    from mvlog.sql.pieces.shape import SEMI_COLUMN, keymap_name
 
     db.execute("CREATE TABLE o (id int PRIMARY KEY, g int); CREATE TABLE l (id int PRIMARY KEY, o_id int)")
     db.execute("INSERT INTO o VALUES (1, 1), (2, 2); INSERT INTO l VALUES (1, 1)")

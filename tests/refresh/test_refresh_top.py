@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from shop import check_fast_views, random_dml_then_refresh, sequences, shared_shop
 from sqlglot import exp
 
-from mvlog.sql import topn
+from mvlog.sql.strategies import topn
 
 pytestmark = pytest.mark.integration
 

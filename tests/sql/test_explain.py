@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from facts import LOG
 
-from mvlog.sql.analysis import analyze
-from mvlog.sql.choice import shape_view, strategy_of
+from mvlog.sql.analyze.analysis import analyze
 from mvlog.sql.explain import explain
+from mvlog.sql.pieces.choice import shape_view
+from mvlog.sql.strategies.registry import strategy_of
 
 FAST_KINDS = ["REFRESH_FAST", "REFRESH_FAST_AFTER_INSERT", "REFRESH_FAST_AFTER_ONETAB_DML",
               "REFRESH_FAST_AFTER_ANY_DML"]

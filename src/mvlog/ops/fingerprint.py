@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from mvlog.errors import UsageError
 from mvlog.spark.sparksql import quote_spark
-from mvlog.sql.sqltree import DIALECT
+from mvlog.sql.parse.sqltree import DIALECT
 
 KEY_HASH = "_mvlog_kh"
 ROW_HASH = "_mvlog_rh"

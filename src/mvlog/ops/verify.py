@@ -37,8 +37,8 @@ from mvlog.postgres.source import Cursor
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.spark.sparksql import quote_spark
 from mvlog.spark.warehouse import WriteCounts
-from mvlog.sql.choice import strategy_of
-from mvlog.sql.shape import ViewShape
+from mvlog.sql.pieces.shape import ViewShape
+from mvlog.sql.strategies.registry import strategy_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -1,6 +1,6 @@
 """The view compiler: a declared view turned into a compiled one (:class:`ViewCheck`) — its query
 with the views it reads expanded, classified once (the one caller of
-:func:`mvlog.sql.analysis.analyze`), its shape (with the rules that keep what the analysis
+:func:`mvlog.sql.analyze.analysis.analyze`), its shape (with the rules that keep what the analysis
 refuses: a query over an aggregate, a correlated aggregate decorrelated, a top-N view), its
 strategy's SQL planned by PostgreSQL where asked, its output signature, and what its Delta table
 needs. ``apply`` registers compiled views; ``refresh``, ``verify``, ``status``, ``explain`` and
@@ -28,13 +28,17 @@ from mvlog.postgres.late import LateRows
 from mvlog.postgres.logs import Logs
 from mvlog.postgres.source import Cursor, Source
 from mvlog.spark import features
-from mvlog.sql import aggdelta, aggplan, composed, decorrelate, pieces, rewrite, topn
-from mvlog.sql.analysis import Analysis, analyze, parse_query, tables_read
-from mvlog.sql.choice import parameters_kept, shape_view, strategy_of
-from mvlog.sql.dependencies import ViewGraph
-from mvlog.sql.expansion import Expansion, PgView, expand_views, redefined_view
-from mvlog.sql.restrictions import reads_volatile
-from mvlog.sql.shape import ViewShape, downgrade, piece_name
+from mvlog.sql.analyze.analysis import Analysis, analyze, parse_query, tables_read
+from mvlog.sql.generate import aggdelta
+from mvlog.sql.parse.dependencies import ViewGraph
+from mvlog.sql.parse.expansion import Expansion, PgView, expand_views, redefined_view
+from mvlog.sql.parse.restrictions import reads_volatile
+from mvlog.sql.pieces import aggplan, decompose
+from mvlog.sql.pieces.choice import parameters_kept, shape_view
+from mvlog.sql.pieces.shape import ViewShape, downgrade, piece_name
+from mvlog.sql.rewrite import decorrelate, rewrite
+from mvlog.sql.strategies import composed, topn
+from mvlog.sql.strategies.registry import strategy_of
 
 if TYPE_CHECKING:
     from mvlog.sql.explain import Explanation
@@ -198,7 +202,7 @@ class Compiler:
     def _composed(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo], query: str,
                   shape: ViewShape, complete: str | None = None) -> ViewShape:
         """The view kept over the pieces of its query that are fast views of their own
-        (:mod:`mvlog.sql.pieces`, :mod:`mvlog.sql.composed`), or ``shape`` as it is if it has none
+        (:mod:`mvlog.sql.pieces.decompose`, :mod:`mvlog.sql.strategies.composed`), or ``shape`` as it is if it has none
         (``complete``: the view's query, if ``query`` is a rewrite of it)."""
         kept: list[tuple[ViewShape, list[str]]] = []
         refused: list[str] = []  # why each part tried could not be a piece, outermost first
@@ -217,7 +221,7 @@ class Compiler:
             kept.append((check.shape, list(check.columns)))
             return [c for c in check.columns if c not in check.shape.hidden_columns]
 
-        found = pieces.decompose(query, piece_columns)
+        found = decompose.decompose(query, piece_columns)
         if found is None:
             if refused:  # say which piece stops it
                 return dataclasses.replace(shape, fast_reasons=(*shape.fast_reasons, f"none of its parts is fast as a "

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from mvlog.config import ViewConfig
     from mvlog.pipeline.results import RefreshResult
-    from mvlog.sql.dependencies import ViewGraph
+    from mvlog.sql.parse.dependencies import ViewGraph
 
 
 class Lane(Protocol):

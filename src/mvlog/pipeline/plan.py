@@ -22,10 +22,10 @@ from mvlog.config import ViewConfig
 from mvlog.errors import RefreshRefused
 from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, Measured, RefreshMethod, WindowSize
 from mvlog.pipeline import cost
-from mvlog.sql import aggdelta
-from mvlog.sql.analysis import DIALECT
-from mvlog.sql.choice import strategy_of
-from mvlog.sql.shape import ViewShape, col
+from mvlog.sql.analyze.analysis import DIALECT
+from mvlog.sql.generate import aggdelta
+from mvlog.sql.pieces.shape import ViewShape, col
+from mvlog.sql.strategies.registry import strategy_of
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
 MAX_PARTITIONS = 64
@@ -68,7 +68,7 @@ class RefreshPlan:
         """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
 
         ``null_keys``: per aggregate (the view, or each UNION ALL branch), whether some affected
-        key holds a NULL (see :meth:`mvlog.sql.strategy.Strategy.null_key_checks`).
+        key holds a NULL (see :meth:`mvlog.sql.strategies.strategy.Strategy.null_key_checks`).
         """
         if self.method is RefreshMethod.COMPLETE:
             return self.shape.select_sql

@@ -33,8 +33,8 @@ from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import WriteCounts
-from mvlog.sql.choice import strategy_of
-from mvlog.sql.shape import ViewShape
+from mvlog.sql.pieces.shape import ViewShape
+from mvlog.sql.strategies.registry import strategy_of
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from psycopg2 import sql
 
 from mvlog.errors import ConfigError
 from mvlog.model import Column, TableInfo
-from mvlog.sql.expansion import PgView
+from mvlog.sql.parse.expansion import PgView
 
 Cursor = psycopg2.extensions.cursor
 

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from sqlglot import exp
 
 from mvlog.model import LogInfo
-from mvlog.sql.changes import log_rows, read_logs_as
-from mvlog.sql.sqltree import DIALECT
+from mvlog.sql.generate.changes import log_rows, read_logs_as
+from mvlog.sql.parse.sqltree import DIALECT
 
 
 def _array_text(values: Sequence[str | None]) -> str:

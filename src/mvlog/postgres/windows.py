@@ -17,7 +17,7 @@ from mvlog.postgres.capture.lifecycle import LOST_REASON
 from mvlog.postgres.catalog.capture_state import REPLACED_SQL
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.source import ESTIMATED_ROWS, Source, log_identifier
-from mvlog.sql.changes import changed_key_count_sql
+from mvlog.sql.generate.changes import changed_key_count_sql
 
 
 def pending_sql(logs: Sequence[LogInfo]) -> sql.Composed:

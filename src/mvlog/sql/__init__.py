@@ -1,12 +1,15 @@
 """The SQL layer: what a view query is and the SQL a refresh sends — pure, no drivers.
 
-Owns the analysis of view queries (sqlglot: ``sqltree``, ``rewrite``, ``subqueries``,
-``expansion``, ``analysis``, and ``restrictions`` for the rules of every class), view shapes
-(``shape``, ``keying``; ``choice`` picks the builder and the strategy), and the SQL generated for
-fast refreshes: changed keys and lineage
-(``changes``), reads (``sqlgen``, ``union``), the key map's and the group table's statements
-(``keymap``, ``aggdelta``), and ``explain``.
+Its folders are the compiler's passes, in order, each importing only the ones before it
+(``tests/test_layers.py`` checks):
 
-May import: :mod:`mvlog.model`, :mod:`mvlog.errors`, sqlglot. Never psycopg2 or pyspark, and
-nothing above it (``tests/test_layers.py`` checks).
+1. ``parse/`` — a query as a tree, names, the rules of every class;
+2. ``rewrite/`` — the rewrite rules, in ``normalize.RULES``' order;
+3. ``analyze/`` — a query's class, the tables it reads, why it cannot be fast;
+4. ``pieces/`` — the graph of pieces, and each view's or piece's shape and kind;
+5. ``generate/`` — the SQL blocks of a fast refresh;
+6. ``strategies/`` — a strategy per kind (``registry``: one line each), its state and statements;
+
+and ``explain`` on top. May import: :mod:`mvlog.model`, :mod:`mvlog.errors`, sqlglot. Never
+psycopg2 or pyspark, and nothing above it.
 """

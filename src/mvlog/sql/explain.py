@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from mvlog.sql.analysis import Analysis
-from mvlog.sql.choice import strategy_of
-from mvlog.sql.shape import ViewShape
+from mvlog.sql.analyze.analysis import Analysis
+from mvlog.sql.pieces.shape import ViewShape
+from mvlog.sql.strategies.registry import strategy_of
 
 
 @dataclass

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from mvlog.postgres.capture import CAPTURE_KINDS
 from mvlog.postgres.capture.decoding import Decoding
-from mvlog.sql.changes import changed_keys_sql
-from mvlog.sql.sqltree import DIALECT
+from mvlog.sql.generate.changes import changed_keys_sql
+from mvlog.sql.parse.sqltree import DIALECT
 from tests.conftest import examples, project_maker
 
 pytestmark = pytest.mark.integration

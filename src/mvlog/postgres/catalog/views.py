@@ -25,20 +25,32 @@ from mvlog.postgres.catalog.history import RefreshHistory
 from mvlog.postgres.catalog.rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
 from mvlog.postgres.locks import take_view_locks_for_transaction, view_locks
 from mvlog.postgres.source import Cursor, Source, fetch_row, log_identifier, read_sql
-from mvlog.sql.aggdelta import drop_groups_sql
-from mvlog.sql.keymap import drop_table_sql
-from mvlog.sql.shape import (
-    groups_name,
-    inner_name,
-    keymap_name,
-    outer_keys_name,
-    parameters_name,
-    top_name,
-)
+from mvlog.sql.generate.keymap import drop_table_sql
+from mvlog.sql.strategies.registry import state_names
 
 UNCHANGED_REASON = "nothing changed since the last refresh"  # a refresh that applied nothing and started no Spark
 
 SCHEMA_VERSION = 8  # the newest sql/NNN_*.sql catalog version (009: what each verify found)
+
+
+def state_tables(cur: Cursor, views: Sequence[str], sized: bool = False) -> dict[str, dict[str, int]]:
+    """Per view, its state tables in schema mvlog (those :func:`state_names` names, and their
+    ``_b<i>``/``_p<i>`` tables), each with its bytes if ``sized`` (else 0)."""
+    names = {view: state_names(view) for view in views}
+    patterns = [n.replace("\\", "\\\\").replace("_", r"\_").replace("%", r"\%") + r"\_%" for found in names.values()
+                for n in found]
+    cur.execute(sql.SQL("SELECT c.relname, {} FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = 'mvlog' AND c.relkind = 'r' AND (c.relname = ANY(%s) OR c.relname "
+                        "LIKE ANY(%s)) ORDER BY c.relname").format(
+        sql.SQL("pg_total_relation_size(c.oid)" if sized else "0")),
+        ([n for found in names.values() for n in found], patterns))
+    tables: dict[str, dict[str, int]] = {view: {} for view in views}
+    for table, size in cur.fetchall():
+        for view, found in names.items():
+            if any(table == n or table.startswith(n + "_") for n in found):
+                tables[view][table] = int(size or 0)
+                break
+    return tables
 
 
 class CatalogSchema:
@@ -127,42 +139,19 @@ class Catalog(CatalogSchema, RefreshHistory):
             )
 
     def drop_keymap(self, cur: Cursor, view: str) -> None:
-        """Drop a view's state: its key maps and group tables, its own, its UNION ALL branches' and
-        its pieces' (``_b<i>``, ``_p<i>``: their columns may no longer fit; or the view is gone), a
-        top-N view's first rows, range parameters' values, a composed view's pieces' rows and keys."""
-        for state in (top_name, parameters_name, inner_name, outer_keys_name):
-            cur.execute(drop_table_sql(state(view)))
-            cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND tablename LIKE %s",
-                        (state(view).replace("_", r"\_") + r"\_p%",))
-            for (table,) in cur.fetchall():
-                cur.execute(drop_table_sql(table))
-        name = keymap_name(view)
-        cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND (tablename LIKE %s "
-                    "OR tablename LIKE %s)", (name.replace("_", r"\_") + r"\_b%", name.replace("_", r"\_") + r"\_p%"))
-        for (table,) in [(name,), *cur.fetchall()]:
+        """Drop a view's state: every table a strategy keeps for it
+        (:func:`~mvlog.sql.strategies.registry.state_names`), its branches' and pieces' too
+        (``<name>_b<i>``, ``<name>_p<i>``): their columns may no longer fit, or the view is gone."""
+        for table in state_tables(cur, [view])[view]:
             cur.execute(drop_table_sql(table))
-            cur.execute(drop_groups_sql(groups_name(table)))  # an aggregate's (a branch's, a piece's) group table
 
     def state_sizes(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Per view, how many tables of state mvlog keeps for it in PostgreSQL and their bytes (key
         maps, group tables, a composed view's pieces' rows and keys, a top-N view's first rows …),
         in one round trip."""
-        prefixes = {name: [kind(name) for kind in (keymap_name, top_name, parameters_name, inner_name,
-                                                    outer_keys_name)] for name in names}
-        prefixes = {name: [*found, *(groups_name(p) for p in found if p.startswith("keys$"))]
-                    for name, found in prefixes.items()}
-        rows = self.source.query(
-            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = "
-            "c.relnamespace WHERE n.nspname = 'mvlog' AND c.relkind = 'r' AND c.relname LIKE ANY(%s)",
-            ([p.replace("_", r"\_") + "%" for found in prefixes.values() for p in found],))
-        sizes = {name: (0, 0) for name in names}
-        for table, size in rows:
-            for name, found in prefixes.items():
-                if any(table == p or table.startswith(p + "_") for p in found):
-                    count, total = sizes[name]
-                    sizes[name] = (count + 1, total + int(size or 0))
-                    break
-        return sizes
+        with self.source.transaction() as cur:
+            tables = state_tables(cur, names, sized=True)
+        return {name: (len(found), sum(found.values())) for name, found in tables.items()}
 
     def unregister(self, cur: Cursor, name: str) -> str | None:
         """Forget a view (it stops pinning its logs) and drop its key map; returns its location,

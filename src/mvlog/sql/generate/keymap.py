@@ -1,0 +1,161 @@
+"""The key map of a join, aggregate or window view: ``mvlog."keys$_<view>_<hash>"``, base-row
+keys -> view key (or partition), kept at the view's last refresh in PostgreSQL. The statements
+that build, probe, update and drop it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlglot import exp
+
+from mvlog.model import HIDDEN_PREFIX
+from mvlog.sql.analyze.analysis import DIALECT
+from mvlog.sql.generate.changes import (
+    ROOTS,
+    changed_keys_sql,
+    in_query,
+    in_roots,
+    keymap_items,
+    keymap_key_columns,
+    keymap_table,
+    root_exprs,
+    roots_ref,
+    roots_sql,
+    touched_rows,
+    unit_exprs,
+)
+from mvlog.sql.parse.sqltree import identifier_name, parse_select, union_of
+from mvlog.sql.pieces.shape import SEMI_COLUMN, ViewShape, col, ident, input_column
+
+
+def keymap_all_columns(shape: ViewShape) -> list[str]:
+    """Every column of the key map, in order."""
+    return [item.alias for item in _branch_items(shape, 0, set())] if shape.keymap_cores else [
+        item.alias for item in keymap_items(shape)]
+
+
+def _branch_items(shape: ViewShape, branch: int, own: set[str]) -> list[exp.Expr]:
+    """A split key map's columns over its ``branch``'s query (0: the lineage without subqueries;
+    ``own``: the aliases of the subquery tables it reads): the root's key, the other FROM items'
+    in branch 0 only, the subquery's own tables' keys, the view key; NULL (typed) elsewhere."""
+    items: list[exp.Expr] = []
+    for i, table in enumerate(shape.tables):
+        present = table.alias in own if table.semi else (branch == 0 or i == 0)
+        for pk, name, type_ in zip(table.log.key_columns, table.keymap_columns, table.log.key_types):
+            value = col(pk, table.alias) if present else exp.cast(
+                exp.Null(), exp.DataType.build(type_, dialect=DIALECT, udt=True))
+            items.append(exp.alias_(value, ident(name)))
+    items += [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), keymap_key_columns(shape))]
+    return [*items, exp.alias_(exp.Literal.number(branch), ident(SEMI_COLUMN))]
+
+
+def lineage_rows(shape: ViewShape, condition: Callable[[], exp.Expr] | None = None) -> exp.Query:
+    """The rows the key map holds, as one query (``condition``: on every branch's rows).
+
+    An aggregate with subqueries (``shape.keymap_cores``) keeps its lineage without them and,
+    per subquery, the distinct (root, subquery row, group) its lineage ties together: a change
+    of a subquery row is traced to its roots by the latter, a change of an outer row by the
+    former, and either gives the root's groups. The lineage with every subquery's rows in one
+    row multiplies them (TPC-H Q18: a line item's order's other line items, ~16 rows per order)."""
+    if not shape.keymap_cores:
+        core = parse_select(shape.core_sql)
+        core.set("expressions", keymap_items(shape))
+        return core.where(condition(), copy=False) if condition else core
+    branches: list[exp.Query] = []
+    for branch, core_sql in enumerate(shape.keymap_cores):
+        core = parse_select(core_sql)
+        aliases = {identifier_name(t.args["alias"].this) if t.alias else t.name for t in core.find_all(exp.Table)}
+        own = [t for t in shape.tables if t.semi and t.alias in aliases]
+        core.set("expressions", _branch_items(shape, branch, {t.alias for t in own}))
+        if own:  # the lineage's rows with a row of this subquery (not its NULL-extended ones)
+            core.set("distinct", exp.Distinct())
+            core.where(exp.not_(exp.Is(this=col(own[0].log.key_columns[0], own[0].alias), expression=exp.Null())),
+                       copy=False)
+        branches.append(core.where(condition(), copy=False) if condition else core)
+    return union_of(branches, distinct=False)
+
+
+def probe_indexes(shape: ViewShape) -> dict[str, tuple[str, ...]]:
+    """The key map's indexes on (group, input) that an aggregate's MIN/MAX probe per group, by name."""
+    if shape.deltas is None:
+        return {}
+    groups = tuple(keymap_key_columns(shape))
+    return {f"{shape.keymap}_x{j}": (*groups, input_column(j)) for j in shape.deltas.probed}
+
+
+def keymap_probe_sql(shape: ViewShape) -> str:
+    """The key map's defining query (used to check, at apply time, that PostgreSQL accepts it)."""
+    return lineage_rows(shape).sql(dialect=DIALECT)
+
+
+def keymap_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
+    """Statements that rebuild the key map from the current base tables.
+
+    An existing map is emptied and refilled (a refresh role may do that without owning
+    it); a missing one is created with an index per FROM item's key columns.
+    """
+    table = keymap_table(shape).sql(dialect=DIALECT)
+    core = lineage_rows(shape)
+    if exists:
+        statements = [f"TRUNCATE {table}", f"INSERT INTO {table} {core.sql(dialect=DIALECT)}"]
+    else:
+        statements = [f"CREATE TABLE {table} AS {core.sql(dialect=DIALECT)}"]
+        indexes = [(f"{shape.keymap}_{i}", t.keymap_columns) for i, t in enumerate(shape.tables)]
+        for name, index_columns in [*indexes, *probe_indexes(shape).items()]:
+            columns = ", ".join(ident(c).sql(dialect=DIALECT) for c in index_columns)
+            statements.append(f"CREATE INDEX {ident(name).sql(dialect=DIALECT)} ON {table} ({columns})")
+    regclass = exp.DataType.build("regclass", dialect=DIALECT, udt=True)
+    analyze = exp.Anonymous(this="analyze", expressions=[exp.cast(exp.Literal.string(table), regclass)])
+    statements.append(exp.select(exp.Dot(this=exp.to_identifier("mvlog"), expression=analyze)).sql(dialect=DIALECT))
+    return statements
+
+
+def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
+    """Statements that bring the key map from the last refresh to the window's end: forget the
+    rows of changed base keys, then add what those keys produce now."""
+    table = keymap_table(shape)
+    if shape.outer:
+        # The roots' lineage rows are replaced: a partner that appears replaces the root's
+        # NULL-extended row, which holds no key of the partner. One statement, so the roots are
+        # found in the key map as it was (its sub-statements share one snapshot).
+        root_columns = [col(c) for c in shape.tables[0].keymap_columns]
+        forget = exp.CTE(this=exp.delete(table, where=in_query(root_columns, roots_ref())),
+                         alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "forgotten")))
+        insert = exp.insert(lineage_rows(shape, lambda: in_roots(root_exprs(shape))), table)
+        roots = exp.CTE(this=roots_sql(shape, since), alias=exp.TableAlias(this=ident(ROOTS)))
+        insert.set("with_", exp.With(expressions=[roots, forget]))
+        return [insert.sql(dialect=DIALECT)]
+    statements = []
+    for t in shape.tables:
+        condition = in_query([col(c) for c in t.keymap_columns], changed_keys_sql(t.log, since))
+        statements.append(exp.delete(table, where=condition).sql(dialect=DIALECT))
+    insert = exp.insert(touched_rows(shape, keymap_items(shape), since), table)
+    statements.append(insert.sql(dialect=DIALECT))
+    return statements
+
+
+def keymap_stand_in_sql(shape: ViewShape) -> list[str]:
+    """An empty key map of today's columns in place of the view's (for checking statements
+    in a transaction that is rolled back)."""
+    empty = exp.select("*").from_(exp.Subquery(this=lineage_rows(shape), alias=exp.TableAlias(this=ident("m")))
+                                  ).limit(0)
+    create = exp.Create(this=keymap_table(shape), kind="TABLE", expression=empty)
+    return [drop_table_sql(shape.keymap or ""), create.sql(dialect=DIALECT)]
+
+
+def qualified(name: str) -> str:
+    """``mvlog."<name>"``: a key map or one of its indexes."""
+    return exp.Table(this=ident(name), db=ident("mvlog")).sql(dialect=DIALECT)
+
+
+def state_table(name: str) -> exp.Table:
+    """``mvlog."<name>"``: a key map, or another of the state mvlog keeps, as a table node."""
+    return exp.Table(this=ident(name), db=ident("mvlog"))
+
+
+def drop_table_sql(name: str) -> str:
+    """``DROP TABLE IF EXISTS mvlog."<name>"``: a key map, or another of the state mvlog keeps."""
+    return f"DROP TABLE IF EXISTS {qualified(name)}"
+

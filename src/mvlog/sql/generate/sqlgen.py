@@ -1,0 +1,209 @@
+"""SQL that a refresh pushes down to PostgreSQL, built as sqlglot trees.
+
+Every fast read has the same form: *affected view keys* LEFT JOIN *the view
+restricted to those keys*. A key whose right side is missing is deleted from the
+view. Over-approximating the affected keys is always safe (the restricted view is
+exact), so for join and aggregate views they are the union of
+
+- the view keys that the changed base rows produce now (from the base tables), and
+- the view keys they produced at the last refresh (from the view's key map).
+
+These are the building blocks; each view shape's strategy (:mod:`mvlog.sql.strategies.strategy`) composes
+them into its fast read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlglot import exp
+
+from mvlog.model import HIDDEN_PREFIX, PRESENT
+from mvlog.sql.analyze.analysis import DIALECT, window_parts
+from mvlog.sql.generate.changes import (
+    AFFECTED,
+    ROOTS,
+    changed_keys_sql,
+    in_query,
+    in_roots,
+    key_exprs,
+    key_names,
+    keymap_key_columns,
+    keymap_table,
+    root_exprs,
+    roots_ref,
+    touched_rows,
+    unit_exprs,
+)
+from mvlog.sql.generate.restricted import grouped_in_as_exists
+from mvlog.sql.parse.sqltree import parse_select, union_of
+from mvlog.sql.pieces.shape import ViewShape, col, ident
+
+AFFECTED_ALIAS = HIDDEN_PREFIX + "affected"
+
+
+def left_join_keys(keys: exp.Query, current: exp.Query, key_columns: tuple[str, ...],
+                    null_safe_from: int | None = None) -> exp.Select:
+    """SELECT k.*, v.* FROM keys k LEFT JOIN current v ON v.<key i> = k._mvlog_key_<i>.
+
+    Key columns from ``null_safe_from`` on compare with IS NOT DISTINCT FROM, which PostgreSQL
+    cannot hash: with none before them it joins by a nested loop (every key against every
+    row), so use it for few rows only; after an equality it only filters the equal pairs."""
+    on = exp.and_(*[
+        (exp.NullSafeEQ if null_safe_from is not None and i >= null_safe_from else exp.EQ)(
+            this=col(name, "v"), expression=col(key, "k"))
+        for i, (name, key) in enumerate(zip(key_columns, key_names(len(key_columns))))
+    ])
+    return (
+        exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
+        .from_(exp.Subquery(this=keys, alias=exp.TableAlias(this=ident("k"))))
+        .join(exp.Subquery(this=current, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left")
+    )
+
+
+def with_present(select: exp.Select) -> exp.Select:
+    return select.copy().select(exp.alias_(exp.true(), ident(PRESENT)), copy=False)
+
+
+def fast_simple_sql(shape: ViewShape, since: datetime | None) -> str:
+    """Changed keys LEFT JOIN the view: PostgreSQL flattens the view subquery and probes the
+    base table's primary key once per changed key, so only changed rows are read."""
+    (log,) = shape.logs
+    return left_join_keys(changed_keys_sql(log, since), with_present(parse_select(shape.select_sql)),
+                           shape.key_columns).sql(dialect=DIALECT)
+
+
+def outer_affected_sql(shape: ViewShape, roots: exp.Query) -> exp.Query:
+    """What the key map maps the roots' lineage rows to (view keys; a window view's partitions),
+    now and at the last refresh (an outer-join view: its roots; see :func:`changes.roots_sql`)."""
+    names = key_names(len(unit_exprs(shape)))
+    now = parse_select(shape.core_sql)
+    now.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), names)])
+    now.where(in_roots(root_exprs(shape), roots), copy=False)
+    before = (exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
+              .from_(keymap_table(shape))
+              .where(in_roots([col(c) for c in shape.tables[0].keymap_columns], roots.copy())))
+    return union_of([now, before])
+
+
+def keyed_affected_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
+    """View keys (a window view's partitions) to recompute over inner joins: produced by changed
+    rows now, or by them at the last refresh (the key map)."""
+    names = key_names(len(unit_exprs(shape)))
+    now = touched_rows(shape, [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), names)], since)
+    before = []
+    for table in shape.tables:
+        before.append(
+            exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
+            .from_(keymap_table(shape))
+            .where(in_query([col(c) for c in table.keymap_columns], changed_keys_sql(table.log, since)))
+        )
+    return union_of([now, *before])
+
+
+def global_affected_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
+    """A global aggregate's one key (TRUE) when any of its tables changed."""
+    changed = [exp.Exists(this=changed_keys_sql(log, since)) for log in shape.logs]
+    return exp.select(exp.alias_(exp.true(), ident(key_names(1)[0]))).where(exp.or_(*changed))
+
+
+def window_affected_sql(shape: ViewShape, null_keys: bool) -> exp.Query:
+    """A window view's keys: of the rows in the affected partitions (ROOTS), now and at the last refresh."""
+    names = key_names(len(shape.key_columns))
+    branches: list[exp.Query] = []
+    keymap_units = [col(c) for c in keymap_key_columns(shape)]
+    pk_columns = [c for table in shape.tables for c in table.keymap_columns]
+    for condition in unit_matches(shape, null_keys):
+        now = parse_select(shape.core_sql)
+        now.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(key_exprs(shape), names)])
+        branches.append(now.where(condition, copy=False))
+    before = exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(pk_columns, names)]).from_(keymap_table(shape))
+    branches.append(before.copy().where(in_query(keymap_units, roots_ref())))
+    if null_keys:
+        branches.append(before.where(_null_safe_match(keymap_units, key_names(len(keymap_units)), ROOTS)))
+    return union_of(branches)
+
+
+def unit_matches(shape: ViewShape, null_keys: bool) -> list[exp.Expr]:
+    """Conditions on a window view's base rows: its partition is in ROOTS, and with ``null_keys``
+    (a NULL in an affected partition) a second, disjoint one that matches those null-safely."""
+    units = unit_exprs(shape)
+    names = key_names(len(units))
+    conditions = [in_query([u.copy() for u in units], roots_ref())]
+    if null_keys:
+        conditions.append(_null_safe_match(units, names, ROOTS))
+    return conditions
+
+
+def restricted_query(select_sql: str) -> exp.Select:
+    """The view's query (with hidden columns) as a recompute of a few keys reads it, with PRESENT
+    (see :mod:`mvlog.sql.generate.restricted`)."""
+    return with_present(grouped_in_as_exists(parse_select(select_sql)))
+
+
+def rows_of_keys(shape: ViewShape, select_sql: str, null_keys: bool = False) -> list[exp.Select]:
+    """``select_sql`` (the view's query with hidden columns) restricted to the rows of the keys in
+    AFFECTED, with PRESENT: one query that PostgreSQL drives through indexes, and with
+    ``null_keys`` (an affected group key holds a NULL) a second that matches those keys null-safely."""
+    names = key_names(len(shape.key_columns))
+    keys = key_exprs(shape)
+    affected = exp.select(*[col(n) for n in names]).from_(AFFECTED)
+    parts = [restricted_query(select_sql).where(in_query([k.copy() for k in keys], affected), copy=False)]
+    if null_keys:
+        parts.append(restricted_query(select_sql).where(_null_safe_match(keys, names), copy=False))
+    return parts
+
+
+def rows_of_roots(shape: ViewShape, select_sql: str) -> list[exp.Select]:
+    """An outer-join view's rows of the roots in ROOTS, with PRESENT."""
+    return [restricted_query(select_sql).where(in_roots(root_exprs(shape)), copy=False)]
+
+
+def rows_of_units(shape: ViewShape, select_sql: str, null_keys: bool) -> list[exp.Select]:
+    """A window view restricted to its affected partitions where its windows are computed (so each
+    is computed over its whole partition), with PRESENT; disjoint parts (see :func:`unit_matches`)."""
+    current = restricted_query(select_sql)
+    parts = []
+    for condition in unit_matches(shape, null_keys):
+        restricted = current.copy()
+        window_parts(restricted)[1].where(condition, copy=False)
+        parts.append(restricted)
+    return parts
+
+
+def _null_safe_match(keys: Sequence[exp.Expr], names: list[str], cte: str = AFFECTED) -> exp.Expr:
+    """A row whose key holds a NULL and equals an affected key null-safely. Only such rows can
+    match (an index on a key column finds them); the affected keys' alias must not shadow a
+    table alias of the view's query (``a`` once did: ``a.branch`` then named the affected keys)."""
+    a_any_null = _any_null(names, AFFECTED_ALIAS)
+    matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, AFFECTED_ALIAS)) for k, n in zip(keys, names)]
+    key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k in keys])
+    return exp.and_(key_has_null, exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
+        exp.Table(this=ident(cte), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
+    ).where(exp.and_(a_any_null, *matches))))
+
+
+def join_affected(current: exp.Query, nullish: exp.Query | None, key_columns: tuple[str, ...]) -> exp.Query:
+    """AFFECTED LEFT JOIN ``current`` by the view key; with ``nullish``, the keys holding a NULL
+    join those rows instead, null-safely (few keys and rows: the nested loop stays small)."""
+    if nullish is None:
+        return left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, key_columns)
+    any_null = _any_null(key_names(len(key_columns)))
+    with_nulls = exp.select(exp.Star()).from_(AFFECTED).where(any_null)
+    without_nulls = exp.select(exp.Star()).from_(AFFECTED).where(exp.not_(any_null.copy()))
+    return exp.union(
+        left_join_keys(without_nulls, current, key_columns),
+        left_join_keys(with_nulls, nullish, key_columns, null_safe_from=0),
+        distinct=False,
+    )
+
+
+def any_null_exists(cte: str, width: int) -> exp.Select:
+    """``SELECT EXISTS (a row of cte whose _mvlog_key_<i>, i < width, holds a NULL)``."""
+    names = key_names(width)
+    return exp.select(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(cte).where(_any_null(names))))
+
+
+def _any_null(names: list[str], table: str | None = None) -> exp.Expr:
+    return exp.or_(*[exp.Is(this=col(n, table), expression=exp.Null()) for n in names])

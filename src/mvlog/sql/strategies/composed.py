@@ -1,0 +1,235 @@
+"""A query made of pieces mvlog keeps, whose composition it cannot key: several aggregated CTEs
+joined (TPC-DS q31, q58), an aggregate over an aggregate that does not fold (TPC-H Q13's count of
+counts), a window over an aggregate (q12's share of a class), an aggregate over a UNION ALL of
+aggregates (q33), INTERSECT of DISTINCT selects (q38), uncorrelated scalar aggregates (q09).
+
+Each piece (:mod:`mvlog.sql.pieces.decompose` finds them) is a view of its own shape, kept fast by its own
+strategy (its key map and group tables named after the view: ``keys$_<view>_<hash>_p<i>``), and
+its whole result is kept in PostgreSQL (``mvlog."inner$_<view>_<hash>_p<i>"``). The query on top
+is recomputed on each refresh from those results with each piece's changed rows in place, so it
+costs the pieces' results (and whatever else it reads), not their base tables. Its rows have no
+key of their own: each is keyed by its text and its number among equal rows (``_mvlog_row_key``,
+``_mvlog_dup``). The keys of the last refresh are kept too (``mvlog."outer$_<view>_<hash>"``: the
+query's other tables may have changed since, so they cannot be computed again); a refresh writes
+the keys of both, and a row equal before and after keeps its key and hash and is not written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import sqlglot
+from sqlglot import exp
+
+from mvlog.model import HIDDEN_PREFIX, PRESENT
+from mvlog.sql.analyze.analysis import ViewClass
+from mvlog.sql.generate.changes import key_names, keys_match
+from mvlog.sql.generate.keymap import drop_table_sql, state_table
+from mvlog.sql.parse.sqltree import DIALECT, with_ctes
+from mvlog.sql.pieces.shape import (
+    ROW_KEY_COLUMN,
+    Composition,
+    Piece,
+    ViewShape,
+    col,
+    ident,
+    inner_name,
+    outer_keys_name,
+    piece_name,
+    relation,
+)
+from mvlog.sql.strategies.strategy import ColumnsOf, Strategy, StrategyOf
+
+DUP = HIDDEN_PREFIX + "dup"  # a row's number among equal rows
+OUT_NEW = HIDDEN_PREFIX + "out_new"
+
+
+def _names(i: int) -> tuple[str, str, str]:
+    """CHANGED, OLD and NEW of piece ``i``: its fast read, its rows before, its rows after."""
+    return tuple(f"{HIDDEN_PREFIX}{what}{i}" for what in ("changed", "old", "new"))  # type: ignore[return-value]
+
+
+def keyed(select: exp.Expr | str) -> exp.Select:
+    """``SELECT o.*, <the row as text>, <its number among equal rows> FROM (select) o``."""
+    text = exp.cast(exp.Anonymous(this="ROW", expressions=[exp.column(exp.Star(), table=ident("o"))]),
+                    exp.DataType.build("text"))
+    dup = exp.Window(this=exp.Anonymous(this="row_number"), partition_by=[text.copy()])
+    query = exp.maybe_parse(select, dialect=DIALECT) if isinstance(select, str) else select
+    return (exp.select(exp.column(exp.Star(), table=ident("o")), exp.alias_(text, ident(ROW_KEY_COLUMN)),
+                       exp.alias_(dup, ident(DUP)))
+            .from_(exp.Subquery(this=query, alias=exp.TableAlias(this=ident("o")))))
+
+
+def keep_composed(shape: ViewShape, pieces: Sequence[tuple[ViewShape, Sequence[str]]], outer: str,
+                  query: str) -> ViewShape:
+    """The view ``shape`` (complete-only as analysed) kept over its fast ``pieces`` (each: its
+    shape and its columns as written), ``outer`` reading piece ``i`` as :func:`relation` ``(i)``."""
+    kept = tuple(Piece(inner, relation(i), inner_name(piece_name(shape.name, i)), tuple(columns))
+                 for i, (inner, columns) in enumerate(pieces, start=1))
+    logs = tuple(dict.fromkeys([*shape.logs, *(log for piece in kept for log in piece.inner.logs)]))
+    return ViewShape(shape.name, ViewClass.COMPOSED, (), logs, (ROW_KEY_COLUMN, DUP), (ROW_KEY_COLUMN, DUP),
+                     keyed(query).sql(dialect=DIALECT),
+                     composed=Composition(kept, outer, outer_keys_name(shape.name)))
+
+
+def _over(composition: Composition, relations: Sequence[str]) -> exp.Select:
+    """The query on top over ``relations`` (per piece, a CTE holding its rows), keyed."""
+    names = {piece.relation: name for piece, name in zip(composition.pieces, relations)}
+    tree = sqlglot.parse_one(composition.outer_sql, dialect=DIALECT)
+    for table in list(tree.find_all(exp.Table)):
+        if table.name in names and not table.db:
+            table.set("this", ident(names[table.name]))
+    return keyed(tree)
+
+
+def _new_rows_ctes(composition: Composition, changed: Sequence[str]) -> list[tuple[str, exp.Expr]]:
+    """Per piece: CHANGED (its fast read), OLD (its rows before) and NEW (its rows after); then
+    OUT_NEW (the view after, keyed)."""
+    ctes: list[tuple[str, exp.Expr]] = []
+    news = []
+    for i, (piece, read) in enumerate(zip(composition.pieces, changed), start=1):
+        changed_i, old, new = _names(i)
+        cols = [col(c) for c in piece.columns]
+        unchanged = exp.not_(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(changed_i)
+                                        .where(keys_match(piece.inner.key_columns, changed_i, "o"))))
+        rows = exp.union(exp.select(*[col(c, "o") for c in piece.columns]).from_(exp.Table(
+            this=ident(old), alias=exp.TableAlias(this=ident("o")))).where(unchanged),
+            exp.select(*cols).from_(changed_i).where(col(PRESENT)), distinct=False)
+        ctes += [(changed_i, exp.maybe_parse(read, dialect=DIALECT)),
+                 (old, exp.select(*cols).from_(state_table(piece.table))), (new, rows)]
+        news.append(new)
+    return [*ctes, (OUT_NEW, _over(composition, news))]
+
+
+def read_sql(composition: Composition, changed: Sequence[str]) -> str:
+    """The fast read: the view's keys at its last refresh and now, LEFT JOIN its rows now (PRESENT)."""
+    names = key_names(2)
+    keys_table = state_table(composition.keys)
+    affected = exp.union(
+        exp.select(exp.alias_(col(ROW_KEY_COLUMN), ident(names[0])), exp.alias_(col(DUP), ident(names[1])))
+        .from_(keys_table),
+        exp.select(exp.alias_(col(ROW_KEY_COLUMN), ident(names[0])), exp.alias_(col(DUP), ident(names[1])))
+        .from_(OUT_NEW))
+    rows = exp.select(exp.Star(), exp.alias_(exp.true(), ident(PRESENT))).from_(OUT_NEW)
+    on = exp.and_(exp.EQ(this=col(ROW_KEY_COLUMN, "v"), expression=col(names[0], "k")),
+                  exp.EQ(this=col(DUP, "v"), expression=col(names[1], "k")))
+    query = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
+             .from_(exp.Subquery(this=affected, alias=exp.TableAlias(this=ident("k"))))
+             .join(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left"))
+    return with_ctes(query, _new_rows_ctes(composition, changed)).sql(dialect=DIALECT)
+
+
+def update_sql(composition: Composition, changed: Sequence[str]) -> list[str]:
+    """The view's keys and each piece's rows at the refresh's end, each in one statement (its CTEs
+    see the tables as they were): the keys first, computed from the pieces' rows before."""
+    keys_table = state_table(composition.keys)
+    new_keys = exp.insert(exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(OUT_NEW), keys_table,
+                          columns=[ROW_KEY_COLUMN, DUP])
+    statements = [with_ctes(new_keys, [*_new_rows_ctes(composition, changed),
+                                       (HIDDEN_PREFIX + "gone", exp.Delete(this=keys_table))]).sql(dialect=DIALECT)]
+    for i, (piece, read) in enumerate(zip(composition.pieces, changed), start=1):
+        changed_i = _names(i)[0]
+        table = state_table(piece.table)
+        gone = exp.Delete(this=table.as_(ident("o")),
+                          where=exp.Where(this=exp.Exists(this=exp.select(exp.Literal.number(1)).from_(changed_i)
+                                                          .where(keys_match(piece.inner.key_columns, changed_i,
+                                                                            "o")))))
+        insert = exp.insert(exp.select(*[col(c) for c in piece.columns]).from_(changed_i).where(col(PRESENT)),
+                            table, columns=list(piece.columns))
+        statements.append(with_ctes(insert, [(changed_i, exp.maybe_parse(read, dialect=DIALECT)),
+                                             (HIDDEN_PREFIX + "gone", gone)]).sql(dialect=DIALECT))
+    return statements
+
+
+def rebuild_sql(composition: Composition, query: str, empty: bool = False) -> list[str]:
+    """After a complete refresh: each piece's rows, read whole, and the view's keys (``query``: the
+    view's keyed SELECT; ``empty``: stand-ins)."""
+    statements = []
+    for piece in composition.pieces:
+        rows = exp.select(exp.Star()).from_(exp.Subquery(
+            this=exp.maybe_parse(piece.inner.select_sql, dialect=DIALECT), alias=exp.TableAlias(this=ident("i"))))
+        statements += [drop_table_sql(piece.table), exp.Create(this=state_table(piece.table), kind="TABLE",
+                                                               expression=rows.limit(0) if empty else rows)
+                       .sql(dialect=DIALECT)]
+    keys = exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(exp.Subquery(
+        this=exp.maybe_parse(query, dialect=DIALECT), alias=exp.TableAlias(this=ident("v"))))
+    return [*statements, drop_table_sql(composition.keys),
+            exp.Create(this=state_table(composition.keys), kind="TABLE",
+                       expression=keys.limit(0) if empty else keys).sql(dialect=DIALECT)]
+
+
+class ComposedRows(Strategy):
+    """A query over pieces kept by their own strategies (``pieces``), their rows as state."""
+
+    def __init__(self, shape: ViewShape, pieces: Sequence[Strategy]):
+        super().__init__(shape)
+        assert shape.composed is not None
+        self.composition: Composition = shape.composed
+        self.pieces = list(pieces)
+
+    @classmethod
+    def build(cls, shape: ViewShape, strategy_of: StrategyOf) -> Strategy:
+        assert shape.composed is not None
+        return cls(shape, [strategy_of(piece.inner) for piece in shape.composed.pieces])
+
+    @classmethod
+    def state_names(cls, view: str) -> list[str]:
+        # Its pieces' rows (inner$…_p<i>) and its keys; the pieces' own state is their strategies'.
+        return [inner_name(view), outer_keys_name(view)]
+
+    def how(self) -> str:
+        kept = "; ".join(f"piece {i} ({p.shape.view_class.value}): {p.how()}" for i, p in enumerate(self.pieces, 1))
+        return (f"its {len(self.pieces)} piece{'s' if len(self.pieces) > 1 else ''} are kept fast, each with its "
+                f"rows in mvlog ({kept}); the query is recomputed from those rows, before and after, and the rows "
+                f"that differ are written (keyed by their text)")
+
+    def _per_piece(self, values: Sequence[bool], since: datetime | None) -> list[tuple[bool, ...]]:
+        """``values`` (one per null-key check of every piece, in order) split per piece."""
+        parts, at = [], 0
+        for piece in self.pieces:
+            n = len(piece.null_key_checks(since))
+            parts.append(tuple(values[at:at + n]))
+            at += n
+        return parts
+
+    def _reads(self, since: datetime | None, null_keys: Sequence[bool]) -> list[str]:
+        return [piece.read_sql(since, part) for piece, part in zip(self.pieces, self._per_piece(null_keys, since))]
+
+    def null_key_checks(self, since: datetime | None) -> list[str | None]:
+        return [check for piece in self.pieces for check in piece.null_key_checks(since)]
+
+    def null_safe(self, since: datetime | None) -> tuple[bool, ...]:
+        """Every part whose keys may hold a NULL read null-safely (the reads a record step repeats)."""
+        return tuple(check is not None for check in self.null_key_checks(since))
+
+    def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
+        checks = self.null_key_checks(since)
+        return read_sql(self.composition, self._reads(since, null_keys or (False,) * len(checks)))
+
+    def keymapped(self) -> list[ViewShape]:
+        return [shape for piece in self.pieces for shape in piece.keymapped()]
+
+    def probe_sql(self) -> list[str]:
+        return [probe for piece in self.pieces for probe in piece.probe_sql()]
+
+    def state_update(self, since: datetime | None) -> list[str]:
+        # The pieces' rows are updated from their reads, which read their state as of the last refresh: first.
+        return [*update_sql(self.composition, self._reads(since, self.null_safe(since))),
+                *(s for piece in self.pieces for s in piece.state_update(since))]
+
+    def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
+        return [*(s for piece in self.pieces for s in piece.state_rebuild(columns_of)),
+                *rebuild_sql(self.composition, self.shape.select_sql)]
+
+    def stand_in_sql(self) -> list[str]:
+        return [*(s for piece in self.pieces for s in piece.stand_in_sql()),
+                *rebuild_sql(self.composition, self.shape.select_sql, empty=True)]
+
+    def statements(self, since: datetime) -> list[str]:
+        checks = [c for c in self.null_key_checks(since) if c]
+        reads = [self.read_sql(since), *([self.read_sql(since, self.null_safe(since))] if checks else [])]
+        return [*reads, *checks, *self.state_update(since)]
+
+    def any_dml_note(self) -> str:
+        return "; ".join(note for piece in self.pieces if (note := piece.any_dml_note()))
