@@ -131,6 +131,15 @@ REFUSED = {
     "SELECT id FROM orders ORDER BY id FETCH FIRST 5 ROWS WITH TIES": "WITH TIES",
     "SELECT o.id FROM orders o WHERE EXISTS (SELECT 1 FROM customers WHERE segment = 'x')": "uncorrelated subquery",
     "SELECT id FROM eu_orders INTERSECT ALL SELECT id FROM us_orders": "INTERSECT",
+    "SELECT region FROM eu_orders EXCEPT ALL SELECT region FROM us_orders": "EXCEPT",
+    "SELECT count(*) AS n FROM (SELECT id FROM eu_orders UNION ALL SELECT id FROM us_orders) s":
+        "global aggregate over a UNION ALL",
+    "SELECT id, rank() OVER (ORDER BY amount) AS r FROM orders": "PARTITION BY that they all share",
+    "SELECT DISTINCT ON (customer_id) id, customer_id FROM orders ORDER BY customer_id, id": "DISTINCT ON",
+    "SELECT o.id FROM orders o JOIN generate_series(1, 3) g ON g = o.priority": "functions and VALUES in FROM",
+    "SELECT id, random() AS r FROM orders": "non-deterministic",
+    "SELECT status, priority, count(*) AS n FROM orders GROUP BY ROLLUP (1, 2)": "GROUP BY positions",
+    "SELECT o.id FROM orders o WHERE o.customer_id NOT IN (SELECT nation_id FROM customers)": "NULLs",
 }
 
 
