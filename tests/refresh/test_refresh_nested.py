@@ -106,3 +106,34 @@ def test_a_count_decorrelated_as_if_null_over_no_rows_fails_the_oracle(db, make_
     assert refresh_ok(broken)["small_broken"].method == "fast"
     with pytest.raises(AssertionError):
         assert_view_matches(broken, "small_broken")
+
+
+def test_every_state_table_is_counted_by_status_and_dropped_with_its_view(db, make_project):
+    """The catalog finds a view's state by the names its strategy owns (the registry), whatever the
+    view's kind: a composed view's pieces (their key maps, group tables and rows), a top-N view's
+    first rows, a range parameter's values."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, g int, v int)")
+    db.execute("INSERT INTO t SELECT i, i % 3, i FROM generate_series(1, 12) i")
+    views = [
+        {"name": "counts", "refresh": "fast", "query": "SELECT n, count(*) AS groups FROM (SELECT g, count(*) AS n "
+                                                       "FROM t GROUP BY g) s GROUP BY n"},
+        {"name": "top_groups", "refresh": "fast", "query": "SELECT g, sum(v) AS s FROM t GROUP BY g "
+                                                           "ORDER BY s DESC LIMIT 2"},
+        {"name": "above_mean", "refresh": "fast", "query": "SELECT id FROM t WHERE v > (SELECT avg(v) FROM t)"},
+    ]
+    project = make_project(["t"], views)
+    project.apply()
+
+    def state() -> set[str]:
+        return {r[0] for r in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'mvlog' AND tablename "
+                                         "~ '^(keys|groups|top|inner|outer|param)\\$'")}
+
+    kept = state()
+    status = {v["name"]: v for v in project.status()["views"]}
+    assert sum(status[v["name"]]["state_tables"] for v in views) == len(kept)
+    assert all(status[v["name"]]["state_tables"] > 0 and status[v["name"]]["state_bytes"] > 0 for v in views)
+    assert {t.split("$")[0] for t in kept} >= {"keys", "groups", "top", "inner", "outer", "param"}
+    project.drop_views(["counts"])
+    assert not any("counts" in t for t in state()) and state()
+    project.drop_views(["top_groups", "above_mean"])
+    assert state() == set()
