@@ -2,7 +2,11 @@
 s, under a running scheduler with a writer, the logs filled by triggers. The scheduler stays up
 (waiting the stop out, saying so once and when it is back), every view is
 refreshed past each restart within its target plus its retry time, no refresh is left running, and
-every view equals its query afterwards. (Logical capture, and a crash: test_schedule_restart_logical.)"""
+every view equals its query afterwards. (Logical capture, and a crash: test_schedule_restart_logical.)
+
+Deep tier: the main tier has the same scheduler and writer ride out a restart, a crash and a
+failover with logical capture (test_schedule_restart_logical), and sessions cut under trigger logs
+(tests/postgres/test_source_reconnect.py, tests/cli/test_connection_lost.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import pytest
 from conftest import new_database
 from schedulers import schedule_through_restarts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.deep]
 
 
 def test_the_scheduler_rides_out_two_restarts_and_a_stop_with_trigger_capture(restartable_pg, tmp_path, connect_engine):

@@ -167,6 +167,10 @@ class ComposedRows(Strategy):
         assert shape.composed is not None
         self.composition: Composition = shape.composed
         self.pieces = list(pieces)
+        # A refresh asks for the pieces' reads several times (the read, the null-safe read, the
+        # state's update), each a large query: built once per window and null-key answers.
+        self._reads_built: dict[tuple[datetime | None, tuple[bool, ...]], list[str]] = {}
+        self._checks_built: dict[datetime | None, list[list[str | None]]] = {}
 
     @classmethod
     def build(cls, shape: ViewShape, strategy_of: StrategyOf) -> Strategy:
@@ -184,20 +188,28 @@ class ComposedRows(Strategy):
                 f"rows in mvlog ({kept}); the query is recomputed from those rows, before and after, and the rows "
                 f"that differ are written (keyed by their text)")
 
+    def _piece_checks(self, since: datetime | None) -> list[list[str | None]]:
+        if since not in self._checks_built:
+            self._checks_built[since] = [piece.null_key_checks(since) for piece in self.pieces]
+        return self._checks_built[since]
+
     def _per_piece(self, values: Sequence[bool], since: datetime | None) -> list[tuple[bool, ...]]:
         """``values`` (one per null-key check of every piece, in order) split per piece."""
         parts, at = [], 0
-        for piece in self.pieces:
-            n = len(piece.null_key_checks(since))
-            parts.append(tuple(values[at:at + n]))
-            at += n
+        for checks in self._piece_checks(since):
+            parts.append(tuple(values[at:at + len(checks)]))
+            at += len(checks)
         return parts
 
     def _reads(self, since: datetime | None, null_keys: Sequence[bool]) -> list[str]:
-        return [piece.read_sql(since, part) for piece, part in zip(self.pieces, self._per_piece(null_keys, since))]
+        key = (since, tuple(null_keys))
+        if key not in self._reads_built:
+            self._reads_built[key] = [piece.read_sql(since, part)
+                                      for piece, part in zip(self.pieces, self._per_piece(null_keys, since))]
+        return self._reads_built[key]
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
-        return [check for piece in self.pieces for check in piece.null_key_checks(since)]
+        return [check for checks in self._piece_checks(since) for check in checks]
 
     def null_safe(self, since: datetime | None) -> tuple[bool, ...]:
         """Every part whose keys may hold a NULL read null-safely (the reads a record step repeats)."""
