@@ -190,6 +190,7 @@ class ComposedRows(Strategy):
 
     def _piece_checks(self, since: datetime | None) -> list[list[str | None]]:
         if since not in self._checks_built:
+            self._checks_built.clear()
             self._checks_built[since] = [piece.null_key_checks(since) for piece in self.pieces]
         return self._checks_built[since]
 
@@ -204,6 +205,8 @@ class ComposedRows(Strategy):
     def _reads(self, since: datetime | None, null_keys: Sequence[bool]) -> list[str]:
         key = (since, tuple(null_keys))
         if key not in self._reads_built:
+            if any(built != since for built, _ in self._reads_built):
+                self._reads_built.clear()  # one window at a time: a long-lived strategy keeps no history
             self._reads_built[key] = [piece.read_sql(since, part)
                                       for piece, part in zip(self.pieces, self._per_piece(null_keys, since))]
         return self._reads_built[key]
