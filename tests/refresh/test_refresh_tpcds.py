@@ -1,5 +1,5 @@
 """TPC-DS's queries (``examples/tpcds99``) as views over the 24 tables filled by the TPC-DS
-generator (tests/tpcds.py: scale 0.01, every tenth order), each equal to its query in PostgreSQL
+generator (benchmarks/datasets/tpcds.py: scale 0.01, every tenth order), each equal to its query in PostgreSQL
 after random DML over fact and dimension tables (issue #73): sales and returns inserted, updated
 (an order moved to another number) and deleted in all three channels, inventory moved, items
 re-priced and re-categorised, customers moving address, demographics and promotions changed.
@@ -13,7 +13,7 @@ accumulate from one example to the next: every check is against PostgreSQL as it
 from __future__ import annotations
 
 import pytest
-import tpcds
+from benchmarks.datasets import tpcds
 from conftest import assert_views_match, examples, new_database, project_maker, refresh_ok
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from psycopg2 import sql
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tpcds99"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tpcds99"
 CACHE = Path(tempfile.gettempdir()) / "mvlog-tpcds"
 FACTS = {  # a sales table, its order column, and its returns table with theirs
     "store_sales": ("ss_ticket_number", "store_returns", "sr_ticket_number"),

@@ -1,0 +1,195 @@
+"""What every scenario repeats: a throwaway PostgreSQL, a project written and run as a user runs it,
+the engine, timing, and the record of a run (the machine, the revision, each measure).
+
+A scenario receives a :class:`Bench` and its parameters, does its work through it, and records what
+it measured with :meth:`Bench.measure`; the runner (``python -m benchmarks``) writes the record as
+one JSON line per measure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mvlog.config import SparkConfig
+from mvlog.postgres.pgtemp import TempPostgres, free_port
+from mvlog.spark import engine
+from mvlog.spark.session import close_connect_sessions
+
+ROOT = Path(__file__).resolve().parents[1]
+# The Spark a benchmark's commands run on: the engine (a new ``mvlog`` process per command finds it).
+SPARK = {"conf": {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "4"}}
+ENGINE_SPARK = {"master": "local[2]", **SPARK}
+# PostgreSQL for data a few GB large (TPC-H, TPC-DS): the defaults are too small for a complete build.
+LARGE = {"shared_buffers": "2GB", "work_mem": "256MB", "max_wal_size": "8GB"}
+
+
+def machine() -> dict[str, Any]:
+    """The machine a run measured: its name, cores, memory and Python."""
+    memory = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = int(line.split()[1]) * 1024
+    return {"node": platform.node(), "cores": os.cpu_count(), "memory_gib": round(memory / 2**30, 1),
+            "python": platform.python_version()}
+
+
+def revision(root: Path = ROOT) -> str:
+    """The git revision of the code a run measured (``-dirty`` if it has uncommitted changes)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@dataclass
+class Measure:
+    """One number a run measured: its name, value, unit and what it is of (``labels``: a view, a size …)."""
+
+    name: str
+    value: float
+    unit: str
+    labels: dict[str, Any] = field(default_factory=dict)
+
+
+class Bench:
+    """A scenario's workbench: a temporary directory, clusters, projects, the engine, its measures."""
+
+    def __init__(self, scenario: str, parameters: dict[str, Any]):
+        self.scenario = scenario
+        self.parameters = parameters
+        self.measures: list[Measure] = []
+        self.notes: list[str] = []
+        self.started = datetime.now(UTC)
+        self._stack = contextlib.ExitStack()
+        self.tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-{scenario}-")))
+
+    def __enter__(self) -> Bench:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    # -- what a scenario builds -------------------------------------------------------------------
+
+    def cluster(self, settings: dict[str, str] | None = None, durable: bool = False) -> TempPostgres:
+        """A throwaway PostgreSQL for this run (``durable``: fsync on, as writers' costs need)."""
+        pg = TempPostgres(settings={**({"fsync": "on"} if durable else {}), **(settings or {})})
+        return self._stack.enter_context(pg)
+
+    def project(self, dsn: str, logs: Sequence[str], views: Sequence[dict], name: str = "mvlog.yaml",
+                **extra: Any) -> Path:
+        """An ``mvlog.yaml`` in the run's directory (its warehouse beside it), as a user writes one."""
+        config = self.tmp / name
+        config.write_text(yaml.safe_dump({
+            "source": {"dsn": dsn}, "warehouse": str(self.tmp / (config.stem + "-wh")), "spark": SPARK,
+            "logs": [{"table": t} for t in logs], "views": list(views), **extra}, sort_keys=False))
+        return config
+
+    def engine(self) -> None:
+        """Start ``mvlog engine`` for the run (stopped at its end): every command a new process on it."""
+        os.environ[engine.ENGINE_DIR_ENV] = str(self.tmp / "engine")
+        os.environ.pop("SPARK_REMOTE", None)
+        engine.start(SparkConfig(**ENGINE_SPARK), port=free_port())
+        self._stack.callback(close_connect_sessions)
+        self._stack.callback(engine.stop)
+
+    @staticmethod
+    def mvlog(config: Path, *args: str, check: bool = True) -> tuple[float, str]:
+        """One ``mvlog`` command in a new process, as a scheduler runs it: wall seconds and its output."""
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "mvlog", "-q", "-c", str(config), *args],
+                              capture_output=True, text=True)
+        seconds = time.perf_counter() - started
+        if check and done.returncode != 0:
+            raise RuntimeError(f"mvlog {' '.join(args)} failed: {done.stderr.strip()[-2000:]}{done.stdout[-2000:]}")
+        return seconds, done.stdout
+
+    @staticmethod
+    def mvlog_json(config: Path, *args: str) -> tuple[float, Any]:
+        seconds, out = Bench.mvlog(config, *args, "--json")
+        return seconds, json.loads(out)
+
+    # -- what it measured --------------------------------------------------------------------------
+
+    def measure(self, name: str, value: float, unit: str = "s", **labels: Any) -> None:
+        """Record one measure (``labels``: what it is of: a view, a size, a variant …)."""
+        self.measures.append(Measure(name, float(value), unit, labels))
+
+    def note(self, text: str) -> None:
+        """A line the run's record keeps beside its measures (what was loaded, what was checked)."""
+        self.notes.append(text)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The run as JSON-able lines: one per measure, each with the run's scenario, parameters,
+        machine, revision and time."""
+        run = {"scenario": self.scenario, "parameters": self.parameters, "machine": machine(),
+               "revision": revision(), "started": self.started.isoformat(timespec="seconds"), "notes": self.notes}
+        return [{**run, "measure": m.name, "value": m.value, "unit": m.unit, "labels": m.labels}
+                for m in self.measures]
+
+
+def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Callable[[], None],
+                          verify: bool = False) -> None:
+    """Rounds of ``change``, then one ``mvlog refresh --json`` and one ``mvlog refresh --complete
+    --json`` (each a new process on the engine); the first round warms the engine and is not
+    counted. Records the commands' wall seconds and their ratio (medians), and per view its method,
+    its own seconds each way and the rows it read (views run ``concurrency`` at a time, so they
+    overlap). ``verify``: ``mvlog verify --full`` after the last fast refresh, which must find
+    every view equal to its query."""
+    fast: list[float] = []
+    complete: list[float] = []
+    per_view: dict[str, list[tuple[dict, dict]]] = {}
+    for r in range(rounds + 1):
+        change()
+        seconds, results = Bench.mvlog_json(config, "refresh")
+        if verify and r == rounds:
+            _, checked = Bench.mvlog_json(config, "verify", "--full")
+            wrong = {x["view"]: x["status"] for x in checked if x["status"] != "ok"}
+            if wrong:
+                raise RuntimeError(f"verify found views that differ from their queries: {wrong}")
+            bench.note(f"verify --full: all {len(checked)} views equal their queries")
+        complete_seconds, complete_results = Bench.mvlog_json(config, "refresh", "--complete")
+        if r:
+            fast.append(seconds)
+            complete.append(complete_seconds)
+            by_view = {x["view"]: x for x in complete_results}
+            for x in results:
+                per_view.setdefault(x["view"], []).append((x, by_view[x["view"]]))
+    bench.measure("refresh", median(fast), "s", views=len(per_view))
+    bench.measure("refresh_complete", median(complete), "s", views=len(per_view))
+    bench.measure("complete_over_fast", median(complete) / median(fast), "x")
+    slower = 0
+    for name, pairs in per_view.items():
+        fs = median([p[0]["seconds"] or 0 for p in pairs])
+        cs = median([p[1]["seconds"] or 0 for p in pairs])
+        method = "/".join(sorted({p[0]["method"] or p[0]["status"] for p in pairs}))
+        slower += fs > cs and "fast" in method
+        bench.measure("view_fast", fs, "s", view=name, method=method)
+        bench.measure("view_complete", cs, "s", view=name)
+        bench.measure("view_rows_read", median([p[0]["keys_read"] or 0 for p in pairs]), "rows", view=name)
+        for phase in sorted({k for p in pairs for k in (p[0].get("phases") or {})}):
+            bench.measure("view_phase", median([(p[0].get("phases") or {}).get(phase, 0.0) for p in pairs]), "s",
+                          view=name, phase=phase)
+    bench.measure("views_fast", sum("fast" in "/".join(p[0]["method"] or "" for p in pairs)
+                                    for pairs in per_view.values()), "count", of="views")
+    bench.measure("fast_slower_than_complete", slower, "count")

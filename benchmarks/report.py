@@ -1,0 +1,128 @@
+"""BENCHMARKS.md's opening section, written from the results (``python -m benchmarks report``):
+every target with the figure of the latest run that measures it, and every scenario's headline
+measures. Nothing in that section is edited by hand; the diary of earlier sessions is
+``docs/benchmarks-history.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+START = "<!-- report: written by `python -m benchmarks report` from benchmarks/results/*.jsonl; not edited by hand -->"
+END = "<!-- end of report -->"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal for one measure of one scenario (``labels``: which of its measures, if several)."""
+
+    scenario: str
+    measure: str
+    goal: str  # as the issue words it
+    compare: Callable[[float, float], bool]
+    bound: float
+    labels: dict[str, Any] = field(default_factory=dict)
+
+
+AT_LEAST, AT_MOST = operator.ge, operator.le
+TARGETS = [
+    Target("tpcds", "complete_over_fast", "one fast refresh of every TPC-DS view ≥ 3× faster than a complete one "
+           "(#73)", AT_LEAST, 3.0),
+    Target("tpcds", "fast_slower_than_complete", "no TPC-DS view's fast refresh slower than its complete one (#73)",
+           AT_MOST, 0),
+    Target("tpcds", "views_fast", "TPC-DS: at least 90 of the 99 queries fast (#73)", AT_LEAST, 90,
+           {"of": "queries"}),
+    Target("tpch_queries", "views_fast", "TPC-H: all 22 queries and their 5 top-N forms fast (#61)", AT_LEAST, 27),
+    Target("tpch_views", "complete_over_fast", "TPC-H SF 1, 0.1 % changed: fast ≥ 6× faster than complete, "
+           "with deletion vectors (#75; the goal of 8× stays on record)", AT_LEAST, 6.0,
+           {"deletion_vectors": True}),
+]
+
+
+def _load(results: Path) -> dict[str, list[dict[str, Any]]]:
+    """The latest run of each scenario (its records), from ``results/<scenario>.jsonl``."""
+    latest: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(results.glob("*.jsonl")):
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                runs.setdefault((record["started"], record["revision"]), []).append(record)
+        if runs:
+            latest[path.stem] = runs[max(runs)]
+    return latest
+
+
+def _matches(record: dict[str, Any], target: Target) -> bool:
+    merged = {**record["parameters"], **record["labels"]}
+    return record["measure"] == target.measure and all(merged.get(k) == v for k, v in target.labels.items())
+
+
+def _figure(value: float, unit: str) -> str:
+    if unit == "x":
+        return f"{value:.1f}×"
+    if unit == "s":
+        return f"{value:.1f} s"
+    return f"{value:,.0f}" + (f" {unit}" if unit not in ("", "count") else "")
+
+
+def _when(records: Sequence[dict[str, Any]]) -> str:
+    first = records[0]
+    m = first["machine"]
+    return f"{first['revision']}, {first['started'][:10]}, {m['cores']} cores / {m['memory_gib']:g} GiB"
+
+
+def _command(records: Sequence[dict[str, Any]]) -> str:
+    first = records[0]
+    sets = " ".join(f"--set {k}={v}" for k, v in sorted(first["parameters"].items()))
+    return f"`python -m benchmarks run {first['scenario']} {sets}`".replace("  ", " ")
+
+
+def section(results: Path) -> str:
+    """The report, as Markdown between its markers."""
+    latest = _load(results)
+    lines = [START, "", "## Where the targets stand", "",
+             "| target | now | met | run (revision, date, machine) |", "|---|---:|:---:|---|"]
+    for target in TARGETS:
+        records = [r for r in latest.get(target.scenario, []) if _matches(r, target)]
+        if not records:
+            lines.append(f"| {target.goal} | not measured yet | – | `{target.scenario}` has no run that measures it |")
+            continue
+        value = records[0]["value"]
+        met = "yes" if target.compare(value, target.bound) else "**no**"
+        lines.append(f"| {target.goal} | {_figure(value, records[0]['unit'])} | {met} | {_when(records)} |")
+    lines += ["", "## The latest run of each scenario", ""]
+    for name, records in sorted(latest.items()):
+        lines += [f"### {name}", "", f"{_command(records)} — {_when(records)}", ""]
+        lines += [f"- {note}" for note in records[0]["notes"]]
+        lines += ["" if records[0]["notes"] else "", run_table(records), ""]
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def run_table(records: Sequence[dict[str, Any]]) -> str:
+    """A run's measures as a Markdown table (its labels as columns)."""
+    keys = sorted({k for r in records for k in r["labels"]})
+    head = "| measure | " + "".join(f"{k} | " for k in keys) + "value |"
+    rows = [head, "|---|" + "---|" * len(keys) + "---:|"]
+    for r in records:
+        rows.append(f"| {r['measure']} | " + "".join(f"{r['labels'].get(k, '')} | " for k in keys)
+                    + f"{_figure(r['value'], r['unit'])} |")
+    return "\n".join(rows)
+
+
+def write(results: Path, target: Path) -> None:
+    """Replace BENCHMARKS.md's report section (or put one at its top) with :func:`section`."""
+    text = target.read_text(encoding="utf-8") if target.exists() else "# Benchmarks\n"
+    report = section(results)
+    if START in text and END in text:
+        text = text[:text.index(START)] + report + text[text.index(END) + len(END):]
+    else:
+        title, _, rest = text.partition("\n")
+        text = f"{title}\n\n{report}\n{rest}"
+    target.write_text(text, encoding="utf-8")
