@@ -35,8 +35,10 @@ from pathlib import Path
 import psycopg2
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tpch import mvlog  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1]))  # until this script is a scenario of the runner (#74)
+from benchmarks.harness import Bench  # noqa: E402
+
+mvlog = Bench.mvlog
 
 from mvlog.postgres.pgtemp import TempPostgres, free_port  # noqa: E402
 

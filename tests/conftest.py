@@ -141,7 +141,7 @@ SPARK_MODES = ["local", "connect"]
 # fixed scenario 93 -> 71 s, the keyed oracle 50 -> 37 s). Results do not depend on it; the CLI,
 # demo, notebook and cluster tests run mvlog's own settings, code generation included.
 # One shuffle partition and one default partition: the tests' data is tiny, and each task more is
-# scheduling work (suite_refresh_cost.py, 16 rounds: 2.51 -> 2.32 JVM CPU-s per view refresh, BENCHMARKS.md
+# scheduling work (suite_refresh_cost.py, 16 rounds: 2.51 -> 2.32 JVM CPU-s per view refresh, docs/benchmarks-history.md
 # session 28); the key-range reads of a complete refresh are JDBC partitions, not these.
 C2_LATER = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
             "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
@@ -153,7 +153,7 @@ TEST_SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "1"
                                               # C2 (the optimizing JIT) for code ten times hotter than by
                                               # default: the suite runs much code briefly, and C2 compiled
                                               # it for little return (JIT 401 -> 223 CPU-s over a run,
-                                              # BENCHMARKS.md session 29)
+                                              # docs/benchmarks-history.md session 29)
                                               "spark.driver.extraJavaOptions": "-XX:+UseParallelGC " + C2_LATER}}
 # The Spark of an ``mvlog`` process a test starts for one command or a short schedule: the JIT
 # compiles C1 code only, since the process ends before C2's optimized code would pay for itself

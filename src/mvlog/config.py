@@ -194,7 +194,7 @@ class CatalogConfig(_Strict):
         return value
 
 
-REWRITE_MAX_ROWS = 300_000  # see DeltaConfig.rewrite_max_rows (BENCHMARKS.md session 19)
+REWRITE_MAX_ROWS = 300_000  # see DeltaConfig.rewrite_max_rows (docs/benchmarks-history.md session 19)
 
 
 class DeltaConfig(_Strict):
@@ -207,7 +207,7 @@ class DeltaConfig(_Strict):
     # to_pandas/to_pyarrow_table read such columns as NULLs (README "Reading views without Spark").
     column_mapping: bool = False
     # A fast refresh of a view of at most this many rows (and no change feed) rewrites its table
-    # instead of merging into it: cheaper below Delta's MERGE floor (BENCHMARKS.md). 0: always MERGE.
+    # instead of merging into it: cheaper below Delta's MERGE floor (docs/benchmarks-history.md). 0: always MERGE.
     rewrite_max_rows: int = Field(default=REWRITE_MAX_ROWS, ge=0)
 
 

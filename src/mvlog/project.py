@@ -121,7 +121,7 @@ class Project:
     def warm(self, names: list[str]) -> None:
         """Build the Delta state of the views' newest versions now, between refreshes: a long-running
         process (``mvlog schedule``) calls it after a refresh committed, so that the next refresh of
-        these views finds the state of its table's version built (BENCHMARKS.md session 32)."""
+        these views finds the state of its table's version built (docs/benchmarks-history.md session 32)."""
         for name in names:
             self.warehouse.warm(self.config.view_location(name))
 

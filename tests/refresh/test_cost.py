@@ -51,7 +51,7 @@ def test_predictions_follow_a_line_through_the_view_s_refreshes():
 
 
 def test_one_slow_refresh_does_not_move_the_prediction():
-    """The sweep's trap (BENCHMARKS session 35): a view's build in a new process took 4x its later
+    """The sweep's trap (docs/benchmarks-history.md session 35): a view's build in a new process took 4x its later
     complete refreshes, and an average made the next fast refresh look cheaper than a complete one."""
     complete = [Measured(COMPLETE, s, None, 20_000) for s in (1.40, 1.28, 1.34, 9.8)]
     fast = [Measured(FAST, s, k, None) for s, k in ((1.5, 20), (1.6, 200), (1.7, 2000), (7.5, 10_000))]

@@ -13,10 +13,11 @@ accumulate from one example to the next: every check is against PostgreSQL as it
 from __future__ import annotations
 
 import pytest
-from benchmarks.datasets import tpcds
 from conftest import assert_views_match, examples, new_database, project_maker, refresh_ok
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from benchmarks.datasets import tpcds
 
 pytestmark = pytest.mark.integration
 

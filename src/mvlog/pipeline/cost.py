@@ -26,7 +26,7 @@ from mvlog.model import Measured, RefreshMethod, WindowSize
 
 # The share rule, for views whose two methods were not both measured yet: from this share of a
 # large table's rows (at least COMPLETE_MIN_KEYS keys), a MERGE that touches most files costs more
-# than rewriting the table (BENCHMARKS.md: at 10 % of 1M random keys a fast refresh took
+# than rewriting the table (docs/benchmarks-history.md: at 10 % of 1M random keys a fast refresh took
 # 0.8-1.5x as long as a complete one, in two runs).
 COMPLETE_ABOVE_FRACTION = 0.1
 COMPLETE_MIN_KEYS = 10_000

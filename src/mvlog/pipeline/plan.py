@@ -153,7 +153,7 @@ def with_sized_write(plan: RefreshPlan, row_count: int | None, change_feed: bool
     ``rewrite_max_rows`` rows after its last refresh (``row_count``), and its changed keys are
     replaced (a delete by the key columns and the new rows in one commit) when it is larger:
     at 10M rows and 2,000 random keys, 2.6x / 4.0x faster than complete against 1.7x / 2.2x
-    for a MERGE, without / with deletion vectors (BENCHMARKS.md session 32)."""
+    for a MERGE, without / with deletion vectors (docs/benchmarks-history.md session 32)."""
     write = Write.MERGE
     if plan.method is RefreshMethod.FAST and plan.row_hash and not change_feed:
         small = row_count is not None and row_count <= rewrite_max_rows

@@ -7,7 +7,7 @@ table version committed in the engine's JVM, between commands (once the engine r
 ``IDLE_BEFORE_WARM`` seconds): after a refresh commits version
 v+1, Delta holds v+1's snapshot without its file list, and the next command that reads the table
 (the view's next refresh, minutes later) would build it first — 1.4–1.6 s of a new ``mvlog
-refresh`` process on the engine (BENCHMARKS.md session 32). ``mvlog schedule`` does the same for
+refresh`` process on the engine (docs/benchmarks-history.md session 32). ``mvlog schedule`` does the same for
 its own session (:meth:`mvlog.project.Project.warm`).
 
 Which tables: every Delta table the engine's JVM has opened (Delta's table cache); which

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 # Adaptive execution runs each of a MERGE's stages as a job of its own: off for the MERGE, it ran
 # 16 jobs instead of 22 and a 1,000-key refresh of a 1M-row view took 0.1-0.6 s less
-# (BENCHMARKS.md session 14); the staged source is small, so there is nothing to adapt to.
+# (docs/benchmarks-history.md session 14); the staged source is small, so there is nothing to adapt to.
 MERGE_CONF = {MATERIALIZE_SOURCE: "none", "spark.sql.adaptive.enabled": "false"}
 BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
 MERGE_ATTEMPTS = 3  # a MERGE that lost a commit race to another writer of the table runs again
@@ -164,7 +164,7 @@ class Merger:
     def rewrite(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
                 txn: tuple[str, int] | None = None) -> WriteCounts:
         """The same change as :meth:`merge`, written by rewriting the table whole: for a small view,
-        one overwrite costs less than a MERGE's two scans and its commit (BENCHMARKS.md). The
+        one overwrite costs less than a MERGE's two scans and its commit (docs/benchmarks-history.md). The
         counts are the MERGE's own: rows inserted, updated (the row hash differs) and deleted,
         from one join of the staged keys with the table. Nothing changed: nothing is committed.
         Never for a view with a change feed, whose readers must see only the changed rows."""

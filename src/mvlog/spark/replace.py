@@ -2,13 +2,13 @@
 (a part of :class:`mvlog.spark.warehouse.Warehouse`, beside :class:`mvlog.spark.merge.Merger`).
 
 A MERGE searches the table for its source's keys: it joins every row of every file its keys
-touch, twice, payload columns included (BENCHMARKS.md, sessions 18 and 31). mvlog knows the
+touch, twice, payload columns included (docs/benchmarks-history.md, sessions 18 and 31). mvlog knows the
 changed keys before it writes, so it can name them: Delta's ``replaceWhere`` with a predicate on
 the key columns deletes the rows of those keys and adds their new rows in one commit. On a table
 with deletion vectors the delete reads the key columns of the touched files and marks rows
 deleted without rewriting the files; without them it rewrites the touched files, reading them
 once (10M rows, 2,000 random keys, a new process on the engine: 4.0x / 2.6x faster than a
-complete refresh with / without deletion vectors, against 2.2x / 1.7x by MERGE; BENCHMARKS.md
+complete refresh with / without deletion vectors, against 2.2x / 1.7x by MERGE; docs/benchmarks-history.md
 session 32). The steps:
 
 1. the staged keys are classified against the table (its key columns and row hash only): a key
@@ -41,7 +41,7 @@ REPLACE_MAX_KEYS = 100_000
 # Types whose values come back to Python and go into Spark SQL as literals unchanged.
 EXACT_KEY_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
 # Delta checks each written row against replaceWhere's predicate, an IN list it evaluates row by
-# row (4 of 6 s at 20,000 keys, BENCHMARKS.md session 32); the rows are the predicate's by
+# row (4 of 6 s at 20,000 keys, docs/benchmarks-history.md session 32); the rows are the predicate's by
 # construction: their keys are the ones it names.
 REPLACE_CONF = {"spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false"}
 
@@ -69,7 +69,7 @@ def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple], types: Sequ
     A key of several columns is named by its tuple hash (``hashes``: key -> :func:`tuple_hash_sql`
     of it; ``hash_of``: that expression over the compared columns, by default over the key
     columns): Spark tests one long against a hash set, where it compares a tuple with a list of
-    tuples one by one (TPC-H's lineitem view, 38,624 keys: 25 s, BENCHMARKS.md session 32). A hash
+    tuples one by one (TPC-H's lineitem view, 38,624 keys: 25 s, docs/benchmarks-history.md session 32). A hash
     names more rows than its key only if another key has the same hash: :meth:`Replacer.replace`
     checks that no row it finds has one. Without ``hashes`` the tuples are listed, as literals of
     the columns' ``types`` exactly (Spark does not widen the fields of a tuple: ``1`` is no

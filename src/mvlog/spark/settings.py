@@ -57,7 +57,7 @@ def session_conf(config: SparkConfig) -> dict[str, str]:
     # Delta rebuilds table state in 50 partitions by default, and VACUUM lists files in up to
     # 10,000 tasks: right for a cluster, pure overhead on a laptop (measured on 2 cores: a
     # 2-row MERGE 6 s -> 1.8 s; VACUUM of a 3-file table 53 s -> 6 s; one partition instead of
-    # two: a 1,000-key refresh of a 1M-row view 2.7 -> 1.8 s, BENCHMARKS.md session 14).
+    # two: a 1,000-key refresh of a 1M-row view 2.7 -> 1.8 s, docs/benchmarks-history.md session 14).
     local_defaults = {"spark.databricks.delta.snapshotPartitions": "1",
                       "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8"} if local else {}
     # Views refreshed concurrently share the cores fairly (see resources/fairscheduler.xml).

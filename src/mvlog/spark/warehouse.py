@@ -186,7 +186,7 @@ class Warehouse(TableUpkeep):
         DESCRIBE DETAIL first: it reads the whole log (the state of the table's newest version,
         which the MERGE needs anyway), so a damaged table fails the plan before anything starts.
         Reading the schema alone (from the checksum file) skips that, but then the damage shows
-        only in the MERGE, and for a refresh with changes the time is the same (BENCHMARKS.md
+        only in the MERGE, and for a refresh with changes the time is the same (docs/benchmarks-history.md
         session 16)."""
         return self._schema_columns(location) if self.exists(location) else None
 

@@ -4,7 +4,7 @@ A complete refresh reads every row, and PostgreSQL is right to compute an ``IN (
 BY k HAVING …)`` subquery once, over its whole table, and hash it. Restricted to a few keys, the
 outer rows are estimated at one or two, and PostgreSQL may then loop over the whole aggregate
 for each of them (TPC-H Q18 at SF 1: the aggregate of 6M line items rescanned per affected row,
-over 13 minutes against 93 s for the complete build; BENCHMARKS.md session 34). Asked per outer
+over 13 minutes against 93 s for the complete build; docs/benchmarks-history.md session 34). Asked per outer
 row instead, through the inner table's index, the same subquery costs the rows of those keys.
 """
 

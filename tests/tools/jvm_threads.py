@@ -2,9 +2,9 @@
 garbage collector, Spark's task threads, the driver's py4j threads … One row per JVM (a sample
 every 3 s of ``/proc``: a JVM that lives less than that may be missed), and the totals.
 
-    python benchmarks/jvm_threads.py -- python -m pytest -n 2 --dist loadfile -m "not deep"
+    python tests/tools/jvm_threads.py -- python -m pytest -n 2 --dist loadfile -m "not deep"
 
-BENCHMARKS.md session 29: over the main tier the compilers took 36 % of the JVMs' CPU.
+docs/benchmarks-history.md session 29: over the main tier the compilers took 36 % of the JVMs' CPU.
 """
 
 from __future__ import annotations

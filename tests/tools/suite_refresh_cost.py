@@ -2,10 +2,10 @@
 small refreshes, on the suite's own Spark settings (``tests/conftest.py``'s ``TEST_SPARK``), with
 one setting changed per run. Each run is a fresh JVM (Spark settings are fixed at its start).
 
-    python benchmarks/suite_refresh_cost.py --rounds 15
-    python benchmarks/suite_refresh_cost.py --rounds 15 --conf spark.sql.adaptive.enabled=false
-    python benchmarks/suite_refresh_cost.py --rounds 15 --java-options "-XX:TieredStopAtLevel=1"
-    python benchmarks/suite_refresh_cost.py --rounds 32 --chunk 4   # the JVM warming: a row per 4 rounds
+    python tests/tools/suite_refresh_cost.py --rounds 15
+    python tests/tools/suite_refresh_cost.py --rounds 15 --conf spark.sql.adaptive.enabled=false
+    python tests/tools/suite_refresh_cost.py --rounds 15 --java-options "-XX:TieredStopAtLevel=1"
+    python tests/tools/suite_refresh_cost.py --rounds 32 --chunk 4   # the JVM warming: a row per 4 rounds
 
 Six views of every small class (simple, filtered, aggregate, join, aggregate over a join, LEFT
 JOIN) over two tables of 40 and 4 rows; each round changes three rows of one table (an update
@@ -32,7 +32,7 @@ from mvlog.config import load_config
 from mvlog.postgres.pgtemp import TempPostgres
 from mvlog.project import Project
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the suite's conftest
 from conftest import TEST_SPARK  # noqa: E402  the suite's settings, as the suite runs them
 
 VIEWS = [

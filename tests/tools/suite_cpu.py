@@ -1,6 +1,6 @@
 """Where the test suite's CPU goes, test by test: a pytest plugin.
 
-    PYTHONPATH=benchmarks python -m pytest -p suite_cpu -n 2 --dist loadfile -m "not deep"
+    PYTHONPATH=tests/tools python -m pytest -p suite_cpu -n 2 --dist loadfile -m "not deep"
 
 Around each test it reads the CPU of the worker's own Python, of the worker's descendants (its
 Spark JVM, the ``mvlog`` processes a test starts; those already reaped count through
