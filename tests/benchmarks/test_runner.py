@@ -1,0 +1,90 @@
+"""The benchmark runner (``python -m benchmarks``): its scenarios list, each runs at its smallest
+scale and writes its measures as JSON lines, and the report is written from those lines. Nothing
+here asserts a time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import report
+from benchmarks.scenarios import scenarios
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def runner(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_the_runner_lists_every_scenario_with_its_parameters():
+    listed = runner("list")
+    assert listed.returncode == 0, listed.stderr
+    for name, scenario in scenarios().items():
+        assert name in listed.stdout
+        assert all(f"--set {key}=" in listed.stdout for key in scenario.parameters)
+
+
+def test_an_unknown_scenario_or_parameter_is_one_sentence():
+    unknown = runner("run", "nope", "--here")
+    assert unknown.returncode != 0 and "no scenario 'nope'" in unknown.stderr and "Traceback" not in unknown.stderr
+    bad = runner("run", "tpcds", "--here", "--set", "colour=red")
+    assert bad.returncode != 0 and "tpcds has no parameter colour" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _record(scenario: str, measure: str, value: float, unit: str = "x", **labels) -> dict:
+    return {"scenario": scenario, "parameters": {"scale": 1.0}, "machine": {"cores": 2, "memory_gib": 24.0},
+            "revision": "abc", "started": "2026-11-28T00:00:00", "notes": ["a note"], "measure": measure,
+            "value": value, "unit": unit, "labels": labels}
+
+
+def test_the_report_shows_each_target_from_the_latest_run_and_replaces_only_its_section(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    old = _record("tpcds", "complete_over_fast", 1.5)
+    new = {**_record("tpcds", "complete_over_fast", 3.4), "started": "2026-11-29T00:00:00"}
+    (results / "tpcds.jsonl").write_text(json.dumps(old) + "\n" + json.dumps(new) + "\n")
+    target = tmp_path / "BENCHMARKS.md"
+    target.write_text("# Benchmarks\n\nWritten by hand, kept.\n")
+    report.write(results, target)
+    report.write(results, target)  # again: the section replaced, not repeated
+    text = target.read_text()
+    assert text.count(report.START) == 1 and "Written by hand, kept." in text
+    row = next(line for line in text.splitlines() if "TPC-DS view ≥ 3×" in line)
+    assert "3.4×" in row and "| yes |" in row  # the latest run, not the first
+    assert "not measured yet" in next(line for line in text.splitlines() if "TPC-H: all 22" in line)
+
+
+def _run_smallest(name: str, tmp_path: Path) -> list[dict]:
+    out = tmp_path / f"{name}.jsonl"
+    done = runner("run", name, "--smallest", "--here", "--results", str(tmp_path / "results"), "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines and {line["scenario"] for line in lines} == {name}
+    assert (tmp_path / "results" / f"{name}.jsonl").read_text() == out.read_text()
+    first = lines[0]
+    assert first["machine"]["cores"] >= 1 and first["revision"] and first["parameters"] == \
+        scenarios()[name].values(smallest=True)
+    return lines
+
+
+@pytest.mark.integration
+def test_tpch_views_runs_at_its_smallest_and_writes_its_measures(tmp_path):
+    lines = _run_smallest("tpch_views", tmp_path)
+    measures = {line["measure"] for line in lines}
+    assert {"apply", "refresh", "refresh_complete", "complete_over_fast", "view_fast", "view_phase"} <= measures
+    assert {line["labels"]["view"] for line in lines if line["measure"] == "view_fast"} == \
+        {"line_revenue", "segment_month"}
+
+
+@pytest.mark.integration
+@pytest.mark.deep
+@pytest.mark.parametrize("name", sorted(set(scenarios()) - {"tpch_views"}))
+def test_every_scenario_runs_at_its_smallest_and_writes_its_measures(tmp_path, name):
+    lines = _run_smallest(name, tmp_path)
+    assert any(line["measure"] == "refresh" for line in lines)
