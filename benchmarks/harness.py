@@ -97,11 +97,12 @@ class Bench:
         return self._stack.enter_context(pg)
 
     def project(self, dsn: str, logs: Sequence[str], views: Sequence[dict], name: str = "mvlog.yaml",
-                **extra: Any) -> Path:
-        """An ``mvlog.yaml`` in the run's directory (its warehouse beside it), as a user writes one."""
+                spark: dict | None = None, **extra: Any) -> Path:
+        """An ``mvlog.yaml`` in the run's directory (its warehouse beside it), as a user writes one
+        (``spark``: its settings; by default none that pick a master: commands run on the engine)."""
         config = self.tmp / name
         config.write_text(yaml.safe_dump({
-            "source": {"dsn": dsn}, "warehouse": str(self.tmp / (config.stem + "-wh")), "spark": SPARK,
+            "source": {"dsn": dsn}, "warehouse": str(self.tmp / (config.stem + "-wh")), "spark": spark or SPARK,
             "logs": [{"table": t} for t in logs], "views": list(views), **extra}, sort_keys=False))
         return config
 
