@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 import pytest
-import tpcds
 import yaml
 
+from benchmarks.datasets import tpcds
 from mvlog.config import load_config
 from mvlog.project import Project
 

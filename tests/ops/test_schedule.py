@@ -88,7 +88,10 @@ def test_schedule_refreshes_on_cron_and_stops_cleanly(db, spark, tmp_path):
     assert db.execute("SELECT status FROM mvlog.refresh_history WHERE id = %s", (in_flight,))[0][0] == "succeeded"
     assert db.execute("SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0] == 0
     assert "view=every2 status=ok method=fast" in stdout and "view=every5 status=ok" in stdout
-    assert "received SIGTERM: stopping after the refresh in flight" in stdout and stdout.rstrip().endswith("stopped")
+    # The refresh seen running may end before the signal is handled: the scheduler then has none in
+    # flight to wait for. Either way the refresh seen finished (above) and the scheduler stopped.
+    assert re.search(r"received SIGTERM: stopping( after the refresh in flight)?\n", stdout), stdout
+    assert stdout.rstrip().endswith("stopped")
     assert "Traceback" not in stderr
 
     history = run("history", "every2", "--json")
