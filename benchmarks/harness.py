@@ -97,12 +97,13 @@ class Bench:
         return self._stack.enter_context(pg)
 
     def project(self, dsn: str, logs: Sequence[str], views: Sequence[dict], name: str = "mvlog.yaml",
-                spark: dict | None = None, **extra: Any) -> Path:
+                spark: dict | None = None, capture: str | None = None, **extra: Any) -> Path:
         """An ``mvlog.yaml`` in the run's directory (its warehouse beside it), as a user writes one
-        (``spark``: its settings; by default none that pick a master: commands run on the engine)."""
+        (``spark``: its settings; by default none that pick a master: commands run on the engine;
+        ``capture``: ``source.capture``)."""
         config = self.tmp / name
         config.write_text(yaml.safe_dump({
-            "source": {"dsn": dsn}, "warehouse": str(self.tmp / (config.stem + "-wh")), "spark": spark or SPARK,
+            "source": {"dsn": dsn, **({"capture": capture} if capture else {})}, "warehouse": str(self.tmp / (config.stem + "-wh")), "spark": spark or SPARK,
             "logs": [{"table": t} for t in logs], "views": list(views), **extra}, sort_keys=False))
         return config
 
