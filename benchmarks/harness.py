@@ -102,8 +102,9 @@ class Bench:
         (``spark``: its settings; by default none that pick a master: commands run on the engine;
         ``capture``: ``source.capture``)."""
         config = self.tmp / name
+        source = {"dsn": dsn, **({"capture": capture} if capture else {})}
         config.write_text(yaml.safe_dump({
-            "source": {"dsn": dsn, **({"capture": capture} if capture else {})}, "warehouse": str(self.tmp / (config.stem + "-wh")), "spark": spark or SPARK,
+            "source": source, "warehouse": str(self.tmp / (config.stem + "-wh")), "spark": spark or SPARK,
             "logs": [{"table": t} for t in logs], "views": list(views), **extra}, sort_keys=False))
         return config
 
