@@ -63,8 +63,14 @@ from typing import Any
 import yaml
 from psycopg2 import sql
 
-sys.path.insert(0, str(Path(__file__).parent))
-from log_overhead import DURABLE, LOGGED, SHOWN, connect, filesystem, note  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1]))  # until this script is a scenario of the runner (#74)
+from benchmarks.datasets.pgbench import DURABLE, LOGGED  # noqa: E402
+from benchmarks.scenarios.log_cost import SHOWN, connect, filesystem  # noqa: E402
+
+
+def note(text: str) -> None:
+    print(f"… {text}", file=sys.stderr, flush=True)
+
 
 from mvlog.config import load_config  # noqa: E402
 from mvlog.model import LogInfo  # noqa: E402

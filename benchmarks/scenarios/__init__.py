@@ -49,8 +49,19 @@ class Scenario:
 
 def scenarios() -> dict[str, Scenario]:
     """Every kept scenario, by name (imported on demand: listing them loads no Spark)."""
-    from benchmarks.scenarios import compiler, fleet, freshness, pgbench, suite, sweep, tpcds, tpch_queries, tpch_views
+    from benchmarks.scenarios import (
+        compiler,
+        fleet,
+        freshness,
+        log_cost,
+        pgbench,
+        suite,
+        sweep,
+        tpcds,
+        tpch_queries,
+        tpch_views,
+    )
 
     return {s.name: s for s in (tpch_views.SCENARIO, tpch_queries.SCENARIO, tpcds.SCENARIO, sweep.SCENARIO,
                                            fleet.SCENARIO, freshness.SCENARIO,
-                                           pgbench.SCENARIO, compiler.SCENARIO, suite.SCENARIO)}
+                                           pgbench.SCENARIO, log_cost.SCENARIO, compiler.SCENARIO, suite.SCENARIO)}
