@@ -97,14 +97,15 @@ class Bench:
         return self._stack.enter_context(pg)
 
     def project(self, dsn: str, logs: Sequence[str], views: Sequence[dict], name: str = "mvlog.yaml",
-                spark: dict | None = None, capture: str | None = None, **extra: Any) -> Path:
+                spark: dict | None = None, capture: str | None = None, warehouse: str | None = None,
+                **extra: Any) -> Path:
         """An ``mvlog.yaml`` in the run's directory (its warehouse beside it), as a user writes one
         (``spark``: its settings; by default none that pick a master: commands run on the engine;
-        ``capture``: ``source.capture``)."""
+        ``capture``: ``source.capture``; ``warehouse``: another than the run's directory)."""
         config = self.tmp / name
         source = {"dsn": dsn, **({"capture": capture} if capture else {})}
         config.write_text(yaml.safe_dump({
-            "source": source, "warehouse": str(self.tmp / (config.stem + "-wh")), "spark": spark or SPARK,
+            "source": source, "warehouse": warehouse or str(self.tmp / (config.stem + "-wh")), "spark": spark or SPARK,
             "logs": [{"table": t} for t in logs], "views": list(views), **extra}, sort_keys=False))
         return config
 

@@ -50,6 +50,7 @@ class Scenario:
 def scenarios() -> dict[str, Scenario]:
     """Every kept scenario, by name (imported on demand: listing them loads no Spark)."""
     from benchmarks.scenarios import (
+        classes,
         compiler,
         fleet,
         freshness,
@@ -64,4 +65,5 @@ def scenarios() -> dict[str, Scenario]:
 
     return {s.name: s for s in (tpch_views.SCENARIO, tpch_queries.SCENARIO, tpcds.SCENARIO, sweep.SCENARIO,
                                            fleet.SCENARIO, freshness.SCENARIO,
-                                           pgbench.SCENARIO, log_cost.SCENARIO, compiler.SCENARIO, suite.SCENARIO)}
+                                           pgbench.SCENARIO, classes.SCENARIO, log_cost.SCENARIO, compiler.SCENARIO,
+                                           suite.SCENARIO)}
