@@ -50,6 +50,7 @@ class Scenario:
 def scenarios() -> dict[str, Scenario]:
     """Every kept scenario, by name (imported on demand: listing them loads no Spark)."""
     from benchmarks.scenarios import (
+        capture,
         classes,
         compiler,
         fleet,
@@ -63,7 +64,6 @@ def scenarios() -> dict[str, Scenario]:
         tpch_views,
     )
 
-    return {s.name: s for s in (tpch_views.SCENARIO, tpch_queries.SCENARIO, tpcds.SCENARIO, sweep.SCENARIO,
-                                           fleet.SCENARIO, freshness.SCENARIO,
-                                           pgbench.SCENARIO, classes.SCENARIO, log_cost.SCENARIO, compiler.SCENARIO,
-                                           suite.SCENARIO)}
+    kept = (tpch_views, tpch_queries, tpcds, sweep, fleet, freshness, pgbench, classes, log_cost, capture, compiler,
+            suite)
+    return {module.SCENARIO.name: module.SCENARIO for module in kept}
