@@ -97,37 +97,43 @@ class Bench:
         return self._stack.enter_context(pg)
 
     def project(self, dsn: str, logs: Sequence[str], views: Sequence[dict], name: str = "mvlog.yaml",
-                spark: dict | None = None, **extra: Any) -> Path:
+                spark: dict | None = None, capture: str | None = None, warehouse: str | None = None,
+                **extra: Any) -> Path:
         """An ``mvlog.yaml`` in the run's directory (its warehouse beside it), as a user writes one
-        (``spark``: its settings; by default none that pick a master: commands run on the engine)."""
+        (``spark``: its settings; by default none that pick a master: commands run on the engine;
+        ``capture``: ``source.capture``; ``warehouse``: another than the run's directory)."""
         config = self.tmp / name
+        source = {"dsn": dsn, **({"capture": capture} if capture else {})}
         config.write_text(yaml.safe_dump({
-            "source": {"dsn": dsn}, "warehouse": str(self.tmp / (config.stem + "-wh")), "spark": spark or SPARK,
+            "source": source, "warehouse": warehouse or str(self.tmp / (config.stem + "-wh")), "spark": spark or SPARK,
             "logs": [{"table": t} for t in logs], "views": list(views), **extra}, sort_keys=False))
         return config
 
-    def engine(self) -> None:
-        """Start ``mvlog engine`` for the run (stopped at its end): every command a new process on it."""
+    def engine(self) -> str:
+        """Start ``mvlog engine`` for the run (stopped at its end): a command whose project picks no
+        Spark master runs on it. Its Spark Connect URL."""
         os.environ[engine.ENGINE_DIR_ENV] = str(self.tmp / "engine")
         os.environ.pop("SPARK_REMOTE", None)
-        engine.start(SparkConfig(**ENGINE_SPARK), port=free_port())
+        info = engine.start(SparkConfig(**ENGINE_SPARK), port=free_port())
         self._stack.callback(close_connect_sessions)
         self._stack.callback(engine.stop)
+        return info.remote
 
     @staticmethod
-    def mvlog(config: Path, *args: str, check: bool = True) -> tuple[float, str]:
-        """One ``mvlog`` command in a new process, as a scheduler runs it: wall seconds and its output."""
+    def mvlog(config: Path, *args: str, check: bool = True, env: dict[str, str] | None = None) -> tuple[float, str]:
+        """One ``mvlog`` command in a new process, as a scheduler runs it: wall seconds and its output
+        (``env``: added to the process's environment)."""
         started = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "mvlog", "-q", "-c", str(config), *args],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env={**os.environ, **(env or {})})
         seconds = time.perf_counter() - started
         if check and done.returncode != 0:
             raise RuntimeError(f"mvlog {' '.join(args)} failed: {done.stderr.strip()[-2000:]}{done.stdout[-2000:]}")
         return seconds, done.stdout
 
     @staticmethod
-    def mvlog_json(config: Path, *args: str) -> tuple[float, Any]:
-        seconds, out = Bench.mvlog(config, *args, "--json")
+    def mvlog_json(config: Path, *args: str, env: dict[str, str] | None = None) -> tuple[float, Any]:
+        seconds, out = Bench.mvlog(config, *args, "--json", env=env)
         return seconds, json.loads(out)
 
     # -- what it measured --------------------------------------------------------------------------

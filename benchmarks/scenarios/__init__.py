@@ -49,6 +49,21 @@ class Scenario:
 
 def scenarios() -> dict[str, Scenario]:
     """Every kept scenario, by name (imported on demand: listing them loads no Spark)."""
-    from benchmarks.scenarios import sweep, tpcds, tpch_queries, tpch_views
+    from benchmarks.scenarios import (
+        capture,
+        classes,
+        compiler,
+        fleet,
+        freshness,
+        log_cost,
+        pgbench,
+        suite,
+        sweep,
+        tpcds,
+        tpch_queries,
+        tpch_views,
+    )
 
-    return {s.name: s for s in (tpch_views.SCENARIO, tpch_queries.SCENARIO, tpcds.SCENARIO, sweep.SCENARIO)}
+    kept = (tpch_views, tpch_queries, tpcds, sweep, fleet, freshness, pgbench, classes, log_cost, capture, compiler,
+            suite)
+    return {module.SCENARIO.name: module.SCENARIO for module in kept}

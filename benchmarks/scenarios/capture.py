@@ -1,14 +1,14 @@
 """Trigger capture against logical capture (issue #41), side by side on one throwaway PostgreSQL.
 
-    python benchmarks/capture_cost.py --scale 10 --seconds 30 --repeat 3 --warmup 10 --backlog-seconds 30 \\
-        --refresh-scale 20 --rounds 5
+    python -m benchmarks run capture --set scale=10 --set seconds=30 --set repeat=3 --set warmup=10 \\
+        --set backlog_seconds=30 --set refresh_scale=20 --set rounds=5
 
 The cluster runs with PostgreSQL's default durability (fsync, synchronous_commit and
 full_page_writes on) and wal_level = logical for every design (TempPostgres sets it: what
 logical decoding adds to the WAL is in every column, the none one included). Three measurements:
 
-1. Writers' cost. pgbench's builtin tpcb-like (-c --clients -j --jobs, --seconds per run) in ONE
-   database, initialised at --scale and switched to each design before its run (databases
+1. Writers' cost. pgbench's builtin tpcb-like (-c ``clients`` -j ``jobs``, ``seconds`` per run) in ONE
+   database, initialised at ``scale`` and switched to each design before its run (databases
    initialised alike differed by ~±10 % in TPS on their own, more than the cost measured):
    ``none`` (no logs: each one dropped with ``Project.drop_log(table, cascade=True)``, the
    replication slot with the last logical one), ``trigger`` (logs of pgbench_accounts,
@@ -22,21 +22,21 @@ logical decoding adds to the WAL is in every column, the none one included). Thr
    logical one (its TRUNCATE-only statement trigger); then, when there is a slot, one capture
    pass (the slot passes the switch).
    Before each run: the logs emptied, the pgbench tables and logs vacuumed, a capture pass
-   (logical), a CHECKPOINT. After one unreported --warmup run per design, rounds rotate the
-   order of the designs; each cell is the median of --repeat runs. Reported: TPS and its cost
+   (logical), a CHECKPOINT. After one unreported ``warmup`` run per design, rounds rotate the
+   order of the designs; each cell is the median of ``repeat`` runs. Reported: TPS and its cost
    against none; keys logged per second (trigger: log rows; logical:
    ``mvlog.capture_state.keys_written`` before and after the run, as the capture had written them
    when pgbench stopped); the capture's lag when pgbench stopped (WAL bytes from its
    ``written_lsn`` to ``pg_current_wal_lsn()``) and how long it then took to catch up.
 2. Capture throughput under writers. In the database of 1, switched to logical, with no capture
-   running, pgbench runs --backlog-seconds (a backlog of decoded changes); then pgbench starts
+   running, pgbench runs ``backlog_seconds`` (a backlog of decoded changes); then pgbench starts
    again in the background and, while it writes, one capture pass (``Project.capture(once=True)``,
    in this process) writes the backlog into the logs: its rows, seconds and rows per second
    against the issue's target of 50,000 changed keys per second.
-3. Fast refresh, logical against trigger (needs Spark; --no-refresh skips it). Two databases at
-   --refresh-scale, one view each over pgbench_accounts (trigger; logical with the capture
-   running beside, as in 1), built by ``apply``; then --rounds rounds (after one unreported),
-   each updating --changes random accounts in one committed transaction and timing
+3. Fast refresh, logical against trigger (needs Spark; ``refresh=false`` skips it). Two databases at
+   ``refresh_scale``, one view each over pgbench_accounts (trigger; logical with the capture
+   running beside, as in 1), built by ``apply``; then ``rounds`` rounds (after one unreported),
+   each updating ``changes`` random accounts in one committed transaction and timing
    ``Project.refresh(["accounts"])`` on the same warm Spark. Reported: the median refresh
    seconds per design, its phases, and logical − trigger against the target of 0.5 s.
 """
@@ -52,19 +52,24 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 from psycopg2 import sql
 
-sys.path.insert(0, str(Path(__file__).parent))
-from log_overhead import DURABLE, LOGGED, SHOWN, connect, filesystem, note  # noqa: E402
+from benchmarks.datasets.pgbench import DURABLE, LOGGED
+from benchmarks.harness import Bench
+from benchmarks.scenarios import Parameter, Scenario
+from benchmarks.scenarios.log_cost import SHOWN, connect, filesystem
+
+
+def note(text: str) -> None:
+    print(f"… {text}", file=sys.stderr, flush=True)
+
 
 from mvlog.config import load_config  # noqa: E402
 from mvlog.model import LogInfo  # noqa: E402
@@ -117,7 +122,7 @@ def pgbench(pg: TempPostgres, dbname: str, *args: str) -> str:
     """Run pgbench on ``dbname``; its stdout."""
     result = subprocess.run(pgbench_command(pg, dbname, *args), env=pgbench_env(pg), capture_output=True, text=True)
     if result.returncode != 0:
-        raise SystemExit(f"pgbench {' '.join(args)} {dbname} failed: {result.stderr.strip()[-800:]}")
+        raise RuntimeError(f"pgbench {' '.join(args)} {dbname} failed: {result.stderr.strip()[-800:]}")
     return result.stdout
 
 
@@ -129,7 +134,7 @@ def tpcb_args(args: argparse.Namespace, seconds: int) -> list[str]:
 def tps_of(output: str) -> float:
     found = re.search(r"^tps = ([\d.]+)", output, re.M)
     if found is None:
-        raise SystemExit(f"no tps in pgbench's output: {output.strip()[-500:]}")
+        raise RuntimeError(f"no tps in pgbench's output: {output.strip()[-500:]}")
     return float(found.group(1))
 
 
@@ -234,7 +239,7 @@ def wait_caught_up(db: Database) -> float:
             if cur.fetchone()[0]:
                 return time.perf_counter() - started
             if time.perf_counter() - started > STOP_WAIT:
-                raise SystemExit(f"the capture of {db.name} did not catch up within {STOP_WAIT:g} s")
+                raise RuntimeError(f"the capture of {db.name} did not catch up within {STOP_WAIT:g} s")
             time.sleep(0.02)
 
 
@@ -275,7 +280,7 @@ def registered_any(db: Database) -> bool:
 def require(condition: bool, failure: str) -> None:
     """An assertion that ``python -O`` keeps."""
     if not condition:
-        raise SystemExit(f"assertion failed: {failure}")
+        raise RuntimeError(f"assertion failed: {failure}")
 
 
 def switch_design(dbs: dict[str, Database], design: str) -> None:
@@ -327,10 +332,10 @@ def capture_process(db: Database) -> Iterator[None]:
         deadline = time.perf_counter() + 60
         while not mvlog_backends(db) - before:  # its connection: the process is up and about to capture
             if process.poll() is not None:
-                raise SystemExit(f"{' '.join(command)} exited with {process.returncode}: "
+                raise RuntimeError(f"{' '.join(command)} exited with {process.returncode}: "
                                  f"{stderr_path.read_text().strip()[-2000:]}")
             if time.perf_counter() > deadline:
-                raise SystemExit(f"{' '.join(command)} did not connect to {db.name} within 60 s")
+                raise RuntimeError(f"{' '.join(command)} did not connect to {db.name} within 60 s")
             time.sleep(0.05)
         yield
     finally:
@@ -341,7 +346,7 @@ def capture_process(db: Database) -> Iterator[None]:
             process.kill()
             code = process.wait()
     if code != 0:
-        raise SystemExit(f"{' '.join(command)} exited with {code}: {stderr_path.read_text().strip()[-2000:]}")
+        raise RuntimeError(f"{' '.join(command)} exited with {code}: {stderr_path.read_text().strip()[-2000:]}")
 
 
 # -- 1. writers' cost ---------------------------------------------------------------------------------
@@ -379,23 +384,6 @@ def writers_cost(pg: TempPostgres, dbs: dict[str, Database], args: argparse.Name
             switch_design(dbs, design)
             runs[design].append(tpcb_run(pg, dbs[design], args, args.seconds))
     return runs
-
-
-def report_writers(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
-    def med(design: str, key: str) -> float:
-        return statistics.median(run[key] for run in runs[design])
-
-    base = med("none", "tps")
-    rows = []
-    for design in DESIGNS:
-        tps, keys, lag, caught_up = (med(design, key) for key in ("tps", "keys", "lag", "catch_up"))
-        rows.append([design, f"{tps:,.0f}", "–" if design == "none" else f"{1 - tps / base:+.1%}",
-                     "–" if design == "none" else f"{keys:,.0f}",
-                     "–" if design != "logical" else f"{lag / 1024:,.1f} kB",
-                     "–" if design != "logical" else f"{caught_up:.2f} s"])
-    print_table(f"1. pgbench tpcb-like, scale {args.scale}, -c {args.clients} -j {args.jobs}, {args.seconds} s per "
-                f"run, median of {args.repeat} (cost: TPS lost against none)",
-                ["design", "TPS", "cost", "keys logged/s", "capture lag at end", "caught up after"], rows)
 
 
 # -- 2. capture throughput ----------------------------------------------------------------------------
@@ -438,17 +426,6 @@ def capture_throughput(pg: TempPostgres, db: Database, args: argparse.Namespace)
             "writing": writing}
 
 
-def report_throughput(result: dict[str, Any], args: argparse.Namespace) -> None:
-    rate = result["rows"] / result["seconds"] if result["seconds"] else float("nan")
-    verdict = "met" if rate >= TARGET_KEYS_PER_SECOND else "not met"
-    writers = "writing throughout" if result["writing"] else "STOPPED before the pass ended"
-    print_table(f"2. One capture pass over a backlog of {args.backlog_seconds} s of pgbench "
-                f"({result['tps']:,.0f} TPS), pgbench {writers}",
-                ["backlog WAL", "log rows", "pass s", "wall s", "rows/s", f"target {TARGET_KEYS_PER_SECOND:,}/s"],
-                [[f"{result['backlog'] / 2**20:,.1f} MB", f"{result['rows']:,}", f"{result['seconds']:.2f}",
-                  f"{result['wall']:.2f}", f"{rate:,.0f}", verdict]])
-
-
 # -- 3. fast refresh ----------------------------------------------------------------------------------
 
 
@@ -466,7 +443,7 @@ def timed_refresh(db: Database) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     (result,) = results
     if result.error or result.method != "fast":
-        raise SystemExit(f"refresh of accounts in {db.name} ({db.design}) was {result.method}: "
+        raise RuntimeError(f"refresh of accounts in {db.name} ({db.design}) was {result.method}: "
                          f"{result.error or result.reason}")
     return {"seconds": seconds, "keys": result.keys_read, **{p: result.phases.get(p, 0.0) for p in PHASES}}
 
@@ -501,77 +478,65 @@ def refresh_cost(pg: TempPostgres, tmp: Path, args: argparse.Namespace) -> tuple
     return runs, builds
 
 
-def report_refresh(runs: dict[str, list[dict]], builds: dict[str, float], args: argparse.Namespace) -> None:
-    def med(design: str, key: str) -> float:
-        return statistics.median(run[key] for run in runs[design])
-
-    rows = [[design, f"{med(design, 'seconds'):.2f}", f"{med(design, 'keys'):,.0f}",
-             *(f"{med(design, p):.2f}" for p in PHASES), f"{builds[design]:.1f}"] for design in REFRESH_DESIGNS]
-    print_table(f"3. Fast refresh of SELECT aid, bid, abalance FROM pgbench_accounts ({args.refresh_scale * 100_000:,} "
-                f"accounts) after {args.changes:,} changed, median of {args.rounds} (s)",
-                ["design", "refresh", "keys read", *PHASES, "apply (build)"], rows)
-    difference = med("logical", "seconds") - med("trigger", "seconds")
-    verdict = "met" if difference <= TARGET_REFRESH_DIFFERENCE else "not met"
-    print(f"\nlogical − trigger: {difference:+.2f} s (target ≤ {TARGET_REFRESH_DIFFERENCE} s: {verdict}); "
-          f"the first apply ({REFRESH_DESIGNS[0]}) includes Spark's start")
+# -- the scenario ------------------------------------------------------------------------------------
 
 
-# -- output and main ----------------------------------------------------------------------------------
+def run(bench: Bench, p: dict[str, Any]) -> None:
+    args = argparse.Namespace(**p)
+    pg = bench.cluster(DURABLE)
+    tmp = bench.tmp
+    bench.note(f"data directory on {filesystem(pg.datadir)}; server: {'; '.join(server_settings(pg))}")
+    bench.note(f"logged: {', '.join(LOGGED)}; capture --interval {CAPTURE_INTERVAL}; designs in rotating order on "
+               f"one database, switched before each run")
+    name = "bench"
+    create_database(pg, name, args.scale)
+    # The one database as each design sees it: the projects of trigger and logical (not applied yet).
+    dbs = {design: open_database(pg, tmp, design, name, directory=f"{name}_{design}") for design in DESIGNS}
+    runs = writers_cost(pg, dbs, args)
+
+    def med(rows: list[dict], key: str) -> float:
+        return statistics.median(run[key] for run in rows)
+
+    base = med(runs["none"], "tps")
+    for design in DESIGNS:
+        bench.measure("tps", med(runs[design], "tps"), "tps", design=design)
+        if design != "none":
+            bench.measure("tps_cost", 100 * (1 - med(runs[design], "tps") / base), "%", design=design)
+            bench.measure("keys_logged_per_second", med(runs[design], "keys"), "keys/s", design=design)
+    bench.measure("capture_lag_at_end", med(runs["logical"], "lag"), "B", design="logical")
+    bench.measure("capture_catch_up", med(runs["logical"], "catch_up"), "s", design="logical")
+    switch_design(dbs, "logical")
+    result = capture_throughput(pg, dbs["logical"], args)
+    if not result["writing"]:
+        raise RuntimeError("pgbench stopped before the capture pass did")
+    bench.measure("capture_pass_rows", result["rows"], "rows", backlog_bytes=result["backlog"])
+    bench.measure("capture_keys_per_second", result["rows"] / result["seconds"] if result["seconds"] else 0.0,
+                  "keys/s", target=TARGET_KEYS_PER_SECOND)
+    for db in dbs.values():
+        if db.project is not None:
+            db.project.close()
+    drop_database(pg, name)  # its slot would keep the WAL of the refreshes
+    if args.refresh:
+        refreshes, builds = refresh_cost(pg, tmp, args)
+        for design in REFRESH_DESIGNS:
+            bench.measure("refresh", med(refreshes[design], "seconds"), "s", design=design,
+                          keys=med(refreshes[design], "keys"))
+            for phase in PHASES:
+                bench.measure("refresh_phase", med(refreshes[design], phase), "s", design=design, phase=phase)
+        bench.measure("refresh_logical_minus_trigger", med(refreshes["logical"], "seconds")
+                      - med(refreshes["trigger"], "seconds"), "s", target=TARGET_REFRESH_DIFFERENCE)
 
 
-def print_table(title: str, headers: list[str], rows: list[list[str]]) -> None:
-    """A plain-text table: the first column left-aligned, the others right-aligned."""
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    print(f"\n{title}\n")
-    print(line(headers))
-    print("  ".join("-" * w for w in widths))
-    for row in rows:
-        print(line(row))
-    sys.stdout.flush()
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=int, default=10, help="pgbench scale of 1 and 2 (100,000 accounts each)")
-    parser.add_argument("--seconds", type=int, default=30, help="duration of each pgbench run of 1")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per design in 1; the median is reported")
-    parser.add_argument("--warmup", type=int, default=10,
-                        help="seconds of the unreported first run per design in 1 (0: none)")
-    parser.add_argument("--clients", type=int, default=2, help="pgbench -c")
-    parser.add_argument("--jobs", type=int, default=2, help="pgbench -j")
-    parser.add_argument("--backlog-seconds", type=int, default=30, help="seconds of pgbench before the pass of 2")
-    parser.add_argument("--refresh", action=argparse.BooleanOptionalAction, default=True,
-                        help="measure 3, the fast refresh (needs Spark)")
-    parser.add_argument("--refresh-scale", type=int, default=20, help="pgbench scale of 3 (100,000 accounts each)")
-    parser.add_argument("--rounds", type=int, default=5, help="timed refreshes per design in 3")
-    parser.add_argument("--changes", type=int, default=2000, help="accounts updated before each refresh of 3")
-    args = parser.parse_args()
-
-    with TempPostgres(settings=DURABLE) as pg, tempfile.TemporaryDirectory(prefix="mvlog-bench-") as tmp_dir:
-        tmp = Path(tmp_dir)
-        print(f"machine: {os.cpu_count()} cores, {os.uname().sysname} {os.uname().release}, data directory on "
-              f"{filesystem(pg.datadir)}; date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
-        print(f"server: {'; '.join(server_settings(pg))}")
-        print(f"logged: {', '.join(LOGGED)}; capture --interval {CAPTURE_INTERVAL}; designs in rotating order "
-              f"on one database, switched before each run")
-        name = "bench"
-        create_database(pg, name, args.scale)
-        # The one database as each design sees it: the projects of trigger and logical (not applied yet).
-        dbs = {design: open_database(pg, tmp, design, name, directory=f"{name}_{design}") for design in DESIGNS}
-        report_writers(writers_cost(pg, dbs, args), args)
-        switch_design(dbs, "logical")
-        report_throughput(capture_throughput(pg, dbs["logical"], args), args)
-        for db in dbs.values():
-            if db.project is not None:
-                db.project.close()
-        drop_database(pg, name)  # its slot would keep the WAL of 3
-        if args.refresh:
-            report_refresh(*refresh_cost(pg, tmp, args), args)
-
-
-if __name__ == "__main__":
-    main()
+SCENARIO = Scenario("capture", "trigger against logical capture: writers' cost, capture throughput, refresh", {
+    "scale": Parameter(10, 1, "pgbench scale of the writers' runs and the backlog (100,000 accounts each)"),
+    "seconds": Parameter(30, 5, "duration of each pgbench run"),
+    "repeat": Parameter(3, 1, "runs per design; the median is kept"),
+    "warmup": Parameter(10, 0, "seconds of the unrecorded first run per design (0: none)"),
+    "clients": Parameter(2, 2, "pgbench -c"),
+    "jobs": Parameter(2, 2, "pgbench -j"),
+    "backlog_seconds": Parameter(30, 5, "seconds of pgbench before the capture pass"),
+    "refresh": Parameter(True, True, "measure the fast refresh, logical against trigger (needs Spark)"),
+    "refresh_scale": Parameter(20, 1, "pgbench scale of the refreshes (100,000 accounts each)"),
+    "rounds": Parameter(5, 1, "timed refreshes per design"),
+    "changes": Parameter(2000, 200, "accounts updated before each refresh"),
+}, run)

@@ -1,6 +1,6 @@
 """What mvlog's change logs cost writers, on a throwaway PostgreSQL (no Spark needed).
 
-    python benchmarks/log_overhead.py --scale 10 --seconds 30 --repeat 3 --stamp-rows 100000
+    python -m benchmarks run log_cost --set scale=10 --set seconds=30 --set repeat=3 --set stamp_rows=100000
 
 The cluster runs with PostgreSQL's default durability (fsync, synchronous_commit and
 full_page_writes on). pgbench is initialised, and pgbench_accounts, pgbench_tellers and
@@ -13,10 +13,10 @@ pgbench_branches get logs through `Project.apply()` as a user's mvlog.yaml would
   tables (PL/pgSQL, SECURITY DEFINER with a fixed search_path like mvlog's; no TRUNCATE).
 
 Workloads: pgbench's builtin tpcb-like, and a one-row UPDATE of pgbench_accounts. After one
-unreported --warmup run, rounds rotate the order of the designs; each cell is the median of
---repeat runs. Before each run the logs are emptied, the pgbench tables vacuumed and a
-CHECKPOINT taken; WAL is counted over the run. Then, on a table of --stamp-rows rows: one bulk
-UPDATE of all rows per design; a smaller one (--plan-rows) in a new session and in a session
+unreported ``warmup`` run, rounds rotate the order of the designs; each cell is the median of
+``repeat`` runs. Before each run the logs are emptied, the pgbench tables vacuumed and a
+CHECKPOINT taken; WAL is counted over the run. Then, on a table of ``stamp_rows`` rows: one bulk
+UPDATE of all rows per design; a smaller one (``plan_rows``) in a new session and in a session
 that has just updated one row (PL/pgSQL caches the trigger's plans per session); and the time
 of `Source.stamp` (entering the context: stamp and ANALYZE) and `Source.purge` (no dependent
 views: up to the last stamp) over the big UPDATE's log rows.
@@ -24,32 +24,27 @@ views: up to the last stamp) over the big UPDATE's log rows.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import os
 import re
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg2
-import yaml
 from psycopg2 import sql
 
+from benchmarks.datasets.pgbench import DURABLE, LOGGED, pgbench
+from benchmarks.harness import Bench
+from benchmarks.scenarios import Parameter, Scenario
 from mvlog.config import load_config
 from mvlog.errors import ConfigError
-from mvlog.postgres.pgtemp import SUPERUSER, TempPostgres
+from mvlog.postgres.pgtemp import TempPostgres
 from mvlog.postgres.source import log_identifier
 from mvlog.project import Project
 
 DESIGNS = ("none", "statement", "row")
-LOGGED = ("pgbench_accounts", "pgbench_tellers", "pgbench_branches")
 BULK = "mvlog_bench_bulk"
-DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
 SHOWN = ("server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_level", "shared_buffers",
          "max_wal_size")
 
@@ -78,34 +73,11 @@ UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
 """
 
 
-def note(text: str) -> None:
-    print(f"… {text}", file=sys.stderr, flush=True)
-
-
 def connect(dsn: str) -> contextlib.closing:
     """An autocommit connection that closes at the end of the ``with``."""
     conn = psycopg2.connect(dsn)
     conn.autocommit = True
     return contextlib.closing(conn)
-
-
-def pgbench(pg: TempPostgres, *args: str) -> str:
-    """Run pgbench over TCP as the superuser (the password comes from PGPASSWORD); its stdout."""
-    cmd = [str(pg.bin_dir / "pgbench"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", SUPERUSER, *args, "postgres"]
-    result = subprocess.run(cmd, env={**os.environ, "PGPASSWORD": pg.password}, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"pgbench {' '.join(args)} failed: {result.stderr.strip()[-800:]}")
-    return result.stdout
-
-
-def make_project(tmp: Path, dsn: str) -> Project:
-    """A Project whose mvlog.yaml logs the pgbench tables and the bulk table, and has no views."""
-    path = tmp / "mvlog.yaml"
-    path.write_text(yaml.safe_dump({
-        "source": {"dsn": dsn}, "warehouse": str(tmp / "warehouse"),
-        "logs": [{"table": f"public.{t}"} for t in (*LOGGED, BULK)], "views": [],
-    }, sort_keys=False))
-    return Project(load_config(path))
 
 
 def history_note(project: Project) -> str:
@@ -146,7 +118,7 @@ def use_design(project: Project, design: str) -> None:
         project.apply()  # recreates mvlog's triggers, as `mvlog apply` does after they went missing
 
 
-def run(pg: TempPostgres, project: Project, args: argparse.Namespace, workload: list[str]) -> dict[str, float]:
+def run_pgbench(pg: TempPostgres, project: Project, p: dict[str, Any], workload: list[str]) -> dict[str, float]:
     """One pgbench run: TPS, WAL bytes and log rows per transaction, log bytes per log row."""
     logs = [log for log in project.logs.registered().values() if log.table_name in LOGGED]
     with connect(pg.dsn()) as conn, conn.cursor() as cur:
@@ -156,7 +128,7 @@ def run(pg: TempPostgres, project: Project, args: argparse.Namespace, workload: 
         cur.execute("CHECKPOINT")
         cur.execute("SELECT pg_current_wal_lsn()")
         start = cur.fetchone()[0]
-        out = pgbench(pg, "-n", "-c", str(args.clients), "-j", str(args.jobs), "-T", str(args.seconds), *workload)
+        out = pgbench(pg, "-n", "-c", str(p['clients']), "-j", str(p['jobs']), "-T", str(p['seconds']), *workload)
         cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (start,))
         wal = float(cur.fetchone()[0])
         cur.execute(sql.SQL(" UNION ALL ").join(
@@ -185,12 +157,12 @@ def timed_update(dsn: str, rows: int, after_one_row: bool = False) -> float:
         return time.perf_counter() - t
 
 
-def bulk_round(project: Project, dsn: str, design: str, args: argparse.Namespace) -> dict[str, float]:
+def bulk_round(project: Project, dsn: str, design: str, p: dict[str, Any]) -> dict[str, float]:
     """Bulk UPDATEs under ``design``; under mvlog's, then stamp and purge the --stamp-rows log rows."""
     use_design(project, design)
-    result = {"small": timed_update(dsn, args.plan_rows), "warm": timed_update(dsn, args.plan_rows, True)}
+    result = {"small": timed_update(dsn, p['plan_rows']), "warm": timed_update(dsn, p['plan_rows'], True)}
     use_design(project, design)  # empty logs again
-    result["update"] = timed_update(dsn, args.stamp_rows)
+    result["update"] = timed_update(dsn, p['stamp_rows'])
     if design == "statement":
         log = project.logs.registered()[f"public.{BULK}"]
         t = time.perf_counter()
@@ -208,91 +180,68 @@ def filesystem(path: Path) -> str:
     return max((m for m in mounts if str(path).startswith(m[0].rstrip("/") + "/")), key=lambda m: len(m[0]))[1]
 
 
-def report(args: argparse.Namespace, header: list[str], results: dict, bulk: dict) -> None:
-    """The markdown tables."""
+def run(bench: Bench, p: dict[str, Any]) -> None:
+    settings = {**DURABLE, **dict(item.split("=", 1) for item in p["settings"].split(",") if item)}
+    pg = bench.cluster(settings)
+    pgbench(pg, "-i", "-q", "-s", f"{p['scale']:g}")
+    bulk_table = sql.Identifier("public", BULK)
+    with connect(pg.dsn()) as conn, conn.cursor() as cur:
+        cur.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, n int NOT NULL)").format(bulk_table))
+        cur.execute(sql.SQL("INSERT INTO {} SELECT g, 0 FROM generate_series(1, %s) g").format(bulk_table),
+                    (p["stamp_rows"],))
+        cur.execute("SELECT s || '=' || current_setting(s) FROM unnest(%s::text[]) s", (list(SHOWN),))
+        shown = [row[0] for row in cur.fetchall()]
+    script = bench.tmp / "update.sql"
+    script.write_text(UPDATE_SCRIPT.format(accounts=round(100_000 * p["scale"])))
+    workloads = {"tpcb-like": ["-b", "tpcb-like"], "single-row UPDATE": ["-f", str(script)]}
+    config = bench.project(pg.dsn(), [f"public.{t}" for t in (*LOGGED, BULK)], [])
+    with contextlib.closing(Project(load_config(config))) as project:
+        project.apply()
+        bench.note(f"data directory on {filesystem(pg.datadir)}; {'; '.join(shown)}")
+        bench.note(f"pgbench: scale {p['scale']:g}, -c {p['clients']} -j {p['jobs']}, {p['seconds']} s per run after a "
+                   f"{p['warmup']} s warm-up, median of {p['repeat']} runs per cell, designs in rotating order")
+        bench.note(f"logged: {', '.join(LOGGED)}. Not logged: {history_note(project)}")
+        if p["warmup"] > 0:
+            pgbench(pg, "-n", "-c", str(p["clients"]), "-j", str(p["jobs"]), "-T", str(p["warmup"]))
+        results: dict[tuple[str, str], list[dict[str, float]]] = {}
+        bulk: dict[str, list[dict[str, float]]] = {}
+        for r in range(p["repeat"]):
+            for design in DESIGNS[r % 3:] + DESIGNS[:r % 3]:
+                use_design(project, design)
+                for name, workload in workloads.items():
+                    results.setdefault((name, design), []).append(run_pgbench(pg, project, p, workload))
+                bulk.setdefault(design, []).append(bulk_round(project, pg.dsn(), design, p))
+
     def med(runs: list[dict[str, float]], key: str) -> float:
         return statistics.median(run[key] for run in runs)
 
-    print("\n".join(header) + "\n")
-    print(f"| workload | log design | TPS (median of {args.repeat}) | overhead vs none | WAL bytes/xact "
-          "| log rows/xact | log bytes/change |\n|---|---|---:|---:|---:|---:|---:|")
     for name in dict.fromkeys(name for name, _ in results):
         base = med(results[name, "none"], "tps")
         for design in DESIGNS:
-            runs, none = results[name, design], design == "none"
-            tps, size = med(runs, "tps"), med(runs, "bytes")
-            print(f"| {name} | {design} | {tps:.0f} | {'–' if none else f'{1 - tps / base:+.1%}'} "
-                  f"| {med(runs, 'wal'):.0f} | {med(runs, 'rows'):.2f} | {'–' if none else f'{size:.0f}'} |")
-    n, m = args.stamp_rows, args.plan_rows
-    print(f"\nOne `UPDATE` of the first N rows of a two-column table, in a new session (seconds, median of "
-          f"{args.repeat}); the last column: in a session that first updated one row\n\n| log design | N={n} "
-          f"| overhead vs none | N={m} | N={m}, after a one-row UPDATE |\n|---|---:|---:|---:|---:|")
-    base = med(bulk["none"], "update")
+            runs = results[name, design]
+            bench.measure("tps", med(runs, "tps"), "tps", workload=name, design=design)
+            if design != "none":
+                bench.measure("tps_overhead", 100 * (1 - med(runs, "tps") / base), "%", workload=name, design=design)
+                bench.measure("log_bytes_per_change", med(runs, "bytes"), "B", workload=name, design=design)
+            bench.measure("wal_bytes_per_xact", med(runs, "wal"), "B", workload=name, design=design)
     for design in DESIGNS:
-        seconds = med(bulk[design], "update")
-        print(f"| {design} | {seconds:.3f} | {'–' if design == 'none' else f'{seconds / base - 1:+.0%}'} "
-              f"| {med(bulk[design], 'small'):.3f} | {med(bulk[design], 'warm'):.3f} |")
-    print(f"\nStamping and purging the {n} log rows of the N={n} UPDATE (median of {args.repeat}):\n\n"
-          "| operation | rows | seconds | rows/s |\n|---|---:|---:|---:|")
+        bench.measure("bulk_update", med(bulk[design], "update"), "s", design=design, rows=p["stamp_rows"])
+        bench.measure("bulk_update", med(bulk[design], "small"), "s", design=design, rows=p["plan_rows"])
+        bench.measure("bulk_update_after_one_row", med(bulk[design], "warm"), "s", design=design,
+                      rows=p["plan_rows"])
     rows = int(med(bulk["statement"], "purged"))
     for op in ("stamp", "purge"):
-        seconds = med(bulk["statement"], op)
-        print(f"| `Source.{op}` | {rows} | {seconds:.3f} | {rows / seconds:,.0f} |")
+        bench.measure(op, med(bulk["statement"], op), "s", rows=rows)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=int, default=10, help="pgbench scale factor (100,000 accounts each)")
-    parser.add_argument("--seconds", type=int, default=30, help="duration of each pgbench run")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per (workload, design); the median is reported")
-    parser.add_argument("--clients", type=int, default=2, help="pgbench -c")
-    parser.add_argument("--jobs", type=int, default=2, help="pgbench -j")
-    parser.add_argument("--warmup", type=int, default=10, help="seconds of unreported tpcb-like before the runs")
-    parser.add_argument("--stamp-rows", type=int, default=100_000, help="rows changed before stamping and purging")
-    parser.add_argument("--plan-rows", type=int, default=5000,
-                        help="rows of the UPDATE timed after a one-row UPDATE in the same session")
-    parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
-                        help="a server setting for the cluster (repeatable), e.g. synchronous_commit=off")
-    args = parser.parse_args()
-
-    settings = {**DURABLE, **dict(item.split("=", 1) for item in args.setting)}
-    with TempPostgres(settings=settings) as pg, \
-            tempfile.TemporaryDirectory(prefix="mvlog-bench-") as tmp:
-        note(f"pgbench -i -s {args.scale}")
-        pgbench(pg, "-i", "-q", "-s", str(args.scale))
-        bulk_table = sql.Identifier("public", BULK)
-        with connect(pg.dsn()) as conn, conn.cursor() as cur:
-            cur.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, n int NOT NULL)").format(bulk_table))
-            cur.execute(sql.SQL("INSERT INTO {} SELECT g, 0 FROM generate_series(1, %s) g").format(bulk_table),
-                        (args.stamp_rows,))
-            cur.execute("SELECT s || '=' || current_setting(s) FROM unnest(%s::text[]) s", (list(SHOWN),))
-            shown = [row[0] for row in cur.fetchall()]
-        script = Path(tmp) / "update.sql"
-        script.write_text(UPDATE_SCRIPT.format(accounts=100_000 * args.scale))
-        workloads = {"tpcb-like": ["-b", "tpcb-like"], "single-row UPDATE": ["-f", str(script)]}
-        with make_project(Path(tmp), pg.dsn()) as project:
-            project.apply()
-            header = [
-                f"machine: {os.cpu_count()} cores, {os.uname().sysname} {os.uname().release}, data directory on "
-                f"{filesystem(pg.datadir)}; date: {datetime.now(UTC):%Y-%m-%d}; {'; '.join(shown)}",
-                f"pgbench: scale {args.scale}, -c {args.clients} -j {args.jobs}, {args.seconds} s per run after a "
-                f"{args.warmup} s warm-up, median of {args.repeat} runs per cell, designs in rotating order",
-                f"logged: {', '.join(LOGGED)}. Not logged: {history_note(project)}",
-            ]
-            if args.warmup > 0:
-                note(f"warm-up: tpcb-like for {args.warmup} s")
-                pgbench(pg, "-n", "-c", str(args.clients), "-j", str(args.jobs), "-T", str(args.warmup))
-            results: dict[tuple[str, str], list[dict[str, float]]] = {}
-            bulk: dict[str, list[dict[str, float]]] = {}
-            for r in range(args.repeat):
-                for design in DESIGNS[r % 3:] + DESIGNS[:r % 3]:
-                    use_design(project, design)
-                    for name, workload in workloads.items():
-                        note(f"round {r + 1}/{args.repeat}: {name}, {design}")
-                        results.setdefault((name, design), []).append(run(pg, project, args, workload))
-                    bulk.setdefault(design, []).append(bulk_round(project, pg.dsn(), design, args))
-    report(args, header, results, bulk)
-
-
-if __name__ == "__main__":
-    main()
+SCENARIO = Scenario("log_cost", "what trigger-filled logs cost writers (pgbench TPS, WAL), and stamp and purge", {
+    "scale": Parameter(10.0, 1.0, "pgbench scale factor (100,000 accounts each)"),
+    "seconds": Parameter(30, 5, "duration of each pgbench run"),
+    "repeat": Parameter(3, 1, "runs per (workload, design); the median is kept"),
+    "clients": Parameter(2, 2, "pgbench -c"),
+    "jobs": Parameter(2, 2, "pgbench -j"),
+    "warmup": Parameter(10, 0, "seconds of unrecorded tpcb-like before the runs"),
+    "stamp_rows": Parameter(100_000, 10_000, "rows changed before stamping and purging"),
+    "plan_rows": Parameter(5000, 1000, "rows of the UPDATE timed after a one-row UPDATE in the same session"),
+    "settings": Parameter("", "", "server settings for the cluster, NAME=VALUE,… (e.g. synchronous_commit=off)"),
+}, run)

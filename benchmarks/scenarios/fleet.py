@@ -1,15 +1,16 @@
 """A fleet of views on one schedule: what a refresh costs when nothing, one table, or every table
 changed, against a complete refresh of the fleet; and what an idle scheduler spends per tick.
 
-    python benchmarks/fleet.py --tables 20 --views-per-table 3 --rows 20000 --changed-percent 1
+    python -m benchmarks run fleet --set tables=20 --set views_per_table=3 --set rows=20000
 
-``--tables`` tables ``t00…`` of ``--rows`` rows each; per table up to three views with
+``tables`` tables ``t00…`` of ``rows`` rows each; per table up to three views with
 ``refresh: force``: a filtered copy, an aggregate, and a join with the next table. Every command
-runs as a new ``mvlog`` process with a Spark of its own (``local[2]``), as a cron job would, and
+runs as a new ``mvlog`` process with a Spark of its own (``local[2]``; with ``engine``, on one
+running ``mvlog engine``), as a cron job would, and
 is timed as a whole (process start, Spark start, PostgreSQL, Delta). In order:
 
   apply (creates the logs and builds every view), a refresh with nothing changed, a refresh after
-  ``--changed-percent`` of ``--changed-tables`` tables changed, one after that share of every
+  ``changed_percent`` of ``changed_tables`` tables changed, one after that share of every
   table changed, ``refresh --complete`` of the fleet, ``status --json``; then ``mvlog schedule``
   with every view under a ``freshness:`` target and no writes (CPU seconds of the scheduler and
   its children per look at the lags), and once more with views on a cron schedule (every look a
@@ -21,27 +22,22 @@ Every view is checked against PostgreSQL after the changed refreshes (``mvlog ve
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
-import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parents[1]))  # until this script is a scenario of the runner (#74)
-from benchmarks.harness import Bench  # noqa: E402
+from benchmarks.harness import Bench
+from benchmarks.scenarios import Parameter, Scenario
+from mvlog.postgres.pgtemp import free_port
 
 mvlog = Bench.mvlog
-
-from mvlog.postgres.pgtemp import TempPostgres, free_port  # noqa: E402
-
 TICKS = 6  # scheduler looks measured per mode
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -122,7 +118,7 @@ def schedule(config: Path, dsn: str, seconds_per_tick: float, write: list[int] |
         deadline = time.monotonic() + 120
         while "ready" not in log.read_text():
             if time.monotonic() > deadline or process.poll() is not None:
-                raise SystemExit(f"the scheduler did not start:\n{log.read_text()}")
+                raise RuntimeError(f"the scheduler did not start:\n{log.read_text()}")
             time.sleep(0.2)
         time.sleep(seconds_per_tick * 2)  # the first looks (and their imports) are behind it
         before, started = tree_cpu(process.pid), time.monotonic()
@@ -140,98 +136,78 @@ def schedule(config: Path, dsn: str, seconds_per_tick: float, write: list[int] |
         process.wait(timeout=120)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tables", type=int, default=20)
-    parser.add_argument("--views-per-table", type=int, default=3, choices=(1, 2, 3))
-    parser.add_argument("--rows", type=int, default=20_000)
-    parser.add_argument("--changed-tables", type=int, default=1, help="tables changed in the second case")
-    parser.add_argument("--changed-percent", type=float, default=1.0, help="share of a changed table's rows")
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--engine", action="store_true",
-                        help="every command on one running 'mvlog engine' (Spark Connect), not a Spark of its own")
-    parser.add_argument("--no-scheduler", action="store_true", help="leave out the idle scheduler's measurements")
-    args = parser.parse_args()
-    views = view_definitions(args.tables, args.views_per_table)
-    with TempPostgres(settings={"shared_buffers": "512MB"}) as pg, \
-            tempfile.TemporaryDirectory(prefix="mvlog-fleet-") as tmp:
-        dsn = pg.dsn()
-        load(dsn, args.tables, args.rows)
-        config = Path(tmp) / "mvlog.yaml"
-        document = {"source": {"dsn": dsn}, "warehouse": str(Path(tmp) / "warehouse"),
-                    "spark": {"master": args.master}, "logs": [{"table": f"t{i:02d}"} for i in range(args.tables)],
-                    "views": views}
+def run(bench: Bench, p: dict[str, Any]) -> None:
+    views = view_definitions(p["tables"], p["views_per_table"])
+    pg = bench.cluster({"shared_buffers": "512MB"})
+    dsn = pg.dsn()
+    load(dsn, p["tables"], p["rows"])
+    config = bench.project(dsn, [f"t{i:02d}" for i in range(p["tables"])], views, spark={"master": p["master"]})
+    document = yaml.safe_load(config.read_text())
+    if p["engine"]:
+        os.environ["MVLOG_ENGINE_DIR"] = str(bench.tmp / "engine")
+        port = free_port()
+        mvlog(config, "engine", "start", "--port", str(port))
+        document["spark"] = {"remote": f"sc://127.0.0.1:{port}"}
         config.write_text(yaml.safe_dump(document, sort_keys=False))
-        if args.engine:
-            os.environ["MVLOG_ENGINE_DIR"] = str(Path(tmp) / "engine")
-            port = free_port()
-            mvlog(config, "engine", "start", "--port", str(port))
-            document["spark"] = {"remote": f"sc://127.0.0.1:{port}"}
-            config.write_text(yaml.safe_dump(document, sort_keys=False))
-        try:
-            timings, complete, fresh_cpu, cron_cpu, written = measure(args, config, document, dsn)
-        finally:
-            if args.engine:
-                mvlog(config, "engine", "stop")
-    print(f"# fleet: {platform.node()}, {os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
-          f"spark.master {args.master}, a new process per command"
-          + (" on one running mvlog engine (Spark Connect)" if args.engine else " with a Spark of its own"))
-    print(f"# {args.tables} tables x {args.rows:,} rows, {len(views)} views (refresh: force)\n")
-    print("| command | seconds | x complete refresh |")
-    print("|---|---:|---:|")
-    for label, seconds in timings:
-        print(f"| {label} | {seconds:.1f} | {seconds / complete:.2f}x |")
-    if args.no_scheduler:
-        return
-    print(f"\n| idle scheduler | CPU seconds per tick ({TICKS} ticks) |")
-    print("|---|---:|")
-    print(f"| freshness: 30s (a look every 3 s) | {fresh_cpu:.3f} |")
-    print(f"| cron every 10 s (a refresh of the fleet per tick) | {cron_cpu:.3f} |")
-    print(f"\nOne table written under the cron scheduler, the ticks after it: {written.get('fast', 0)} view "
-          f"refreshes fast, {written.get('complete', 0)} complete, {written.get('fresh', 0)} found unchanged")
+    try:
+        timings, complete, fresh_cpu, cron_cpu, written = measure(p, config, document, dsn)
+    finally:
+        if p["engine"]:
+            mvlog(config, "engine", "stop")
+    where = "on one running mvlog engine" if p["engine"] else f"with a Spark of its own ({p['master']})"
+    bench.note(f"{p['tables']} tables x {p['rows']:,} rows, {len(views)} views (refresh: force), a new process per "
+               f"command {where}")
+    for key, label, seconds in timings:
+        bench.measure(key, seconds, "s", command=label)
+        bench.measure(key + "_over_complete", seconds / complete, "x", command=label)
+    if p["scheduler"]:
+        bench.measure("idle_tick_cpu", fresh_cpu, "s", mode="freshness 30s (a look every 3 s)")
+        bench.measure("idle_tick_cpu", cron_cpu, "s", mode="cron every 10 s (a refresh of the quiet fleet)")
+        for method in ("fast", "complete", "fresh"):
+            bench.measure("after_one_write", written.get(method, 0), "count", method=method)
 
 
-def every_table_changed(args: argparse.Namespace, config: Path, dsn: str, round_: int) -> tuple[float, dict[str, int]]:
+def every_table_changed(p: dict[str, Any], config: Path, dsn: str, round_: int) -> tuple[float, dict[str, int]]:
     """``--changed-percent`` of every table changed, then one refresh: its seconds and methods."""
-    change(dsn, list(range(args.tables)), args.rows, args.changed_percent, round_)
+    change(dsn, list(range(p['tables'])), p['rows'], p['changed_percent'], round_)
     mark = history_ids(dsn)
     seconds, _ = mvlog(config, "refresh")
     return seconds, refreshed_since(dsn, mark)
 
 
-def measure(args: argparse.Namespace, config: Path, document: dict, dsn: str
-            ) -> tuple[list[tuple[str, float]], float, float, float, dict[str, int]]:
+def measure(p: dict[str, Any], config: Path, document: dict, dsn: str
+            ) -> tuple[list[tuple[str, str, float]], float, float, float, dict[str, int]]:
     """Every command of the fleet, timed; the scheduler's CPU per idle tick, both ways."""
     views, timings = document["views"], []
     seconds, _ = mvlog(config, "apply")
-    timings.append((f"apply (creates and builds {len(views)} views)", seconds))
+    timings.append(("apply", f"apply (creates and builds {len(views)} views)", seconds))
     seconds, _ = mvlog(config, "apply")
-    timings.append(("apply again, nothing changed", seconds))
+    timings.append(("apply_again", "apply again, nothing changed", seconds))
     mark = history_ids(dsn)
     seconds, _ = mvlog(config, "refresh")
-    timings.append(("refresh, nothing changed", seconds))
+    timings.append(("refresh_unchanged", "refresh, nothing changed", seconds))
     assert refreshed_since(dsn, mark) == {"fresh": len(views)}, refreshed_since(dsn, mark)
-    change(dsn, list(range(args.changed_tables)), args.rows, args.changed_percent, 1)
+    change(dsn, list(range(p['changed_tables'])), p['rows'], p['changed_percent'], 1)
     mark = history_ids(dsn)
     seconds, _ = mvlog(config, "refresh")
     one = refreshed_since(dsn, mark)
-    timings.append((f"refresh, {args.changed_percent:g} % of {args.changed_tables} table(s) changed "
-                    f"({len(views) - one.get('fresh', 0)} views affected)", seconds))
-    seconds, _ = every_table_changed(args, config, dsn, 2)
-    timings.append((f"refresh, {args.changed_percent:g} % of every table changed", seconds))
+    timings.append(("refresh_one_table", f"refresh, {p['changed_percent']:g} % of {p['changed_tables']} table(s) "
+                    f"changed ({len(views) - one.get('fresh', 0)} views affected)", seconds))
+    seconds, _ = every_table_changed(p, config, dsn, 2)
+    timings.append(("refresh_every_table", f"refresh, {p['changed_percent']:g} % of every table changed", seconds))
     _, verified = mvlog(config, "verify", "--json")
     wrong = [v for v in json.loads(verified) if v["status"] != "ok"]
     assert not wrong, wrong
     seconds, _ = mvlog(config, "refresh", "--complete")
     complete = seconds
-    timings.append((f"refresh --complete (all {len(views)})", seconds))
+    timings.append(("refresh_complete", f"refresh --complete (all {len(views)})", seconds))
     seconds, _ = mvlog(config, "status", "--json")
-    timings.append(("status --json", seconds))
+    timings.append(("status", "status --json", seconds))
     # Once more, now that force has measured both methods of every view (its choice by cost).
-    seconds, chosen = every_table_changed(args, config, dsn, 3)
-    timings.append((f"refresh, {args.changed_percent:g} % of every table changed, again (force chose "
-                    f"{chosen.get('fast', 0)} fast, {chosen.get('complete', 0)} complete)", seconds))
-    if args.no_scheduler:
+    seconds, chosen = every_table_changed(p, config, dsn, 3)
+    timings.append(("refresh_every_table_again", f"refresh, {p['changed_percent']:g} % of every table changed, "
+                    f"again (force chose {chosen.get('fast', 0)} fast, {chosen.get('complete', 0)} complete)", seconds))
+    if not p['scheduler']:
         return timings, complete, float("nan"), float("nan"), {}
 
     # The scheduler, idle: freshness targets (looks at the lags every 3 s) ...
@@ -249,5 +225,16 @@ def measure(args: argparse.Namespace, config: Path, document: dict, dsn: str
     return timings, complete, fresh_cpu, cron_cpu, written
 
 
-if __name__ == "__main__":
-    main()
+
+
+SCENARIO = Scenario("fleet", "a fleet of views: nothing, one table or every table changed, against complete; "
+                    "an idle scheduler's CPU", {
+    "tables": Parameter(20, 2, "tables t00… of the fleet"),
+    "views_per_table": Parameter(3, 3, "views per table: a copy, an aggregate, a join (1 to 3)"),
+    "rows": Parameter(20_000, 1_000, "rows per table"),
+    "changed_tables": Parameter(1, 1, "tables changed in the second case"),
+    "changed_percent": Parameter(1.0, 1.0, "share of a changed table's rows"),
+    "master": Parameter("local[2]", "local[2]", "spark.master of each command's own Spark"),
+    "engine": Parameter(False, False, "every command on one running mvlog engine"),
+    "scheduler": Parameter(True, False, "measure the idle scheduler too"),
+}, run)
