@@ -80,7 +80,7 @@ def _figure(value: float, unit: str) -> str:
     if unit == "x":
         return f"{value:.1f}×"
     if unit == "s":
-        return f"{value:.1f} s"
+        return f"{value:.1f} s" if value >= 10 else f"{value:.3g} s"
     return f"{value:,.0f}" + (f" {unit}" if unit not in ("", "count") else "")
 
 
@@ -92,7 +92,7 @@ def _when(records: Sequence[dict[str, Any]]) -> str:
 
 def _command(records: Sequence[dict[str, Any]]) -> str:
     first = records[0]
-    sets = " ".join(f"--set {k}={v}" for k, v in sorted(first["parameters"].items()))
+    sets = " ".join(f"--set {k}={v}" for k, v in sorted(first["parameters"].items()) if v != "")
     return f"`python -m benchmarks run {first['scenario']} {sets}`".replace("  ", " ")
 
 
