@@ -106,7 +106,7 @@ def test_the_views_shown_are_fast_and_exact_over_the_generated_data(shown):
 
 
 @pytest.mark.slow
-@settings(max_examples=examples(1))  # each example two rounds of DML over every table; the deep tier takes more
+@settings(max_examples=examples(1))  # one or two rounds of 5-25 changes each; the deep tier takes more
 @given(sequence=rounds)
 def test_random_dml_then_refresh_equals_postgres(shown, sequence):
     dml_then_refresh(shown, sequence)
