@@ -197,6 +197,9 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
         for phase in sorted({k for p in pairs for k in (p[0].get("phases") or {})}):
             bench.measure("view_phase", median([(p[0].get("phases") or {}).get(phase, 0.0) for p in pairs]), "s",
                           view=name, phase=phase)
-    bench.measure("views_fast", sum("fast" in "/".join(p[0]["method"] or "" for p in pairs)
-                                    for pairs in per_view.values()), "count", of="views")
+    bench.measure("views_ran_fast", sum("fast" in "/".join(p[0]["method"] or "" for p in pairs)
+                                        for pairs in per_view.values()), "count", of="views")
     bench.measure("fast_slower_than_complete", slower, "count")
+    _, status = Bench.mvlog_json(config, "status")
+    capable = [v["name"] for v in status["views"] if v.get("fast_refresh")]
+    bench.measure("views_fast_capable", len(capable), "count", of="views", views=len(status["views"]))

@@ -30,14 +30,16 @@ class Target:
 
 
 AT_LEAST, AT_MOST = operator.ge, operator.le
+DETAIL = {"view_phase", "view_rows_read", "refresh_phase"}  # kept in the results, left out of the report
 TARGETS = [
     Target("tpcds", "complete_over_fast", "one fast refresh of every TPC-DS view ≥ 3× faster than a complete one "
            "(#73)", AT_LEAST, 3.0),
     Target("tpcds", "fast_slower_than_complete", "no TPC-DS view's fast refresh slower than its complete one (#73)",
            AT_MOST, 0),
-    Target("tpcds", "views_fast", "TPC-DS: at least 90 of the 99 queries fast (#73)", AT_LEAST, 90,
-           {"of": "queries"}),
-    Target("tpch_queries", "views_fast", "TPC-H: all 22 queries and their 5 top-N forms fast (#61)", AT_LEAST, 27),
+    Target("tpcds", "queries_fast_capable", "TPC-DS: at least 90 of the 99 queries fast (#73; q90 is left out "
+           "of the benchmark: it divides by a count that is 0 on small data)", AT_LEAST, 90),
+    Target("tpch_queries", "views_fast_capable", "TPC-H: all 22 queries and their 5 top-N forms fast (#61)",
+           AT_LEAST, 27),
     Target("tpch_views", "complete_over_fast", "TPC-H SF 1, 0.1 % changed: fast ≥ 6× faster than complete, "
            "with deletion vectors (#75; the goal of 8× stays on record)", AT_LEAST, 6.0,
            {"deletion_vectors": True, "scale": 1.0}),
@@ -87,7 +89,8 @@ def _figure(value: float, unit: str) -> str:
 def _when(records: Sequence[dict[str, Any]]) -> str:
     first = records[0]
     m = first["machine"]
-    return f"{first['revision']}, {first['started'][:10]}, {m['cores']} cores / {m['memory_gib']:g} GiB"
+    scale = f"scale {first['parameters']['scale']:g}, " if "scale" in first["parameters"] else ""
+    return f"{scale}{first['revision']}, {first['started'][:10]}, {m['cores']} cores / {m['memory_gib']:g} GiB"
 
 
 def _command(records: Sequence[dict[str, Any]]) -> str:
@@ -113,7 +116,11 @@ def section(results: Path) -> str:
     for name, records in sorted(latest.items()):
         lines += [f"### {name}", "", f"{_command(records)} — {_when(records)}", ""]
         lines += [f"- {note}" for note in records[0]["notes"]]
-        lines += ["" if records[0]["notes"] else "", run_table(records), ""]
+        shown = [r for r in records if r["measure"] not in DETAIL]
+        lines += ["" if records[0]["notes"] else "", run_table(shown), ""]
+        if len(shown) < len(records):
+            lines += [f"(and {len(records) - len(shown)} more measures per view and phase in "
+                      f"`benchmarks/results/{name}.jsonl`)", ""]
     lines.append(END)
     return "\n".join(lines)
 
