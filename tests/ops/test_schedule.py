@@ -90,7 +90,7 @@ def test_schedule_refreshes_on_cron_and_stops_cleanly(db, spark, tmp_path):
     assert "view=every2 status=ok method=fast" in stdout and "view=every5 status=ok" in stdout
     # The refresh seen running may end before the signal is handled: the scheduler then has none in
     # flight to wait for. Either way the refresh seen finished (above) and the scheduler stopped.
-    assert re.search(r"received SIGTERM: stopping( after the refresh in flight)?\n", stdout), stdout
+    assert re.search(r"received SIGTERM: stopping\b", stdout), stdout
     assert stdout.rstrip().endswith("stopped")
     assert "Traceback" not in stderr
 
