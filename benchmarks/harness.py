@@ -91,9 +91,9 @@ class Bench:
 
     # -- what a scenario builds -------------------------------------------------------------------
 
-    def cluster(self, settings: dict[str, str] | None = None, durable: bool = False) -> TempPostgres:
-        """A throwaway PostgreSQL for this run (``durable``: fsync on, as writers' costs need)."""
-        pg = TempPostgres(settings={**({"fsync": "on"} if durable else {}), **(settings or {})})
+    def cluster(self, settings: dict[str, str] | None = None) -> TempPostgres:
+        """A throwaway PostgreSQL for this run (``settings``: the server's, over TempPostgres's defaults)."""
+        pg = TempPostgres(settings=settings)
         return self._stack.enter_context(pg)
 
     def project(self, dsn: str, logs: Sequence[str], views: Sequence[dict], name: str = "mvlog.yaml",
@@ -156,50 +156,56 @@ class Bench:
 
 
 def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Callable[[], None],
-                          verify: bool = False) -> None:
+                          verify: bool = False, require_fast: bool = False, env: dict[str, str] | None = None,
+                          **labels: Any) -> list[dict[str, Any]]:
     """Rounds of ``change``, then one ``mvlog refresh --json`` and one ``mvlog refresh --complete
     --json`` (each a new process on the engine); the first round warms the engine and is not
     counted. Records the commands' wall seconds and their ratio (medians), and per view its method,
     its own seconds each way and the rows it read (views run ``concurrency`` at a time, so they
     overlap). ``verify``: ``mvlog verify --full`` after the last fast refresh, which must find
-    every view equal to its query."""
+    every view equal to its query; ``require_fast``: every refresh must have been fast; ``env``: added
+    to each command's environment; ``labels``: added to the run-level measures. Returns the views as
+    ``mvlog status --json`` has them after the rounds."""
     fast: list[float] = []
     complete: list[float] = []
     per_view: dict[str, list[tuple[dict, dict]]] = {}
     for r in range(rounds + 1):
         change()
-        seconds, results = Bench.mvlog_json(config, "refresh")
+        seconds, results = Bench.mvlog_json(config, "refresh", env=env)
+        if require_fast and {x["method"] for x in results} != {"fast"}:
+            raise RuntimeError(f"a refresh was not fast: {results}")
         if verify and r == rounds:
-            _, checked = Bench.mvlog_json(config, "verify", "--full")
+            _, checked = Bench.mvlog_json(config, "verify", "--full", env=env)
             wrong = {x["view"]: x["status"] for x in checked if x["status"] != "ok"}
             if wrong:
                 raise RuntimeError(f"verify found views that differ from their queries: {wrong}")
             bench.note(f"verify --full: all {len(checked)} views equal their queries")
-        complete_seconds, complete_results = Bench.mvlog_json(config, "refresh", "--complete")
+        complete_seconds, complete_results = Bench.mvlog_json(config, "refresh", "--complete", env=env)
         if r:
             fast.append(seconds)
             complete.append(complete_seconds)
             by_view = {x["view"]: x for x in complete_results}
             for x in results:
                 per_view.setdefault(x["view"], []).append((x, by_view[x["view"]]))
-    bench.measure("refresh", median(fast), "s", views=len(per_view))
-    bench.measure("refresh_complete", median(complete), "s", views=len(per_view))
-    bench.measure("complete_over_fast", median(complete) / median(fast), "x")
+    bench.measure("refresh", median(fast), "s", views=len(per_view), **labels)
+    bench.measure("refresh_complete", median(complete), "s", views=len(per_view), **labels)
+    bench.measure("complete_over_fast", median(complete) / median(fast), "x", **labels)
     slower = 0
     for name, pairs in per_view.items():
         fs = median([p[0]["seconds"] or 0 for p in pairs])
         cs = median([p[1]["seconds"] or 0 for p in pairs])
         method = "/".join(sorted({p[0]["method"] or p[0]["status"] for p in pairs}))
         slower += fs > cs and "fast" in method
-        bench.measure("view_fast", fs, "s", view=name, method=method)
-        bench.measure("view_complete", cs, "s", view=name)
-        bench.measure("view_rows_read", median([p[0]["keys_read"] or 0 for p in pairs]), "rows", view=name)
+        bench.measure("view_fast", fs, "s", view=name, method=method, **labels)
+        bench.measure("view_complete", cs, "s", view=name, **labels)
+        bench.measure("view_rows_read", median([p[0]["keys_read"] or 0 for p in pairs]), "rows", view=name, **labels)
         for phase in sorted({k for p in pairs for k in (p[0].get("phases") or {})}):
             bench.measure("view_phase", median([(p[0].get("phases") or {}).get(phase, 0.0) for p in pairs]), "s",
-                          view=name, phase=phase)
+                          view=name, phase=phase, **labels)
     bench.measure("views_ran_fast", sum("fast" in "/".join(p[0]["method"] or "" for p in pairs)
-                                        for pairs in per_view.values()), "count", of="views")
-    bench.measure("fast_slower_than_complete", slower, "count")
-    _, status = Bench.mvlog_json(config, "status")
+                                        for pairs in per_view.values()), "count", of="views", **labels)
+    bench.measure("fast_slower_than_complete", slower, "count", **labels)
+    _, status = Bench.mvlog_json(config, "status", env=env)
     capable = [v["name"] for v in status["views"] if v.get("fast_refresh")]
-    bench.measure("views_fast_capable", len(capable), "count", of="views", views=len(status["views"]))
+    bench.measure("views_fast_capable", len(capable), "count", of="views", views=len(status["views"]), **labels)
+    return list(status["views"])

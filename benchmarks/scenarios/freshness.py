@@ -25,9 +25,11 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg2
+import yaml
 
 from benchmarks.datasets.pgbench import initialize, pgbench
 from benchmarks.harness import Bench
@@ -122,7 +124,8 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
         (last_stamp,) = cur.fetchone()
     from deltalake import DeltaTable
 
-    beat_in_view = DeltaTable(str(bench.tmp / "mvlog-wh" / "heartbeat_view")).to_pyarrow_table() \
+    warehouse = Path(yaml.safe_load(config.read_text())["warehouse"])
+    beat_in_view = DeltaTable(str(warehouse / "heartbeat_view")).to_pyarrow_table() \
         .column("beat").to_pylist()[0]
     if beat_in_view.tzinfo is None:
         beat_in_view = beat_in_view.replace(tzinfo=UTC)

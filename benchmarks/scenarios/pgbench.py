@@ -19,7 +19,7 @@ from typing import Any
 import psycopg2
 
 from benchmarks.datasets.pgbench import initialize
-from benchmarks.harness import ENGINE_SPARK, Bench, median
+from benchmarks.harness import ENGINE_SPARK, Bench, fast_against_complete
 from benchmarks.scenarios import Parameter, Scenario
 
 VIEWS = [
@@ -50,28 +50,8 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
     seconds, _ = bench.mvlog(config, "apply", env=on_engine)
     bench.measure("apply", seconds)
     for mode, env in [("engine", on_engine), *([("own Spark", {})] if p["own_spark"] else [])]:
-        fast: list[float] = []
-        complete: list[float] = []
-        phases: list[dict] = []
-        for r in range(p["rounds"] + 1):  # the first round warms the engine (or the OS caches): not counted
-            change(pg.dsn(), p["changes"], accounts, rng)
-            seconds, results = bench.mvlog_json(config, "refresh", env=env)
-            if {x["method"] for x in results} != {"fast"}:
-                raise RuntimeError(f"a refresh was not fast: {results}")
-            complete_seconds, _ = bench.mvlog_json(config, "refresh", "--complete", env=env)
-            if r:
-                fast.append(seconds)
-                complete.append(complete_seconds)
-                phases += results
-        bench.measure("refresh", median(fast), "s", spark=mode)
-        bench.measure("refresh_complete", median(complete), "s", spark=mode)
-        bench.measure("complete_over_fast", median(complete) / median(fast), "x", spark=mode)
-        for view in VIEWS:
-            mine = [x for x in phases if x["view"] == view["name"]]
-            bench.measure("view_fast", median([x["seconds"] for x in mine]), "s", spark=mode, view=view["name"])
-            for phase in sorted({k for x in mine for k in x.get("phases", {})}):
-                bench.measure("view_phase", median([x["phases"].get(phase, 0.0) for x in mine]), "s", spark=mode,
-                              view=view["name"], phase=phase)
+        fast_against_complete(bench, config, p["rounds"], lambda: change(pg.dsn(), p["changes"], accounts, rng),
+                              require_fast=True, env=env, spark=mode)
 
 
 SCENARIO = Scenario("pgbench", "pgbench accounts: fast against complete, a new process per command", {

@@ -33,7 +33,7 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
     def change() -> None:
         tpch.change(pg.dsn(), orders)
 
-    fast_against_complete(bench, config, p["rounds"], change, verify=True)
+    fast_against_complete(bench, config, p["rounds"], change, verify=True, require_fast=True)
 
 
 SCENARIO = Scenario("tpch_views", "TPC-H's two views, fast against complete after RF1/RF2", {
