@@ -20,7 +20,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mvlog.sql.parse.sqltree import DIALECT, identifier_name
-from mvlog.sql.rewrite.rewrite import NotMergeable, substitute_outputs
+from mvlog.sql.rewrite.merge import substitute_outputs
+from mvlog.sql.rewrite.rewrite import NotMergeable
 
 
 def _text(node: exp.Expr) -> str:

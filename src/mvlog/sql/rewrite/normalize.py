@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from mvlog.model import TableInfo
 from mvlog.sql.parse.sqltree import DIALECT, table_refs
-from mvlog.sql.rewrite import groupingsets, pullup, rewrite, unionjoin
+from mvlog.sql.rewrite import groupingsets, merge, pullup, rewrite, unionjoin
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,9 @@ def distribute_joins_over_unions(tree: exp.Expr, context: Context) -> exp.Expr:
 
 
 def merge_derived_tables(tree: exp.Expr, context: Context) -> exp.Expr:
-    """Mergeable derived tables merged (:func:`mvlog.sql.rewrite.rewrite.merged_derived_tables`)."""
+    """Mergeable derived tables merged (:func:`mvlog.sql.rewrite.merge.merged_derived_tables`)."""
     assert isinstance(tree, exp.Query)
-    return rewrite.merged_derived_tables(tree)
+    return merge.merged_derived_tables(tree)
 
 
 def name_outputs(tree: exp.Expr, context: Context) -> exp.Expr:
