@@ -345,36 +345,3 @@ def reap(conn: BoundedConnection) -> list[int]:
         with contextlib.suppress(psycopg2.Error):
             conn.rollback()  # not allowed to end them (another role's): the server ends them in its time
     return ended
-
-
-class Heartbeat:
-    """Asks ``conn`` for a reply every ``every`` seconds on a thread of its own while the block
-    runs: a reply not within ``bound`` abandons it, and its owner's other connections (a refresh
-    whose lock session stops answering cannot finish: its reads and writes are given up at once,
-    and its locks are ended from a new connection)."""
-
-    def __init__(self, conn: BoundedConnection, every: float, bound: Bound):
-        self.conn = conn
-        self.every = every
-        self.bound = bound
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._beat, name="mvlog-heartbeat", daemon=True)
-
-    def _beat(self) -> None:
-        while not self.stop.wait(self.every):
-            try:
-                # A plain cursor: the heartbeat's own bound, not the connection's statement bound.
-                with self.conn.watching("a heartbeat", self.bound), \
-                        self.conn.cursor(cursor_factory=psycopg2.extensions.cursor) as cur:
-                    cur.execute("SELECT 1")
-            except psycopg2.Error:
-                return  # abandoned (the watchdog did the rest), or the connection broke: its next use says so
-
-    def __enter__(self) -> Heartbeat:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
-

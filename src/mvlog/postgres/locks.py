@@ -14,7 +14,8 @@ import psycopg2.errors
 import psycopg2.extensions
 
 from mvlog.errors import ConcurrentRefreshError
-from mvlog.postgres.deadlines import BoundedConnection, Heartbeat, bound_of
+from mvlog.postgres.deadlines import BoundedConnection, bound_of
+from mvlog.postgres.heartbeat import Heartbeat
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 VIEW_LOCK_NAMESPACE = 0x6D767677  # "mvvw": advisory lock held for the whole refresh of a view
@@ -102,7 +103,7 @@ def view_locks(source: Source, names: Sequence[str], wait: float = 0.0) -> Itera
     :class:`ConcurrentRefreshError` names the holder.
 
     While the block runs, the lock session is asked for a reply every third of
-    ``source.timeouts.keepalive`` (:class:`~mvlog.postgres.deadlines.Heartbeat`): a session that
+    ``source.timeouts.keepalive`` (:class:`~mvlog.postgres.heartbeat.Heartbeat`): a session that
     does not answer within it abandons the source's connections, so a refresh whose path to
     PostgreSQL went silent is given up within that bound, even while it waits on Spark."""
     conn = source.connect(application_name=LOCK_HOLDER[:63])  # what another process reports
