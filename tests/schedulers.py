@@ -18,6 +18,7 @@ import yaml
 from conftest import assert_views_match
 
 from mvlog.config import load_config
+from mvlog.postgres.catalog.history import INTERRUPTED
 from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE
 from mvlog.project import Project
 
@@ -168,8 +169,12 @@ def two_schedulers_and_a_sigkill(db, tmp_path, warehouse: str, spark: dict) -> N
     for view in ("copy", "sums"):
         rows = [r for r in refreshes(db, view) if r[0].timestamp() >= start]
         assert all(status in ("succeeded", "failed") for _, _, status, _ in rows)
-        for (_, finished, _, _), (started, _, _, _) in zip(rows, rows[1:]):
-            assert finished <= started, f"{view}: two refreshes overlapped"
+        for (_, finished, _, error), (started, _, _, _) in zip(rows, rows[1:]):
+            # An interrupted refresh's end is when the next refresh found it dead, not when it died:
+            # under load the killed process's last INSERT of a 'running' row can commit after the
+            # survivor took the view over, so only the refreshes that ended themselves are ordered.
+            if error != INTERRUPTED:
+                assert finished <= started, f"{view}: two refreshes overlapped: {rows}"
         after_kill = [r for r in rows if r[0].timestamp() > killed_at and r[2] == "succeeded"]
         assert after_kill, f"{view}: no refresh after the kill"
         # Taken over at the survivor's next firings (every 2 s), not after some lease ran out.
