@@ -33,6 +33,20 @@ def test_a_subquery_reusing_an_outer_alias_is_renamed():
     assert join.tables[0].alias == "c2"
 
 
+def test_a_renamed_alias_takes_no_alias_of_the_subquery_s_own_tables():
+    # TPC-DS q58 once flattened: the inner date_dim, renamed date_dim_2, took the name of its
+    # partner, and both became one table (the week's seven days read as one).
+    select = parse_query("SELECT d.x FROM date_dim AS date_dim WHERE date_dim.d_date IN (SELECT date_dim.d_date "
+                         "FROM date_dim AS date_dim, date_dim AS date_dim_2 "
+                         "WHERE date_dim.d_week_seq = date_dim_2.d_week_seq AND date_dim_2.d_date = '2002-02-25')")
+    (join,), _, _, _ = subquery_lineage(select, table_refs(select)[:1], set())
+    renamed, partner = (t.alias for t in join.tables)
+    assert len({renamed, partner, "date_dim"}) == 3
+    assert join.condition.sql(dialect=DIALECT).replace('"', "") == (
+        f"{renamed}.d_date = date_dim.d_date AND ({renamed}.d_week_seq = {partner}.d_week_seq "
+        f"AND {partner}.d_date = '2002-02-25')")
+
+
 def test_an_uncorrelated_exists_and_a_nullable_not_in_say_why():
     _, reasons, _, _ = _lineage("SELECT c.id FROM c WHERE EXISTS (SELECT 1 FROM o WHERE o.x > 1)")
     assert reasons and "uncorrelated" in reasons[0]

@@ -56,9 +56,11 @@ def subquery_lineage(select: exp.Select, tables: list[TableRef], not_null: set[t
         if why:
             reasons.append(why)
             continue
+        own = {ref.alias for ref in refs}
         for i, ref in enumerate(refs):
-            if ref.alias in taken:
-                refs[i] = _rename_subquery_alias(inner, ref, taken)
+            if ref.alias in taken:  # a new alias clashes with neither the view's nor the subquery's others
+                refs[i] = _rename_subquery_alias(inner, ref, taken | own)
+                own.add(refs[i].alias)
             taken.add(refs[i].alias)
         where = inner.args.get("where")
         conditions = [j.args["on"].copy() for j in inner.args.get("joins") or [] if j.args.get("on") is not None]
