@@ -21,7 +21,9 @@ def test_the_table_the_subquery_is_correlated_with_is_the_root():
     assert [t.alias for t in s.tables] == ["o", "c", "o2"]
     assert s.select_sql.split(" WHERE ")[0].endswith('FROM "public"."orders" AS "o", "public"."customers" AS "c"')
     assert '"o"."customer_id" = "c"."id"' in s.select_sql.split(" WHERE ")[1]  # the ON, now in WHERE
-    assert all(core.startswith('SELECT 1 FROM "public"."orders" AS "o"') for core in s.keymap_cores)
+    lineage, tied = s.keymap_cores  # the subquery is tied to the root by o2.id = o.id alone: its rows apart
+    assert lineage.startswith('SELECT 1 FROM "public"."orders" AS "o"')
+    assert tied == 'SELECT 1 FROM "public"."orders" AS "o2"' and s.keymap_ties[1].outer == ('"o"."id"',)
 
 
 def test_the_first_table_stays_the_root_otherwise():

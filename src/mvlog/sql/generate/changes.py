@@ -14,7 +14,7 @@ from sqlglot import exp
 from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo
 from mvlog.sql.analyze.analysis import DIALECT
 from mvlog.sql.parse.sqltree import parse_select, union_of
-from mvlog.sql.pieces.shape import ViewShape, col, ident, input_column, unit_column
+from mvlog.sql.pieces.shape import ViewShape, col, ident, input_column, tie_column, unit_column
 
 # CTE names of a fast read: prefixed, so that they cannot shadow a table the view's query reads.
 AFFECTED = HIDDEN_PREFIX + "affected_keys"  # the view keys to recompute (_mvlog_key_<i>)
@@ -198,6 +198,19 @@ def roots_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
         core.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(root_exprs(shape), names)])
         pks = [col(pk, table.alias) for pk in table.log.key_columns]
         branches.append(core.where(in_query(pks, changed), copy=False))
-        branches.append(exp.select(*[col(n) for n in names]).from_(keymap_table(shape))
-                        .where(in_query([col(c) for c in table.keymap_columns], changed.copy())))
+        before = in_query([col(c) for c in table.keymap_columns], changed.copy())
+        tie = next(((b, t) for b, t in enumerate(shape.keymap_ties) if t and table.alias in t.aliases), None)
+        if tie is None:
+            branches.append(exp.select(*[col(n) for n in names]).from_(keymap_table(shape)).where(before))
+            continue
+        # A tied subquery's changed rows had the values the key map kept: the roots of those values
+        # (a root's own values have not moved, or the root is changed itself and a root already).
+        branch, kept = tie
+        values = exp.select(*[col(tie_column(branch, n)) for n in range(len(kept.inner))]) \
+            .from_(keymap_table(shape)).where(before)
+        root_table = exp.Table(this=ident(root.log.table_name), db=ident(root.log.table_schema),
+                               alias=exp.TableAlias(this=ident(root.alias)))
+        branches.append(exp.select(*[exp.alias_(e, ident(n)) for e, n in zip(root_exprs(shape), names)])
+                        .from_(root_table)
+                        .where(in_query([exp.maybe_parse(o, dialect=DIALECT) for o in kept.outer], values)))
     return union_of(branches)

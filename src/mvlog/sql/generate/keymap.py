@@ -27,7 +27,7 @@ from mvlog.sql.generate.changes import (
     unit_exprs,
 )
 from mvlog.sql.parse.sqltree import identifier_name, parse_select, union_of
-from mvlog.sql.pieces.shape import SEMI_COLUMN, ViewShape, col, ident, input_column
+from mvlog.sql.pieces.shape import SEMI_COLUMN, TableKey, Tie, ViewShape, col, ident, input_column, tie_column
 
 
 def keymap_all_columns(shape: ViewShape) -> list[str]:
@@ -36,29 +36,55 @@ def keymap_all_columns(shape: ViewShape) -> list[str]:
         item.alias for item in keymap_items(shape)]
 
 
+def _tie(shape: ViewShape, branch: int) -> Tie | None:
+    return shape.keymap_ties[branch] if shape.keymap_ties else None
+
+
 def _branch_items(shape: ViewShape, branch: int, own: set[str]) -> list[exp.Expr]:
     """A split key map's columns over its ``branch``'s query (0: the lineage without subqueries;
     ``own``: the aliases of the subquery tables it reads): the root's key, the other FROM items'
-    in branch 0 only, the subquery's own tables' keys, the view key; NULL (typed) elsewhere."""
+    in branch 0 only, the subquery's own tables' keys, the view key, a tied subquery's values
+    (:class:`~mvlog.sql.pieces.shape.Tie`: its branch has no root, no group); NULL (typed) elsewhere."""
+    tied = _tie(shape, branch) is not None
     items: list[exp.Expr] = []
     for i, table in enumerate(shape.tables):
-        present = table.alias in own if table.semi else (branch == 0 or i == 0)
+        present = table.alias in own if table.semi else (branch == 0 or (i == 0 and not tied))
         for pk, name, type_ in zip(table.log.key_columns, table.keymap_columns, table.log.key_types):
             value = col(pk, table.alias) if present else exp.cast(
                 exp.Null(), exp.DataType.build(type_, dialect=DIALECT, udt=True))
             items.append(exp.alias_(value, ident(name)))
-    items += [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), keymap_key_columns(shape))]
+    items += [exp.alias_(exp.Null() if tied else e, ident(n))
+              for e, n in zip(unit_exprs(shape), keymap_key_columns(shape))]
+    for b, tie in enumerate(shape.keymap_ties):
+        if tie is None:
+            continue
+        for n, inner in enumerate(tie.inner):
+            items.append(exp.alias_(_tie_value(shape, b, inner, b == branch), ident(tie_column(b, n))))
     return [*items, exp.alias_(exp.Literal.number(branch), ident(SEMI_COLUMN))]
 
 
-def lineage_rows(shape: ViewShape, condition: Callable[[], exp.Expr] | None = None) -> exp.Query:
-    """The rows the key map holds, as one query (``condition``: on every branch's rows).
+def _tie_value(shape: ViewShape, branch: int, inner: str, present: bool) -> exp.Expr:
+    """A tied branch's value ``inner``, or (not ``present``) a NULL of its type: a scalar subquery of
+    no row (PostgreSQL types a nested UNION's columns pairwise: untyped NULLs in two branches are text)."""
+    value: exp.Expr = exp.maybe_parse(inner, dialect=DIALECT)
+    if present:
+        return value
+    typed = parse_select(shape.keymap_cores[branch])
+    typed.set("expressions", [value])
+    return exp.Subquery(this=typed.where(exp.false(), append=False))
+
+
+def lineage_rows(shape: ViewShape, condition: Callable[[], exp.Expr] | None = None,
+                 tied: Callable[[list[TableKey]], exp.Expr] | None = None) -> exp.Query:
+    """The rows the key map holds, as one query (``condition``: on every branch's rows; ``tied``:
+    on a tied branch's instead, given its tables — it has no root).
 
     An aggregate with subqueries (``shape.keymap_cores``) keeps its lineage without them and,
     per subquery, the distinct (root, subquery row, group) its lineage ties together: a change
     of a subquery row is traced to its roots by the latter, a change of an outer row by the
     former, and either gives the root's groups. The lineage with every subquery's rows in one
-    row multiplies them (TPC-H Q18: a line item's order's other line items, ~16 rows per order)."""
+    row multiplies them (TPC-H Q18: a line item's order's other line items, ~16 rows per order).
+    A subquery tied to the root by values alone keeps its rows' values instead (:class:`Tie`)."""
     if not shape.keymap_cores:
         core = parse_select(shape.core_sql)
         core.set("expressions", keymap_items(shape))
@@ -69,6 +95,10 @@ def lineage_rows(shape: ViewShape, condition: Callable[[], exp.Expr] | None = No
         aliases = {identifier_name(t.args["alias"].this) if t.alias else t.name for t in core.find_all(exp.Table)}
         own = [t for t in shape.tables if t.semi and t.alias in aliases]
         core.set("expressions", _branch_items(shape, branch, {t.alias for t in own}))
+        if _tie(shape, branch) is not None:
+            assert condition is None or tied is not None, "a tied branch has no root to restrict"
+            branches.append(core.where(tied(own), copy=False) if tied else core)
+            continue
         if own:  # the lineage's rows with a row of this subquery (not its NULL-extended ones)
             core.set("distinct", exp.Distinct())
             core.where(exp.not_(exp.Is(this=col(own[0].log.key_columns[0], own[0].alias), expression=exp.Null())),
@@ -123,9 +153,15 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
         root_columns = [col(c) for c in shape.tables[0].keymap_columns]
         forget = exp.CTE(this=exp.delete(table, where=in_query(root_columns, roots_ref())),
                          alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "forgotten")))
-        insert = exp.insert(lineage_rows(shape, lambda: in_roots(root_exprs(shape))), table)
         roots = exp.CTE(this=roots_sql(shape, since), alias=exp.TableAlias(this=ident(ROOTS)))
-        insert.set("with_", exp.With(expressions=[roots, forget]))
+        ctes = [roots, forget]
+        tied = [t for t in shape.tables if t.semi and any(tie and t.alias in tie.aliases for tie in shape.keymap_ties)]
+        if tied:  # a tied subquery's rows (they have no root) are replaced where they changed
+            ctes.append(exp.CTE(this=exp.delete(table, where=exp.or_(*[_changed(t, since) for t in tied])),
+                                alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "untied"))))
+        insert = exp.insert(lineage_rows(shape, lambda: in_roots(root_exprs(shape)),
+                                         lambda own: exp.or_(*[_changed(t, since, t.alias) for t in own])), table)
+        insert.set("with_", exp.With(expressions=ctes))
         return [insert.sql(dialect=DIALECT)]
     statements = []
     for t in shape.tables:
@@ -134,6 +170,12 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
     insert = exp.insert(touched_rows(shape, keymap_items(shape), since), table)
     statements.append(insert.sql(dialect=DIALECT))
     return statements
+
+
+def _changed(table: TableKey, since: datetime | None, alias: str | None = None) -> exp.Expr:
+    """``table``'s key (in the key map's columns, or with ``alias`` its own) among the window's changed keys."""
+    keys = [col(pk, alias) for pk in table.log.key_columns] if alias else [col(c) for c in table.keymap_columns]
+    return in_query(keys, changed_keys_sql(table.log, since))
 
 
 def keymap_stand_in_sql(shape: ViewShape) -> list[str]:

@@ -26,12 +26,13 @@ from mvlog.sql.analyze.analysis import (
 )
 from mvlog.sql.parse.sqltree import TableRef, full_join_parts, root_first, union_of
 from mvlog.sql.pieces.aggplan import plan_deltas
-from mvlog.sql.pieces.lineage import lineage, select_core, semi_root, with_root_first
+from mvlog.sql.pieces.lineage import lineage, select_core, semi_root, tied_core, with_root_first
 from mvlog.sql.pieces.shape import (
     BRANCH_COLUMN,
     ROW_KEY_COLUMN,
     RangeKey,
     TableKey,
+    Tie,
     ViewShape,
     add_hidden,
     col,
@@ -232,11 +233,15 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
         key_columns, hidden, key_exprs = _row_keys(select, tables[:from_items])
 
     keymap_cores: tuple[str, ...] = ()
+    keymap_ties: tuple[Tie | None, ...] = ()
     if outer:
         core = lineage(select, sides, analysis.semi_joins)
         if aggregate and analysis.semi_joins:
-            keymap_cores = tuple(lineage(select, sides, semi).sql(dialect=DIALECT)
-                                 for semi in [[], *([s] for s in analysis.semi_joins)])
+            branches: list[tuple[exp.Select, Tie | None]] = [(lineage(select, sides, []), None)]
+            for semi in analysis.semi_joins:
+                branches.append(tied_core(semi, tables[0].alias) or (lineage(select, sides, [semi]), None))
+            keymap_cores = tuple(branch.sql(dialect=DIALECT) for branch, _ in branches)
+            keymap_ties = tuple(tie for _, tie in branches)
     else:
         core = select_core(select)
     deltas = None
@@ -251,6 +256,7 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
         core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
         range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
         deltas=deltas, recompute_reason=recompute_reason, row_keyed=not aggregate, keymap_cores=keymap_cores,
+        keymap_ties=keymap_ties if any(keymap_ties) else (),
     )
 
 

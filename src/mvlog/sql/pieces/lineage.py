@@ -8,8 +8,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mvlog.sql.analyze.subqueries import SemiJoin
-from mvlog.sql.parse.sqltree import conjuncts, from_items, identifier_name, item_alias, join_side, root_join
-from mvlog.sql.pieces.shape import ident
+from mvlog.sql.parse.sqltree import DIALECT, conjuncts, from_items, identifier_name, item_alias, join_side, root_join
+from mvlog.sql.pieces.shape import Tie, ident
 
 
 def select_core(select: exp.Select) -> exp.Select:
@@ -77,6 +77,48 @@ def lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) ->
         if kept:
             core.where(exp.and_(*kept), copy=False)
     return core
+
+
+def tied_core(semi: SemiJoin, root: str) -> tuple[exp.Select, Tie] | None:
+    """``SELECT 1 FROM`` the subquery's tables ``WHERE`` its conditions on them alone, and its
+    :class:`Tie` to the root ``root``, when every other condition is an equality between an
+    expression over its tables and one over the root's columns (None otherwise, or when there is
+    none: then its rows are tied to the outer rows by the lineage)."""
+    aliases = tuple(ref.alias for ref in semi.tables)
+    own, inner, outer = [], [], []
+    for condition in _conjuncts(semi.condition):
+        if condition.find(exp.Select):
+            return None
+        if _on_tables(condition, set(aliases)):
+            own.append(condition.copy())
+            continue
+        if not isinstance(condition, exp.EQ):
+            return None
+        sides = [condition.this, condition.expression]
+        if _on_tables(sides[1], set(aliases)) and _on_tables(sides[0], {root}):
+            sides.reverse()
+        if not (_on_tables(sides[0], set(aliases)) and _on_tables(sides[1], {root})):
+            return None
+        inner.append(sides[0].sql(dialect=DIALECT))
+        outer.append(sides[1].sql(dialect=DIALECT))
+    if not inner:
+        return None
+    first, *others = [exp.Table(this=ident(ref.name), db=ident(ref.schema) if ref.schema else None,
+                                alias=exp.TableAlias(this=ident(ref.alias))) for ref in semi.tables]
+    core = exp.select(exp.Literal.number(1)).from_(first)
+    if others:
+        core.set("joins", [exp.Join(this=other, kind="CROSS") for other in others])
+    if own:
+        core.where(exp.and_(*own), copy=False)
+    return core, Tie(aliases, tuple(inner), tuple(outer))
+
+
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
+    """The operands of a condition's ANDs, through parentheses."""
+    condition = condition.unnest()
+    if isinstance(condition, exp.And):
+        return [c for operand in (condition.this, condition.expression) for c in _conjuncts(operand)]
+    return [condition]
 
 
 def _comma(join: exp.Join) -> bool:

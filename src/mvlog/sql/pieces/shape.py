@@ -39,6 +39,19 @@ class TableKey:
 
 
 @dataclass(frozen=True)
+class Tie:
+    """A subquery tied to the view's root by equalities alone, ``inner[i] = outer[i]`` (``inner``
+    over the subquery's tables ``aliases``, ``outer`` over the root's columns; its other conditions
+    over its own tables). Its key-map branch keeps each of its rows' ``inner`` values, not the
+    (root, row, group) combinations they tie: those are its rows times the roots of equal values
+    (TPC-DS q06's item of a category times the items of that category, times their groups)."""
+
+    aliases: tuple[str, ...]
+    inner: tuple[str, ...]
+    outer: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RangeKey:
     """The first view-key column and the base-table column it equals. A complete refresh reads
     the view in ranges of it (bounds from the column's PostgreSQL statistics), so the Delta
@@ -175,6 +188,9 @@ class ViewShape:
     # SELECT 1 FROM …) and, per subquery, its rows tied to the root's and the group's (the others):
     # a pair per subquery row, not a product of every subquery's rows with the outer rows.
     keymap_cores: tuple[str, ...] = ()
+    # Per key-map branch, the subquery's Tie when it is tied to the root by values alone (its
+    # branch then keeps its rows' values: the core is SELECT 1 FROM its tables WHERE its own conditions).
+    keymap_ties: tuple[Tie | None, ...] = ()
     # UNION ALL: each branch's shape (its key map named after the branch) and its SELECT with the
     # view's two hidden key columns (BRANCH_COLUMN, ROW_KEY_COLUMN) instead of its own.
     branches: tuple[ViewShape, ...] = ()
@@ -243,6 +259,11 @@ def kind_of(shape: ViewShape) -> ShapeKind:
 
 
 SEMI_COLUMN = HIDDEN_PREFIX + "semi"  # a split key map's row: 0 the lineage's, i the i-th subquery's
+
+
+def tie_column(branch: int, n: int) -> str:
+    """The key-map column of a tied branch's ``n``-th value (see :class:`Tie`)."""
+    return f"{HIDDEN_PREFIX}tie{branch}_{n}"
 BRANCH_COLUMN = HIDDEN_PREFIX + "branch"  # a UNION ALL view's branch number, 1-based
 
 
