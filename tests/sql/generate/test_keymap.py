@@ -8,7 +8,7 @@ import sqlglot
 from facts import CATALOG, CUSTOMERS, LOG, T0
 
 from mvlog.sql.analyze.analysis import analyze
-from mvlog.sql.generate import changes, keymap
+from mvlog.sql.generate import changes, keymap, sqlgen
 from mvlog.sql.pieces.choice import shape_view
 from mvlog.sql.pieces.shape import SEMI_COLUMN, Tie
 
@@ -81,8 +81,10 @@ def test_its_update_replaces_both_kinds_of_rows_of_the_affected_roots():
     assert all('"c"."id" = ANY' in b.args["where"].sql(dialect="postgres") for b in branches)
 
 
-def test_its_update_replaces_a_tied_subquery_s_changed_rows():
-    s = _shape(EXISTS, ["name", "n"])
+def test_over_an_outer_join_its_update_replaces_a_tied_subquery_s_changed_rows():
+    s = _shape(EXISTS.replace("JOIN orders o", "LEFT JOIN orders o").replace("count(*)", "count(o.id)"),
+               ["name", "n"])
+    assert s.keymap_ties[1] is not None and not changes.tied_inner(s)
     (update,) = keymap.keymap_update_sql(s, T0)
     insert = sqlglot.parse_one(update, read="postgres")
     lineage, tied = [b for b in insert.find_all(sqlglot.exp.Select) if b.args.get("from_") and any(
@@ -91,6 +93,26 @@ def test_its_update_replaces_a_tied_subquery_s_changed_rows():
     assert tied.args["where"].sql(dialect="postgres").startswith('WHERE "o2"."status" <> 1 AND "o2"."id" IN')
     (untied,) = [c for c in insert.args["with_"].expressions if c.alias == "_mvlog_untied"]
     assert untied.this.args["where"].sql(dialect="postgres").startswith('WHERE "_mvlog_r2_0" IN')
+
+
+def test_over_inner_joins_with_tied_subqueries_alone_no_root_s_rows_are_replaced():
+    """Its groups are found as an inner join's are, its subquery's rows through the roots of their
+    values: the key map's rows that hold a changed key are replaced, a branch per table."""
+    s = _shape(EXISTS, ["name", "n"])
+    assert changes.tied_inner(s) and not changes.tied_inner(_shape(UNTIED, ["name", "n"]))
+    *deletes, insert = keymap.keymap_update_sql(s, T0)
+    assert [d.split(" WHERE ")[1].split(" IN ")[0] for d in deletes] == ['"_mvlog_r0_0"', '"_mvlog_r1_0"',
+                                                                          '"_mvlog_r2_0"']
+    tree = sqlglot.parse_one(insert, read="postgres")
+    branches = [b for b in tree.find_all(sqlglot.exp.Select) if any(p.alias == SEMI_COLUMN for p in b.selects)]
+    wheres = [b.args["where"].sql(dialect="postgres") for b in branches]
+    assert sorted(w.split(" IN ")[0] for w in wheres) == ['WHERE "c"."id"', 'WHERE "o"."id"',
+                                                           'WHERE "o2"."status" <> 1 AND "o2"."id"']
+    assert "ANY" not in insert and "_mvlog_roots" not in insert  # no root's rows
+    affected = sqlgen.tied_affected_sql(s, T0, changes.roots_ref()).sql(dialect="postgres")
+    assert affected.count('FROM "mvlog"."' + s.keymap) == 3  # the changed outer rows' and the roots'
+    roots = changes.roots_sql(s, T0, subqueries_only=True).sql(dialect="postgres")
+    assert '"mlog$_customers' not in roots and roots.count("_mvlog_tie1_0") == 1
 
 
 def test_a_join_view_with_a_subquery_keeps_one_lineage():

@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo
 from mvlog.sql.analyze.analysis import DIALECT
-from mvlog.sql.parse.sqltree import parse_select, union_of
+from mvlog.sql.parse.sqltree import join_side, parse_select, union_of
 from mvlog.sql.pieces.shape import ViewShape, col, ident, input_column, tie_column, unit_column
 
 # CTE names of a fast read: prefixed, so that they cannot shadow a table the view's query reads.
@@ -186,13 +186,26 @@ def roots_ref() -> exp.Select:
     return exp.select(exp.Star()).from_(ROOTS)
 
 
-def roots_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
+def tied_inner(shape: ViewShape) -> bool:
+    """Whether an aggregate's FROM items are inner-joined and each of its subqueries is tied to the
+    root by values alone (:class:`~mvlog.sql.pieces.shape.Tie`): its key map then holds no row of a
+    root's but its lineage's (branch 0) and its subqueries' values, so a changed outer row is traced
+    to its groups directly, as an inner join's is, and only a changed subquery row through roots."""
+    if not shape.keymap_ties or not all(shape.keymap_ties[1:]):
+        return False
+    return all(join_side(j) in ("INNER", "CROSS") for j in parse_select(shape.keymap_cores[0]).args.get("joins") or [])
+
+
+def roots_sql(shape: ViewShape, since: datetime | None, subqueries_only: bool = False) -> exp.Query:
     """An outer-join view's roots whose lineage rows hold a changed base row, now (from the
-    base tables) or at the last refresh (from the key map); a changed root row is its own."""
+    base tables) or at the last refresh (from the key map); a changed root row is its own.
+    ``subqueries_only``: the roots of changed rows of its subqueries' tables only."""
     root = shape.tables[0]
     names = list(root.keymap_columns)
-    branches: list[exp.Query] = [changed_keys_sql(root.log, since, names)]
+    branches: list[exp.Query] = [] if subqueries_only else [changed_keys_sql(root.log, since, names)]
     for table in shape.tables[1:]:
+        if subqueries_only and not table.semi:
+            continue
         changed = changed_keys_sql(table.log, since)
         core = parse_select(shape.core_sql)
         core.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(root_exprs(shape), names)])

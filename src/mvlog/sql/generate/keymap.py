@@ -23,6 +23,7 @@ from mvlog.sql.generate.changes import (
     root_exprs,
     roots_ref,
     roots_sql,
+    tied_inner,
     touched_rows,
     unit_exprs,
 )
@@ -90,21 +91,27 @@ def lineage_rows(shape: ViewShape, condition: Callable[[], exp.Expr] | None = No
         core.set("expressions", keymap_items(shape))
         return core.where(condition(), copy=False) if condition else core
     branches: list[exp.Query] = []
-    for branch, core_sql in enumerate(shape.keymap_cores):
-        core = parse_select(core_sql)
-        aliases = {identifier_name(t.args["alias"].this) if t.alias else t.name for t in core.find_all(exp.Table)}
-        own = [t for t in shape.tables if t.semi and t.alias in aliases]
-        core.set("expressions", _branch_items(shape, branch, {t.alias for t in own}))
+    for branch in range(len(shape.keymap_cores)):
+        core, own = _branch_rows(shape, branch)
         if _tie(shape, branch) is not None:
             assert condition is None or tied is not None, "a tied branch has no root to restrict"
             branches.append(core.where(tied(own), copy=False) if tied else core)
-            continue
-        if own:  # the lineage's rows with a row of this subquery (not its NULL-extended ones)
-            core.set("distinct", exp.Distinct())
-            core.where(exp.not_(exp.Is(this=col(own[0].log.key_columns[0], own[0].alias), expression=exp.Null())),
-                       copy=False)
-        branches.append(core.where(condition(), copy=False) if condition else core)
+        else:
+            branches.append(core.where(condition(), copy=False) if condition else core)
     return union_of(branches, distinct=False)
+
+
+def _branch_rows(shape: ViewShape, branch: int) -> tuple[exp.Select, list[TableKey]]:
+    """A split key map's ``branch`` as a query of its columns, and the subquery tables it reads."""
+    core = parse_select(shape.keymap_cores[branch])
+    aliases = {identifier_name(t.args["alias"].this) if t.alias else t.name for t in core.find_all(exp.Table)}
+    own = [t for t in shape.tables if t.semi and t.alias in aliases]
+    core.set("expressions", _branch_items(shape, branch, {t.alias for t in own}))
+    if own and _tie(shape, branch) is None:  # the lineage's rows with a row of this subquery (not NULL-extended)
+        core.set("distinct", exp.Distinct())
+        core.where(exp.not_(exp.Is(this=col(own[0].log.key_columns[0], own[0].alias), expression=exp.Null())),
+                   copy=False)
+    return core, own
 
 
 def probe_indexes(shape: ViewShape) -> dict[str, tuple[str, ...]]:
@@ -146,6 +153,19 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
     """Statements that bring the key map from the last refresh to the window's end: forget the
     rows of changed base keys, then add what those keys produce now."""
     table = keymap_table(shape)
+    if tied_inner(shape):
+        # No row of a root's: the lineage's rows and the subqueries' values that hold a changed key
+        # are replaced, as an inner join's are (the lineage: a branch per table, for its index).
+        deletes = [exp.delete(table, where=_changed(t, since)).sql(dialect=DIALECT) for t in shape.tables]
+        rows: list[exp.Query] = []
+        for t in shape.tables:
+            if not t.semi:
+                core, _ = _branch_rows(shape, 0)
+                rows.append(core.where(_changed(t, since, t.alias), copy=False))
+        for branch in range(1, len(shape.keymap_cores)):
+            core, own = _branch_rows(shape, branch)
+            rows.append(core.where(exp.or_(*[_changed(t, since, t.alias) for t in own]), copy=False))
+        return [*deletes, exp.insert(union_of(rows), table).sql(dialect=DIALECT)]
     if shape.outer:
         # The roots' lineage rows are replaced: a partner that appears replaces the root's
         # NULL-extended row, which holds no key of the partner. One statement, so the roots are

@@ -87,6 +87,29 @@ def outer_affected_sql(shape: ViewShape, roots: exp.Query) -> exp.Query:
     return union_of([now, before])
 
 
+def tied_affected_sql(shape: ViewShape, since: datetime | None, roots: exp.Query) -> exp.Query:
+    """The groups to recompute of an aggregate with subqueries tied by values (:func:`changes.tied_inner`):
+    those of the lineage rows (without subqueries: they only filter) that hold a changed outer row
+    or a root of a changed subquery row (``roots``), now and at the last refresh (the key map's
+    branch 0)."""
+    names = key_names(len(unit_exprs(shape)))
+    outer = [t for t in shape.tables if not t.semi]
+
+    def lineage(condition: exp.Expr) -> exp.Select:
+        core = parse_select(shape.keymap_cores[0])
+        core.set("expressions", [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), names)])
+        return core.where(condition, copy=False)
+
+    now = [lineage(in_query([col(pk, t.alias) for pk in t.log.key_columns], changed_keys_sql(t.log, since)))
+           for t in outer]
+    now.append(lineage(in_roots(root_exprs(shape), roots)))
+    held = [in_query([col(c) for c in t.keymap_columns], changed_keys_sql(t.log, since)) for t in outer]
+    before = [exp.select(*[exp.alias_(col(c), ident(n)) for c, n in zip(keymap_key_columns(shape), names)])
+              .from_(keymap_table(shape)).where(condition) for condition in
+              [*held, in_roots([col(c) for c in shape.tables[0].keymap_columns], roots.copy())]]
+    return union_of([*now, *before])
+
+
 def keyed_affected_sql(shape: ViewShape, since: datetime | None) -> exp.Query:
     """View keys (a window view's partitions) to recompute over inner joins: produced by changed
     rows now, or by them at the last refresh (the key map)."""

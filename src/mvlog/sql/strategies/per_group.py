@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT
 from mvlog.sql.generate import aggdelta, sqlgen
-from mvlog.sql.generate.changes import AFFECTED, key_names
+from mvlog.sql.generate.changes import AFFECTED, ROOTS, key_names, roots_ref, roots_sql, tied_inner
 from mvlog.sql.parse.sqltree import DIALECT, parse_select
 from mvlog.sql.pieces.shape import BRANCH_COLUMN, ROW_KEY_COLUMN, col, groups_name, ident, keymap_name
 from mvlog.sql.strategies.per_row import Join, OuterJoin
@@ -54,9 +54,25 @@ class AggregateRecomputed(_Groups, Join):
 
 
 class OuterAggregate(_Groups, OuterJoin):
-    """GROUP BY over outer joins or subqueries: the groups of the affected roots' rows recomputed."""
+    """GROUP BY over outer joins or subqueries: the groups of the affected roots' rows recomputed
+    (over inner joins with subqueries tied to the root by values: the groups of the changed outer
+    rows, and of the roots of the changed subquery rows)."""
 
     what = "groups"
+
+    def how(self) -> str:
+        if not tied_inner(self.shape):
+            return super().how()
+        semi = ", ".join(dict.fromkeys(t.log.qualified_table for t in self.shape.tables if t.semi))
+        return (f"the groups of changed rows, before and after the change, are recomputed exactly; a changed row of "
+                f"{semi} (read by a subquery tied to {self.shape.tables[0].log.qualified_table} by values) counts for "
+                f"the rows of the values it had and has; " + KEY_MAP_NOTE)
+
+    def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
+        if not tied_inner(self.shape):
+            return super().with_affected(query, since, null_keys)
+        query = query.with_(ROOTS, as_=roots_sql(self.shape, since, subqueries_only=True))
+        return query.with_(AFFECTED, as_=sqlgen.tied_affected_sql(self.shape, since, roots_ref()))
 
 
 class AggregateByDeltas(Join):
