@@ -124,6 +124,11 @@ VIEWS = [
     {"name": "in_nations_with_corp", "refresh": "fast",
      "query": "SELECT c.segment, count(*) AS n FROM customers c WHERE c.nation_id IN (SELECT n.id FROM nation n, "
               "customers c2 WHERE c2.nation_id = n.id AND c2.segment = 'corp') GROUP BY c.segment"},
+    # tied to the root beside an outer join: its rows' values kept, the roots' rows replaced
+    {"name": "outer_tied", "refresh": "fast",
+     "query": "SELECT c.segment, count(o.id) AS n FROM customers c LEFT JOIN orders o ON o.customer_id = c.id "
+              "WHERE EXISTS (SELECT 1 FROM orders o2 WHERE o2.customer_id = c.id AND o2.status <> 'cancelled') "
+              "GROUP BY c.segment"},
     {"name": "in_eq", "refresh": "fast",
      "query": "SELECT c.id, c.name FROM customers c WHERE c.nation_id IN (SELECT n.id FROM nation n "
               "WHERE n.region = (SELECT n2.region FROM nation n2 WHERE n2.id = 1))"},
