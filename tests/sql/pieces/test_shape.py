@@ -5,8 +5,8 @@ from __future__ import annotations
 from facts import CUSTOMERS, LOG, shape
 
 from mvlog.sql.analyze.analysis import analyze
+from mvlog.sql.parse.sqltree import projected_columns
 from mvlog.sql.pieces.choice import shape_view
-from mvlog.sql.pieces.shape import projected_columns
 
 
 def test_simple_view_key_is_the_projected_primary_key():

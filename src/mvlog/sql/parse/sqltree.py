@@ -176,3 +176,30 @@ def parse_select(sql: str) -> exp.Select:
 def union_of(queries: Sequence[exp.Query], distinct: bool = True) -> exp.Query:
     """``queries[0] UNION [ALL] queries[1] …`` (one query: itself)."""
     return queries[0] if len(queries) == 1 else exp.union(*queries, distinct=distinct)
+
+
+def projected_columns(select: exp.Select, table_alias: str, columns: list[str]) -> dict[str, str]:
+    """For each of ``columns`` of the table ``table_alias`` that the query outputs unchanged, its output name.
+
+    ``SELECT *`` and ``SELECT alias.*`` output every column under its own name.
+    """
+    found: dict[str, str] = {}
+    single_table = len(table_refs(select)) == 1
+    for projection in select.selects:
+        target = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
+            qualifier: str | None = target.table if isinstance(target, exp.Column) else ""
+            if not qualifier and single_table or (qualifier and identifier_name(target.args["table"]) == table_alias):
+                for column in columns:
+                    found.setdefault(column, column)
+            continue
+        if not isinstance(target, exp.Column) or not isinstance(target.this, exp.Identifier):
+            continue
+        qualifier = identifier_name(target.args["table"]) if target.args.get("table") else None
+        if qualifier not in (None, table_alias) or (qualifier is None and not single_table):
+            continue
+        name = identifier_name(target.this)
+        if name in columns:
+            output = identifier_name(projection.args["alias"]) if isinstance(projection, exp.Alias) else name
+            found.setdefault(name, output)
+    return found

@@ -24,9 +24,9 @@ from mvlog.sql.analyze.analysis import (
     partition_by,
     window_parts,
 )
-from mvlog.sql.parse.sqltree import TableRef, full_join_parts, root_first, union_of
+from mvlog.sql.parse.sqltree import TableRef, full_join_parts, projected_columns, root_first, union_of
 from mvlog.sql.pieces.aggplan import plan_deltas
-from mvlog.sql.pieces.lineage import lineage, select_core, semi_root, tied_core, with_root_first
+from mvlog.sql.pieces.lineage import lineage, select_core, semi_root, split_lineage, with_root_first
 from mvlog.sql.pieces.shape import (
     BRANCH_COLUMN,
     ROW_KEY_COLUMN,
@@ -39,7 +39,6 @@ from mvlog.sql.pieces.shape import (
     downgrade,
     groups_name,
     keymap_name,
-    projected_columns,
 )
 
 ShapeBranch = Callable[[str, Analysis, dict[str, LogInfo]], ViewShape]  # shapes a branch (choice.shape_view)
@@ -237,11 +236,7 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
     if outer:
         core = lineage(select, sides, analysis.semi_joins)
         if aggregate and analysis.semi_joins:
-            branches: list[tuple[exp.Select, Tie | None]] = [(lineage(select, sides, []), None)]
-            for semi in analysis.semi_joins:
-                branches.append(tied_core(semi, tables[0].alias) or (lineage(select, sides, [semi]), None))
-            keymap_cores = tuple(branch.sql(dialect=DIALECT) for branch, _ in branches)
-            keymap_ties = tuple(tie for _, tie in branches)
+            keymap_cores, keymap_ties = split_lineage(select, sides, analysis.semi_joins, tables[0].alias)
     else:
         core = select_core(select)
     deltas = None
@@ -256,7 +251,7 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
         core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
         range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
         deltas=deltas, recompute_reason=recompute_reason, row_keyed=not aggregate, keymap_cores=keymap_cores,
-        keymap_ties=keymap_ties if any(keymap_ties) else (),
+        keymap_ties=keymap_ties,
     )
 
 

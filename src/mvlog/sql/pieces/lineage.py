@@ -79,6 +79,18 @@ def lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin]) ->
     return core
 
 
+def split_lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoin], root: str
+                  ) -> tuple[tuple[str, ...], tuple[Tie | None, ...]]:
+    """An aggregate's split key map (``ViewShape.keymap_cores`` and ``keymap_ties``): the lineage
+    without subqueries, then per subquery its tied core (:func:`tied_core`) or the lineage with it
+    alone; the ties are () when no subquery is tied."""
+    branches: list[tuple[exp.Select, Tie | None]] = [(lineage(select, sides, []), None)]
+    for semi in semi_joins:
+        branches.append(tied_core(semi, root) or (lineage(select, sides, [semi]), None))
+    ties = tuple(tie for _, tie in branches)
+    return tuple(branch.sql(dialect=DIALECT) for branch, _ in branches), ties if any(ties) else ()
+
+
 def tied_core(semi: SemiJoin, root: str) -> tuple[exp.Select, Tie] | None:
     """``SELECT 1 FROM`` the subquery's tables ``WHERE`` its conditions on them alone, and its
     :class:`Tie` to the root ``root``, when every other condition is an equality between an
