@@ -23,7 +23,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "mvlog"
 # *below it in this table*, and none of the third-party roots its row forbids. ``mvlog`` itself is
 # the package's ``__init__``/``__main__``.
 LAYERS: list[tuple[str, set[str], set[str]]] = [  # (layer, its modules or packages, forbidden roots)
-    ("shared", {"mvlog.errors", "mvlog.model", "mvlog.config", "mvlog.yamltext", "mvlog.faults", "mvlog.progress"},
+    ("shared", {"mvlog.errors", "mvlog.model", "mvlog.config", "mvlog.timeouts", "mvlog.yamltext", "mvlog.faults",
+                "mvlog.progress"},
      {"psycopg2", "pyspark", "py4j", "rich", "click", "prometheus_client"}),
     ("sql", {"mvlog.sql"}, {"psycopg2", "pyspark", "py4j", "rich", "click"}),
     ("postgres", {"mvlog.postgres"}, {"pyspark", "py4j", "rich", "click"}),
@@ -40,7 +41,8 @@ NOT_BELOW = {"spark": {"postgres"}}
 # The SQL layer's passes, in order (its folders): a module of a pass imports only its own pass and
 # those before it; ``mvlog.sql.explain`` (and the package itself) sit on top of them all.
 SQL_PASSES = ["parse", "rewrite", "analyze", "pieces", "generate", "strategies"]
-PURE = ["mvlog.pipeline.plan", "mvlog.pipeline.cost", "mvlog.model", "mvlog.config", "mvlog.errors", "mvlog.progress"]
+PURE = ["mvlog.pipeline.plan", "mvlog.pipeline.cost", "mvlog.model", "mvlog.config", "mvlog.timeouts", "mvlog.errors",
+        "mvlog.progress"]
 
 
 def module_name(path: Path) -> str:

@@ -18,66 +18,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mvlog.errors import ConfigError
 from mvlog.model import RefreshMethod
+from mvlog.timeouts import Timeouts, parse_duration
 from mvlog.yamltext import expand_env, key_path, line_index
 
 DEFAULT_CONFIG = "mvlog.yaml"
 CONFIG_ENV = "MVLOG_CONFIG"
 VIEW_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_DURATION = re.compile(r"(\d+)\s*([smhd])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(value: Any) -> timedelta:
-    """``30s``, ``10m``, ``2h``, ``1d`` or a sum of them (``1h30m``); a bare number is seconds."""
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return timedelta(seconds=value)
-    text = str(value).strip().lower().replace(" ", "")
-    text = text + "s" if text.isdigit() else text
-    parts = _DURATION.findall(text)
-    if not parts or "".join(f"{n}{u}" for n, u in parts) != text or all(int(n) == 0 for n, _ in parts):
-        raise ValueError(f"{value!r} is not a duration (e.g. 30s, 10m, 2h, 1d, 1h30m)")
-    return timedelta(seconds=sum(int(n) * _UNIT_SECONDS[u] for n, u in parts))
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 CaptureKind = Literal["trigger", "logical"]
 CAPTURE_KINDS: tuple[str, ...] = get_args(CaptureKind)  # the kinds, declared once (here)
-
-
-def _seconds(value: Any) -> float:
-    return parse_duration(value).total_seconds()
-
-
-class Timeouts(_Strict):
-    """How long mvlog waits on PostgreSQL before it gives a connection up (``source.timeouts``; a
-    duration each: ``10s``, ``2m``, ``1h``). A connection that stops answering without closing (a
-    network partition, a NAT or proxy that forgot it, a server stuck on I/O) is abandoned at its
-    bound, never waited on for ever (:mod:`mvlog.postgres.deadlines`; README "When PostgreSQL
-    stops answering")."""
-
-    # Opening a connection: TCP connect and login (libpq connect_timeout; JDBC connectTimeout, loginTimeout).
-    connect: float = 10.0
-    # A peer that stops acknowledging (TCP keepalives and tcp_user_timeout), and the refresh's
-    # heartbeat: the view-lock session is asked every third of this and must answer within it.
-    keepalive: float = 30.0
-    # A short call: the catalog, a stamp, a lock, a key-map step, status, metrics, the dashboard.
-    statement: float = 60.0
-    # A call that may run long by what it is: a refresh's reads through Spark's JDBC (the longest
-    # PostgreSQL may stay silent while it computes them), a complete refresh's key-map rebuild, a purge.
-    long_statement: float = 1800.0
-    # The replication stream of the logical capture: silent (no data, no keepalive) for longer and
-    # it is closed and opened again from the recorded position.
-    stream: float = 30.0
-
-    @field_validator("connect", "keepalive", "statement", "long_statement", "stream", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return _seconds(value)
 
 
 class SourceConfig(_Strict):

@@ -86,7 +86,7 @@ def test_invalid_config_names_the_place(change, message):
 def test_freshness_is_a_duration():
     from datetime import timedelta
 
-    from mvlog.config import parse_duration
+    from mvlog.timeouts import parse_duration
 
     config = parse_config(VALID.replace('    schedule: "*/5 * * * *"', '    freshness: 1h30m'))
     assert config.views[0].freshness == timedelta(minutes=90)

@@ -14,11 +14,11 @@ import psycopg2
 import pytest
 from stallproxy import StallProxy
 
-from mvlog.config import Timeouts
 from mvlog.errors import SourceError
 from mvlog.postgres import deadlines
 from mvlog.postgres.locks import view_locks
 from mvlog.postgres.source import Source
+from mvlog.timeouts import Timeouts
 
 pytestmark = pytest.mark.integration
 

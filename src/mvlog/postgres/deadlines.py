@@ -42,7 +42,7 @@ import psycopg2.extensions
 import psycopg2.extras
 
 if TYPE_CHECKING:
-    from mvlog.config import Timeouts
+    from mvlog.timeouts import Timeouts
 
 REAP_WAIT_MS = 5000  # how long the reaper waits for an abandoned backend to end (its slot, its locks)
 REAP_SLACK = 5.0  # seconds of clock and start-up slack when telling an abandoned backend from a new one

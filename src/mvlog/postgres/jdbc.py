@@ -8,9 +8,9 @@ from urllib.parse import quote
 
 from psycopg2.extensions import parse_dsn
 
-from mvlog.config import Timeouts
 from mvlog.errors import ConfigError
 from mvlog.postgres.deadlines import jdbc_properties
+from mvlog.timeouts import Timeouts
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,13 @@ import psycopg2.errors
 import psycopg2.extensions
 from psycopg2 import sql
 
-from mvlog.config import Timeouts
 from mvlog.errors import ConfigError, SourceError, redact
 from mvlog.model import MVLOG_SCHEMA, ColumnStats, LogInfo, TableInfo, checked_snapshot_id
 from mvlog.postgres import deadlines
 from mvlog.postgres.deadlines import Bound, BoundedConnection, bound_of, kept_backends, libpq_params, reap
 from mvlog.postgres.inspection import CatalogInspection, Cursor, fetch_row
 from mvlog.postgres.liveness import is_transient, server_gone, snapshot_gone
+from mvlog.timeouts import Timeouts
 
 # The planner's estimate of a table's rows (%(oid)s); a partitioned table's are its leaves' rows.
 ESTIMATED_ROWS = ("SELECT coalesce(sum(greatest(m.reltuples, 0)), 0) FROM pg_class AS m WHERE m.relkind = 'r' "

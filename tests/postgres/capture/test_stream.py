@@ -197,8 +197,8 @@ def test_a_stream_that_goes_silent_is_given_up_and_resumes_without_a_gap_or_a_re
     recorded position: the changes made during the stall are logged, each once."""
     from stallproxy import StallProxy
 
-    from mvlog.config import Timeouts
     from mvlog.project import Project
+    from mvlog.timeouts import Timeouts
 
     with StallProxy("127.0.0.1", pg.port) as proxy:
         source = logical.config.source.model_copy(update={
