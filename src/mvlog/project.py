@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from mvlog.config import Config, ViewConfig, load_config
-from mvlog.errors import MvlogError, RefreshError, UsageError, WarehouseError
+from mvlog.errors import MvlogError, RefreshError, UsageError
 from mvlog.model import LogInfo
 from mvlog.ops.freshness import Freshness
 from mvlog.ops.readers import view_readers
@@ -300,24 +300,8 @@ class Project:
 
     def version_as_of(self, name: str, at: datetime) -> tuple[int, datetime]:
         """The Delta version of view ``name`` that holds it as of source time ``at``, and the stamp it
-        reflects: the newest stamp at or before ``at`` that the view — and every view of its refresh
-        group, so that reads of a group agree — was refreshed to."""
-        view = self._select_views([name])[0]
-        members = [v.name for v in self.config.views if view.group is not None and v.group == view.group]
-        self.catalog.check()
-        found = self.catalog.versions_as_of(members or [view.name], at)
-        whose = f"refresh group {view.group!r}" if members else f"view {view.name}"
-        if found is None:
-            raise UsageError(f"{whose} has no refresh at or before {at.isoformat()}"
-                             + (" that all its views took part in" if members else ""))
-        stamp, versions = found
-        version = versions[view.name]
-        if version is None:  # a refresh recorded before mvlog kept versions: find it by its stamp
-            version = self.warehouse.version_at(self.config.view_location(view.name), stamp)
-        if version is None:
-            raise WarehouseError(f"the Delta history of view {view.name} no longer reaches back to "
-                                 f"{stamp.isoformat()} (its log was cleaned up)")
-        return version, stamp
+        reflects (:meth:`~mvlog.ops.status.Status.version_as_of`)."""
+        return self.status_reader.version_as_of(self._select_views([name])[0], at)
 
     def explain(self, name: str) -> Explanation:
         """What refresh capabilities a view has, and why not (Oracle's EXPLAIN_MVIEW), and what its

@@ -1,5 +1,6 @@
 """What ``mvlog status`` reports: each view's staleness, pending changes and freshness, and each
-log's size, oldest unconsumed change and the views that pin it.
+log's size, oldest unconsumed change and the views that pin it; and the Delta version that holds a
+view as of a source time (``read_view(…, as_of=…)``, from the refresh history).
 
 Read-only: the catalog's rows, the logs' pending counts and the compiler's checks (a view whose
 base tables changed shape is "invalid" or "needs_complete" before its next refresh says so).
@@ -10,7 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from mvlog.errors import RefreshError
+from mvlog.config import ViewConfig
+from mvlog.errors import RefreshError, UsageError, WarehouseError
 from mvlog.model import LogInfo
 from mvlog.ops.freshness import Freshness
 from mvlog.pipeline.parts import ProjectParts, ProjectWorker
@@ -85,3 +87,23 @@ class Status(ProjectWorker):
                 "partitions": partitions, "not_covered": uncovered,
             })
         return log_list
+
+    def version_as_of(self, view: ViewConfig, at: datetime) -> tuple[int, datetime]:
+        """The Delta version of ``view`` that holds it as of source time ``at``, and the stamp it
+        reflects: the newest stamp at or before ``at`` that the view — and every view of its refresh
+        group, so that reads of a group agree — was refreshed to."""
+        members = [v.name for v in self.config.views if view.group is not None and v.group == view.group]
+        self.catalog.check()
+        found = self.catalog.versions_as_of(members or [view.name], at)
+        whose = f"refresh group {view.group!r}" if members else f"view {view.name}"
+        if found is None:
+            raise UsageError(f"{whose} has no refresh at or before {at.isoformat()}"
+                             + (" that all its views took part in" if members else ""))
+        stamp, versions = found
+        version = versions[view.name]
+        if version is None:  # a refresh recorded before mvlog kept versions: find it by its stamp
+            version = self.warehouse.version_at(self.config.view_location(view.name), stamp)
+        if version is None:
+            raise WarehouseError(f"the Delta history of view {view.name} no longer reaches back to "
+                                 f"{stamp.isoformat()} (its log was cleaned up)")
+        return version, stamp
