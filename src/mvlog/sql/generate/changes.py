@@ -80,6 +80,11 @@ def log_table(log: LogInfo) -> exp.Table:
     return exp.Table(this=ident(log.log_name), db=ident("mvlog"))
 
 
+def base_table(log: LogInfo, alias: str) -> exp.Table:
+    """The table the log is on, ``<schema>.<table> AS <alias>``."""
+    return exp.Table(this=ident(log.table_name), db=ident(log.table_schema), alias=exp.TableAlias(this=ident(alias)))
+
+
 def log_rows(log: LogInfo) -> exp.Select:
     """The log's rows as a union with rows of another source reads them: its keys, ``snaptime$$``,
     ``dmltype$$`` and ``old_new$$`` as text, ``xact_time$$``."""
@@ -221,9 +226,7 @@ def roots_sql(shape: ViewShape, since: datetime | None, subqueries_only: bool = 
         branch, kept = tie
         values = exp.select(*[col(tie_column(branch, n)) for n in range(len(kept.inner))]) \
             .from_(keymap_table(shape)).where(before)
-        root_table = exp.Table(this=ident(root.log.table_name), db=ident(root.log.table_schema),
-                               alias=exp.TableAlias(this=ident(root.alias)))
         branches.append(exp.select(*[exp.alias_(e, ident(n)) for e, n in zip(root_exprs(shape), names)])
-                        .from_(root_table)
+                        .from_(base_table(root.log, root.alias))
                         .where(in_query([exp.maybe_parse(o, dialect=DIALECT) for o in kept.outer], values)))
     return union_of(branches)

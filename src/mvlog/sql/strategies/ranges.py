@@ -21,7 +21,7 @@ from datetime import datetime
 from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, LogInfo
-from mvlog.sql.generate.changes import log_rows, read_logs_as
+from mvlog.sql.generate.changes import base_table, log_rows, read_logs_as
 from mvlog.sql.generate.keymap import drop_table_sql, state_table
 from mvlog.sql.parse.sqltree import DIALECT
 from mvlog.sql.pieces.shape import Ranged, ViewShape, ident, parameters_name
@@ -68,8 +68,7 @@ def moved_rows(shape: ViewShape, log: LogInfo) -> exp.Query:
     for i, ranged in enumerate(shape.ranges):
         if ranged.log != log:
             continue
-        table = exp.Table(this=ident(log.table_name), db=ident(log.table_schema),
-                          alias=exp.TableAlias(this=exp.to_identifier(ranged.alias, quoted=True)))
+        table = base_table(log, ranged.alias)
         values = exp.select(exp.alias_(_then(shape, i), "v0", quoted=True), exp.alias_(_now(ranged), "v1", quoted=True))
         branches.append(exp.select(
             *[exp.alias_(exp.column(c, table=ranged.alias, quoted=True), c, quoted=True) for c in log.key_columns],
