@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from mvlog.errors import UsageError
 from mvlog.spark.sparksql import quote_spark
-from mvlog.sql.parse.sqltree import DIALECT
+from mvlog.sql.parse.sqltree import DIALECT, sql_text
 
 KEY_HASH = "_mvlog_kh"
 ROW_HASH = "_mvlog_rh"
@@ -126,7 +126,7 @@ def _pg(sql: str) -> exp.Expression:
 def pg_text(column: Column, alias: str = "v") -> exp.Expression:
     """PostgreSQL: the canonical text of ``column`` of the relation ``alias`` (NULL for NULL)."""
     c = exp.column(exp.to_identifier(column.name, quoted=True), table=exp.to_identifier(alias, quoted=True))
-    c_sql = c.sql(dialect=DIALECT)
+    c_sql = sql_text(c)
     kind = _kind(column.spark_type)
     if kind == "text":  # the type's output function, as JDBC reads it (char(n) keeps its padding)
         return _pg(f"CASE WHEN {c_sql} IS NOT NULL THEN concat({c_sql}) END")
@@ -156,7 +156,7 @@ def pg_fingerprint(columns: list[Column], alias: str = "v") -> exp.Expression:
     """PostgreSQL: the fingerprint over ``columns`` of the relation ``alias``."""
     tokens = []
     for column in columns:
-        text = pg_text(column, alias).sql(dialect=DIALECT)
+        text = sql_text(pg_text(column, alias))
         tokens.append(f"coalesce(char_length({text})::text || ':' || {text}, '~')")
     return _pg(f"md5({' || '.join(tokens) if tokens else repr('')})")
 

@@ -22,8 +22,8 @@ from mvlog.config import ViewConfig
 from mvlog.errors import RefreshRefused
 from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, Measured, RefreshMethod, WindowSize
 from mvlog.pipeline import cost
-from mvlog.sql.analyze.analysis import DIALECT
 from mvlog.sql.generate import aggdelta
+from mvlog.sql.parse.sqltree import sql_text
 from mvlog.sql.pieces.shape import ViewShape, col
 from mvlog.sql.strategies.registry import strategy_of
 
@@ -163,7 +163,7 @@ def with_sized_write(plan: RefreshPlan, row_count: int | None, change_feed: bool
 
 def group_tables(shape: ViewShape) -> list[str]:
     """The group tables an aggregate kept by deltas (or each such UNION ALL branch) keeps its state in."""
-    return [aggdelta.groups_table(s).sql(dialect=DIALECT) for s in (shape, *shape.branches) if s.deltas is not None]
+    return [sql_text(aggdelta.groups_table(s)) for s in (shape, *shape.branches) if s.deltas is not None]
 
 
 def without_missing_groups(plan: RefreshPlan, group_tables: Mapping[str, Sequence[str]]) -> RefreshPlan:
@@ -177,7 +177,7 @@ def without_missing_groups(plan: RefreshPlan, group_tables: Mapping[str, Sequenc
         if shape.deltas is None:
             return shape
         return aggdelta.kept_by_deltas(shape, group_table=group_tables.get(
-            aggdelta.groups_table(shape).sql(dialect=DIALECT), []))
+            sql_text(aggdelta.groups_table(shape)), []))
 
     shape = kept(plan.shape)
     if shape.branches:
@@ -283,4 +283,4 @@ def range_predicates(column: str, splits: list[str]) -> list[str]:
         predicates.append(exp.and_(exp.GTE(this=column_ref.copy(), expression=value(low)),
                                    exp.LT(this=column_ref.copy(), expression=value(high))))
     predicates.append(exp.GTE(this=column_ref.copy(), expression=value(splits[-1])))
-    return [p.sql(dialect=DIALECT) for p in predicates]
+    return [sql_text(p) for p in predicates]

@@ -12,12 +12,12 @@ from sqlglot import exp
 from mvlog.sql.analyze.classes import Analysis, ViewClass, base_table_refs
 from mvlog.sql.parse.restrictions import NotKeyable, group_expressions
 from mvlog.sql.parse.sqltree import (
-    DIALECT,
     identifier_name,
     join_side,
     own_aggregates,
     own_windows,
     partition_by,
+    sql_text,
     window_parts,
 )
 from mvlog.sql.rewrite.normalize import set_operation_branches
@@ -49,14 +49,14 @@ def analyze_set_operation(query: str, tree: exp.SetOperation, not_null: set[tupl
         if not isinstance(branch, exp.Select):
             reasons.append(f"{what} {i} is not a SELECT")
             continue
-        analysis = analyze_select(branch.sql(dialect=DIALECT), branch.copy(), not_null)
+        analysis = analyze_select(sql_text(branch), branch.copy(), not_null)
         if distinct and analysis.fast_possible and analysis.view_class not in (ViewClass.SIMPLE, ViewClass.JOIN):
             reasons.append(f"{what} {i}: a UNION of aggregates or window functions is not incrementally "
                            f"maintainable (UNION ALL is)")
         elif distinct and analysis.fast_possible:
             rows = branch.copy()
             rows.set("distinct", exp.Distinct())
-            analysis = analyze_select(rows.sql(dialect=DIALECT), rows, not_null)
+            analysis = analyze_select(sql_text(rows), rows, not_null)
         reasons += [f"{what} {i}: {reason}" for reason in analysis.reasons]
         analyses.append(analysis)
     return Analysis(query, tree, ViewClass.OTHER if reasons else ViewClass.UNION, tables, reasons,
@@ -129,7 +129,7 @@ def analyze_over_union(query: str, tree: exp.Select, source: exp.Subquery, not_n
         unit.set("distinct", exp.Distinct())
         if tree.args.get("where"):
             unit.where(moved(tree.args["where"].this), copy=False)
-        analysis = analyze_select(unit.sql(dialect=DIALECT), unit, not_null)
+        analysis = analyze_select(sql_text(unit), unit, not_null)
         reasons += [f"UNION ALL branch {i}: {reason}" for reason in analysis.reasons]
         units.append(analysis)
     return Analysis(query, tree, ViewClass.OTHER if reasons else ViewClass.AGGREGATE, tables, reasons,
@@ -153,7 +153,7 @@ def analyze_window(query: str, tree: exp.Select, not_null: set[tuple[str, str]] 
     base = inner.copy()
     for window in own_windows(base):
         window.replace(exp.Null())
-    analysis = analyze_select(base.sql(dialect=DIALECT), base, not_null)
+    analysis = analyze_select(sql_text(base), base, not_null)
     reasons += analysis.reasons
     if analysis.view_class not in (ViewClass.SIMPLE, ViewClass.JOIN) and not analysis.reasons:
         reasons.append("window functions over an aggregate are not incrementally maintainable")

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvlog.sql.parse.sqltree import DIALECT, TableRef, from_items, identifier_name, item_alias, join_side, table_refs
+from mvlog.sql.parse.sqltree import (
+    DIALECT,
+    TableRef,
+    from_items,
+    identifier_name,
+    item_alias,
+    join_side,
+    sql_text,
+    table_refs,
+)
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,7 @@ def range_parameter(inner: exp.Select, select: exp.Select, aliases: set[str], ou
     if (not columns or len(owners) != 1 or any(c.args.get("table") is None for c in columns)
             or not owners <= outer or any(isinstance(n, (exp.Select, exp.AggFunc)) for n in other.walk())):
         return None
-    return RangeParameter(owners.pop(), other.sql(dialect=DIALECT), inner.sql(dialect=DIALECT), tuple(refs))
+    return RangeParameter(owners.pop(), sql_text(other), sql_text(inner), tuple(refs))
 
 
 def is_parameter(inner: exp.Select, select: exp.Select, aliases: set[str]) -> bool:
@@ -156,7 +165,7 @@ def _signature(semi: SemiJoin) -> tuple[tuple[tuple[str | None, str], ...], str]
         table = column.args.get("table")
         if table is not None and identifier_name(table) in numbered:
             column.set("table", exp.to_identifier(numbered[identifier_name(table)]))
-    return tuple((ref.schema, ref.name) for ref in semi.tables), condition.sql(dialect=DIALECT)
+    return tuple((ref.schema, ref.name) for ref in semi.tables), sql_text(condition)
 
 
 def _inner_tables(inner: exp.Select) -> tuple[list[TableRef], str | None]:

@@ -40,7 +40,7 @@ from mvlog.sql.generate.changes import (
     touched_rows,
 )
 from mvlog.sql.generate.keymap import qualified
-from mvlog.sql.parse.sqltree import parse_select, union_of
+from mvlog.sql.parse.sqltree import parse_select, sql_text, union_of
 from mvlog.sql.pieces import aggplan
 from mvlog.sql.pieces.aggplan import ROWS, STATE, count_column, distinct_column, extreme_column, sum_column
 from mvlog.sql.pieces.shape import ViewShape, col, ident, input_column
@@ -231,9 +231,9 @@ def _with_state(query: _WithCTEs, shape: ViewShape, since: datetime | None, extr
     """``query`` with the CTEs DELTA and STATE (with ``extremes``: STATE also holds each group's
     MIN/MAX now)."""
     assert shape.deltas is not None
-    query = query.with_(SIGNED, as_=_signed_sql(shape, since)).with_(DELTA, as_=_delta_sql(shape, since))
+    query = query.with_(SIGNED, as_=_signed_sql(shape, since), copy=False).with_(DELTA, as_=_delta_sql(shape, since), copy=False)
     if not extremes or not shape.deltas.extremes:
-        return query.with_(STATE, as_=_state_sql(shape))
+        return query.with_(STATE, as_=_state_sql(shape), copy=False)
     items: list[exp.Expr] = [exp.Star()]
     for function, j in shape.deltas.extremes:
         combine = exp.Least if function == "min" else exp.Greatest
@@ -241,7 +241,7 @@ def _with_state(query: _WithCTEs, shape: ViewShape, since: datetime | None, extr
         now = col(_changed_extreme_column(function, j), GROUP_STATE)
         items.append(exp.alias_(combine(this=kept, expressions=[now]), ident(extreme_column(function, j))))
     extended = exp.select(*items).from_(exp.Table(this=ident(GROUP_STATE)))
-    return query.with_(GROUP_STATE, as_=_state_sql(shape)).with_(STATE, as_=extended)
+    return query.with_(GROUP_STATE, as_=_state_sql(shape), copy=False).with_(STATE, as_=extended, copy=False)
 
 
 def fast_delta_sql(shape: ViewShape, since: datetime | None) -> str:
@@ -254,7 +254,7 @@ def fast_delta_sql(shape: ViewShape, since: datetime | None) -> str:
     query = (exp.select(*[exp.alias_(col(k, STATE), ident(n)) for k, n in zip(keys, key_names(len(keys)))],
                         exp.column(exp.Star(), table=ident("v")))
              .from_(STATE).join(outputs, on=exp.true(), join_type="left"))
-    return _with_state(query, shape, since, extremes=True).sql(dialect=DIALECT)
+    return sql_text(_with_state(query, shape, since, extremes=True))
 
 
 def groups_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
@@ -271,7 +271,7 @@ def groups_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
     insert = _with_state(insert, shape, since)
     insert.args["with_"].append("expressions",
                                 exp.CTE(this=gone, alias=exp.TableAlias(this=ident(HIDDEN_PREFIX + "gone"))))
-    return [insert.sql(dialect=DIALECT)]
+    return [sql_text(insert)]
 
 
 def groups_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
@@ -279,7 +279,7 @@ def groups_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
     emptied and refilled, a missing one created with an index on the group columns."""
     assert shape.deltas is not None
     keys = keymap_key_columns(shape)
-    table = groups_table(shape).sql(dialect=DIALECT)
+    table = sql_text(groups_table(shape))
     items: list[exp.Expr] = [*map(col, keys), exp.alias_(exp.Count(this=exp.Star()), ident(ROWS))]
     for j, summed in enumerate(shape.deltas.summed):
         value = col(input_column(j))
@@ -290,11 +290,11 @@ def groups_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
         items.append(exp.alias_(counted, ident(count_column(j))))
     items += [exp.alias_(exp.Count(this=exp.Distinct(expressions=[col(input_column(j))])), ident(distinct_column(j)))
               for j in shape.deltas.distinct]
-    grouped = exp.select(*items).from_(keymap_table(shape)).group_by(*map(col, keys)).sql(dialect=DIALECT)
+    grouped = sql_text(exp.select(*items).from_(keymap_table(shape)).group_by(*map(col, keys)))
     if exists:
         return [f"TRUNCATE {table}", f"INSERT INTO {table} {grouped}"]
-    index = ident(shape.deltas.groups + "_k").sql(dialect=DIALECT)
-    columns = ", ".join(ident(k).sql(dialect=DIALECT) for k in keys)
+    index = sql_text(ident(shape.deltas.groups + "_k"))
+    columns = ", ".join(sql_text(ident(k)) for k in keys)
     return [f"CREATE TABLE {table} AS {grouped}", f"CREATE INDEX {index} ON {table} ({columns})"]
 
 

@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo
 from mvlog.sql.analyze.analysis import DIALECT
-from mvlog.sql.parse.sqltree import join_side, parse_select, union_of
+from mvlog.sql.parse.sqltree import join_side, parse_select, sql_text, union_of
 from mvlog.sql.pieces.shape import ViewShape, col, ident, input_column, tie_column, unit_column
 
 # CTE names of a fast read: prefixed, so that they cannot shadow a table the view's query reads.
@@ -103,7 +103,7 @@ def read_logs_as(statement: str, logs: dict[str, exp.Query]) -> str:
         if table.db == MVLOG_SCHEMA and table.name in logs:
             table.replace(exp.Subquery(this=logs[table.name].copy(),
                                        alias=exp.TableAlias(this=ident(table.alias or table.name))))
-    return tree.sql(dialect=DIALECT)
+    return sql_text(tree)
 
 
 def logged_after(since: datetime) -> exp.Condition:
@@ -114,7 +114,7 @@ def logged_after(since: datetime) -> exp.Condition:
 def changed_key_count_sql(log: LogInfo, since: datetime | None) -> str:
     """How many distinct keys the window holds (the size of the change, for planning)."""
     keys = exp.Subquery(this=changed_keys_sql(log, since), alias=exp.TableAlias(this=ident("k")))
-    return exp.select(exp.Count(this=exp.Star())).from_(keys).sql(dialect=DIALECT)
+    return sql_text(exp.select(exp.Count(this=exp.Star())).from_(keys))
 
 
 def keymap_table(shape: ViewShape) -> exp.Table:

@@ -27,7 +27,7 @@ from mvlog.sql.generate.changes import (
     touched_rows,
     unit_exprs,
 )
-from mvlog.sql.parse.sqltree import identifier_name, parse_select, union_of
+from mvlog.sql.parse.sqltree import identifier_name, parse_select, sql_text, union_of
 from mvlog.sql.pieces.shape import SEMI_COLUMN, TableKey, Tie, ViewShape, col, ident, input_column, tie_column
 
 
@@ -124,7 +124,7 @@ def probe_indexes(shape: ViewShape) -> dict[str, tuple[str, ...]]:
 
 def keymap_probe_sql(shape: ViewShape) -> str:
     """The key map's defining query (used to check, at apply time, that PostgreSQL accepts it)."""
-    return lineage_rows(shape).sql(dialect=DIALECT)
+    return sql_text(lineage_rows(shape))
 
 
 def keymap_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
@@ -133,19 +133,19 @@ def keymap_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
     An existing map is emptied and refilled (a refresh role may do that without owning
     it); a missing one is created with an index per FROM item's key columns.
     """
-    table = keymap_table(shape).sql(dialect=DIALECT)
+    table = sql_text(keymap_table(shape))
     core = lineage_rows(shape)
     if exists:
-        statements = [f"TRUNCATE {table}", f"INSERT INTO {table} {core.sql(dialect=DIALECT)}"]
+        statements = [f"TRUNCATE {table}", f"INSERT INTO {table} {sql_text(core)}"]
     else:
-        statements = [f"CREATE TABLE {table} AS {core.sql(dialect=DIALECT)}"]
+        statements = [f"CREATE TABLE {table} AS {sql_text(core)}"]
         indexes = [(f"{shape.keymap}_{i}", t.keymap_columns) for i, t in enumerate(shape.tables)]
         for name, index_columns in [*indexes, *probe_indexes(shape).items()]:
-            columns = ", ".join(ident(c).sql(dialect=DIALECT) for c in index_columns)
-            statements.append(f"CREATE INDEX {ident(name).sql(dialect=DIALECT)} ON {table} ({columns})")
+            columns = ", ".join(sql_text(ident(c)) for c in index_columns)
+            statements.append(f"CREATE INDEX {sql_text(ident(name))} ON {table} ({columns})")
     regclass = exp.DataType.build("regclass", dialect=DIALECT, udt=True)
     analyze = exp.Anonymous(this="analyze", expressions=[exp.cast(exp.Literal.string(table), regclass)])
-    statements.append(exp.select(exp.Dot(this=exp.to_identifier("mvlog"), expression=analyze)).sql(dialect=DIALECT))
+    statements.append(sql_text(exp.select(exp.Dot(this=exp.to_identifier("mvlog"), expression=analyze))))
     return statements
 
 
@@ -156,7 +156,7 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
     if tied_inner(shape):
         # No row of a root's: the lineage's rows and the subqueries' values that hold a changed key
         # are replaced, as an inner join's are (the lineage: a branch per table, for its index).
-        deletes = [exp.delete(table, where=_changed(t, since)).sql(dialect=DIALECT) for t in shape.tables]
+        deletes = [sql_text(exp.delete(table, where=_changed(t, since))) for t in shape.tables]
         rows: list[exp.Query] = []
         for t in shape.tables:
             if not t.semi:
@@ -165,7 +165,7 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
         for branch in range(1, len(shape.keymap_cores)):
             core, own = _branch_rows(shape, branch)
             rows.append(core.where(exp.or_(*[_changed(t, since, t.alias) for t in own]), copy=False))
-        return [*deletes, exp.insert(union_of(rows), table).sql(dialect=DIALECT)]
+        return [*deletes, sql_text(exp.insert(union_of(rows), table))]
     if shape.outer:
         # The roots' lineage rows are replaced: a partner that appears replaces the root's
         # NULL-extended row, which holds no key of the partner. One statement, so the roots are
@@ -182,13 +182,13 @@ def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:
         insert = exp.insert(lineage_rows(shape, lambda: in_roots(root_exprs(shape)),
                                          lambda own: exp.or_(*[_changed(t, since, t.alias) for t in own])), table)
         insert.set("with_", exp.With(expressions=ctes))
-        return [insert.sql(dialect=DIALECT)]
+        return [sql_text(insert)]
     statements = []
     for t in shape.tables:
         condition = in_query([col(c) for c in t.keymap_columns], changed_keys_sql(t.log, since))
-        statements.append(exp.delete(table, where=condition).sql(dialect=DIALECT))
+        statements.append(sql_text(exp.delete(table, where=condition)))
     insert = exp.insert(touched_rows(shape, keymap_items(shape), since), table)
-    statements.append(insert.sql(dialect=DIALECT))
+    statements.append(sql_text(insert))
     return statements
 
 
@@ -204,12 +204,12 @@ def keymap_stand_in_sql(shape: ViewShape) -> list[str]:
     empty = exp.select("*").from_(exp.Subquery(this=lineage_rows(shape), alias=exp.TableAlias(this=ident("m")))
                                   ).limit(0)
     create = exp.Create(this=keymap_table(shape), kind="TABLE", expression=empty)
-    return [drop_table_sql(shape.keymap or ""), create.sql(dialect=DIALECT)]
+    return [drop_table_sql(shape.keymap or ""), sql_text(create)]
 
 
 def qualified(name: str) -> str:
     """``mvlog."<name>"``: a key map or one of its indexes."""
-    return exp.Table(this=ident(name), db=ident("mvlog")).sql(dialect=DIALECT)
+    return sql_text(exp.Table(this=ident(name), db=ident("mvlog")))
 
 
 def state_table(name: str) -> exp.Table:

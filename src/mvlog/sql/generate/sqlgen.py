@@ -20,7 +20,7 @@ from datetime import datetime
 from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, PRESENT
-from mvlog.sql.analyze.analysis import DIALECT, window_parts
+from mvlog.sql.analyze.analysis import window_parts
 from mvlog.sql.generate.changes import (
     AFFECTED,
     ROOTS,
@@ -37,7 +37,7 @@ from mvlog.sql.generate.changes import (
     unit_exprs,
 )
 from mvlog.sql.generate.restricted import grouped_in_as_exists
-from mvlog.sql.parse.sqltree import parse_select, union_of
+from mvlog.sql.parse.sqltree import parse_select, sql_text, union_of
 from mvlog.sql.pieces.shape import ViewShape, col, ident
 
 AFFECTED_ALIAS = HIDDEN_PREFIX + "affected"
@@ -70,8 +70,8 @@ def fast_simple_sql(shape: ViewShape, since: datetime | None) -> str:
     """Changed keys LEFT JOIN the view: PostgreSQL flattens the view subquery and probes the
     base table's primary key once per changed key, so only changed rows are read."""
     (log,) = shape.logs
-    return left_join_keys(changed_keys_sql(log, since), with_present(parse_select(shape.select_sql)),
-                           shape.key_columns).sql(dialect=DIALECT)
+    return sql_text(left_join_keys(changed_keys_sql(log, since), with_present(parse_select(shape.select_sql)),
+                           shape.key_columns))
 
 
 def outer_affected_sql(shape: ViewShape, roots: exp.Query) -> exp.Query:

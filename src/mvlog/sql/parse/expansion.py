@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from mvlog.errors import ConfigError
-from mvlog.sql.parse.sqltree import DIALECT, identifier_name
+from mvlog.sql.parse.sqltree import DIALECT, identifier_name, sql_text
 
 MAX_DEPTH = 32  # views over views; PostgreSQL itself forbids cycles
 
@@ -117,4 +117,4 @@ def expand_views(query: str, lookup: Callable[[str | None, str], PgView | None])
         raise ConfigError(f"views nest deeper than {MAX_DEPTH} levels")
     if not found:
         return Expansion(query)
-    return Expansion(tree.sql(dialect=DIALECT), tuple(found.values()))
+    return Expansion(sql_text(tree), tuple(found.values()))

@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql.analyze.analysis import DIALECT
-from mvlog.sql.parse.sqltree import parse_select
+from mvlog.sql.parse.sqltree import parse_select, sql_text
 from mvlog.sql.pieces.shape import AggregateDeltas, ViewShape, col, groups_name, ident, unit_column
 
 STATE = HIDDEN_PREFIX + "state"  # CTE: each affected group's new state (and the old state's row)
@@ -60,7 +60,7 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
     extremes: dict[tuple[str, int], None] = {}
     distinct: dict[int, None] = {}
     for aggregate in found:
-        name = aggregate.sql(dialect=DIALECT).split("(")[0].lower()  # as PostgreSQL calls it (string_agg)
+        name = sql_text(aggregate).split("(")[0].lower()  # as PostgreSQL calls it (string_agg)
         if not isinstance(aggregate, KEPT):
             return f"{name}() is recomputed per affected group (not maintained by deltas)"
         if aggregate.find_ancestor(exp.Window, exp.Filter):
@@ -77,7 +77,7 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
             continue
         if argument.find(exp.AggFunc, exp.Subquery) or aggregate.expressions:
             return f"{name}() over an aggregate, a subquery or several arguments is recomputed per affected group"
-        text = argument.sql(dialect=DIALECT)
+        text = sql_text(argument)
         j = inputs.setdefault(text, len(inputs))
         if j == len(summed):
             summed.append(False)
@@ -95,11 +95,11 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
         if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
             return col(ROWS, STATE)
         if isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct):
-            return col(distinct_column(inputs[node.this.expressions[0].sql(dialect=DIALECT)]), STATE)
+            return col(distinct_column(inputs[sql_text(node.this.expressions[0])]), STATE)
         if isinstance(node, (exp.Min, exp.Max)):
-            return col(extreme_column(node.sql_name().lower(), inputs[node.this.sql(dialect=DIALECT)]), STATE)
+            return col(extreme_column(node.sql_name().lower(), inputs[sql_text(node.this)]), STATE)
         if isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
-            j = inputs[node.this.sql(dialect=DIALECT)]
+            j = inputs[sql_text(node.this)]
             count = col(count_column(j), STATE)
             if isinstance(node, exp.Count):
                 return count
@@ -117,7 +117,7 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
         elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Identifier):
             outputs.append(exp.alias_(projection.copy().transform(over_state), projection.this.copy()))
         else:  # PostgreSQL names it ("sum", "count", …): name it to keep it by deltas
-            return f"output {projection.sql(dialect=DIALECT)} has no name (AS …): its groups are recomputed"
+            return f"output {sql_text(projection)} has no name (AS …): its groups are recomputed"
     condition: exp.Expr = exp.GT(this=col(ROWS, STATE), expression=exp.Literal.number(0))
     if having:
         condition = exp.Case(ifs=[exp.If(this=condition,
@@ -125,13 +125,13 @@ def plan_deltas(select: exp.Select, groups: list[exp.Expr], keymap: str) -> Aggr
     for output in [*outputs, condition]:
         stray = next((c for c in output.find_all(exp.Column) if c.table != STATE), None)
         if stray is not None:
-            return (f"output {stray.sql(dialect=DIALECT)} is not a GROUP BY expression or an aggregate: "
+            return (f"output {sql_text(stray)} is not a GROUP BY expression or an aggregate: "
                     f"its groups are recomputed")
     condition = condition.transform(lambda node: parameters[node.name].copy()
                                     if isinstance(node, exp.Column) and node.name in parameters else node)
     outputs_sql = exp.select(*outputs, exp.alias_(exp.true(), ident(PRESENT))).where(condition)
-    aggregates = tuple(dict.fromkeys(a.sql(dialect=DIALECT) for a in written))
-    return AggregateDeltas(tuple(inputs), tuple(summed), outputs_sql.sql(dialect=DIALECT), groups_name(keymap),
+    aggregates = tuple(dict.fromkeys(sql_text(a) for a in written))
+    return AggregateDeltas(tuple(inputs), tuple(summed), sql_text(outputs_sql), groups_name(keymap),
                            aggregates, tuple(extremes), tuple(distinct))
 
 
@@ -182,4 +182,4 @@ def inputs_probe_sql(shape: ViewShape) -> str:
     assert shape.deltas is not None
     core = parse_select(shape.core_sql)
     core.set("expressions", [exp.maybe_parse(i, dialect=DIALECT) for i in shape.deltas.inputs])
-    return core.sql(dialect=DIALECT)
+    return sql_text(core)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import sqlglot
 from sqlglot import exp
 
-from mvlog.sql.parse.sqltree import DIALECT, own_aggregates
+from mvlog.sql.parse.sqltree import DIALECT, own_aggregates, sql_text
 from mvlog.sql.pieces.shape import ident, relation
 
 PieceColumns = Callable[[str], "list[str] | None"]
@@ -68,7 +68,7 @@ def split_windowed_aggregate(select: exp.Select) -> exp.Select | None:
     keys = _group_expressions(group) if group is not None else []
     names: dict[str, str] = {}  # SQL of a group expression or an aggregate -> its column in the derived table
     inner_items = []
-    for i, key in enumerate(dict.fromkeys(k.sql(dialect=DIALECT) for k in keys), start=1):
+    for i, key in enumerate(dict.fromkeys(sql_text(k) for k in keys), start=1):
         names[key] = f"{GROUP}{i}"
         inner_items.append(exp.alias_(sqlglot.parse_one(key, dialect=DIALECT), ident(names[key])))
     aggregates: list[exp.Expr] = []
@@ -87,13 +87,13 @@ def split_windowed_aggregate(select: exp.Select) -> exp.Select | None:
     for part in [*select.expressions, select.args.get("having")]:
         if part is not None:
             collect(part)
-    for i, aggregate in enumerate(dict.fromkeys(a.sql(dialect=DIALECT) for a in aggregates), start=1):
+    for i, aggregate in enumerate(dict.fromkeys(sql_text(a) for a in aggregates), start=1):
         names[aggregate] = f"{AGGREGATE}{i}"
         inner_items.append(exp.alias_(sqlglot.parse_one(aggregate, dialect=DIALECT), ident(names[aggregate])))
 
     def replaced(node: exp.Expr) -> exp.Expr:
         def swap(n: exp.Expr) -> exp.Expr:
-            name = names.get(n.sql(dialect=DIALECT)) if not isinstance(n, (exp.Alias, exp.Identifier)) else None
+            name = names.get(sql_text(n)) if not isinstance(n, (exp.Alias, exp.Identifier)) else None
             return exp.column(ident(name), table=ident(INNER)) if name else n
         return node.copy().transform(swap)
 
@@ -211,7 +211,7 @@ def decompose(query: str, piece_columns: PieceColumns) -> tuple[str, list[str]] 
             if not _aggregated(body):
                 visit(candidate)
                 continue
-            sql = _inlined(body, ctes).sql(dialect=DIALECT)
+            sql = sql_text(_inlined(body, ctes))
             if sql not in numbered:
                 columns = piece_columns(sql)
                 if columns is None:
@@ -231,4 +231,4 @@ def decompose(query: str, piece_columns: PieceColumns) -> tuple[str, list[str]] 
     visit(tree)
     if not pieces:
         return None
-    return tree.sql(dialect=DIALECT), pieces
+    return sql_text(tree), pieces

@@ -24,7 +24,7 @@ from mvlog.sql.analyze.analysis import (
     partition_by,
     window_parts,
 )
-from mvlog.sql.parse.sqltree import TableRef, full_join_parts, projected_columns, root_first, union_of
+from mvlog.sql.parse.sqltree import TableRef, full_join_parts, projected_columns, root_first, sql_text, union_of
 from mvlog.sql.pieces.aggplan import plan_deltas
 from mvlog.sql.pieces.lineage import lineage, select_core, semi_root, split_lineage, with_root_first
 from mvlog.sql.pieces.shape import (
@@ -79,8 +79,8 @@ def simple(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], log
             add_hidden(select, col(pk, ref.alias), HIDDEN_PREFIX + pk)
             key_columns.append(HIDDEN_PREFIX + pk)
             hidden.append(HIDDEN_PREFIX + pk)
-    return ViewShape(name, ViewClass.SIMPLE, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
-                     key_exprs=tuple(col(pk, ref.alias).sql(dialect=DIALECT) for pk in log.key_columns),
+    return ViewShape(name, ViewClass.SIMPLE, (), logs, tuple(key_columns), tuple(hidden), sql_text(select),
+                     key_exprs=tuple(sql_text(col(pk, ref.alias)) for pk in log.key_columns),
                      range_key=RangeKey(key_columns[0], log, log.key_columns[0]))
 
 
@@ -110,8 +110,8 @@ def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias:
         selects.append(select)
     union = union_of(selects, distinct=False)
     return ViewShape(name, ViewClass.JOIN if full_join else ViewClass.UNION, (), logs,
-                     (BRANCH_COLUMN, ROW_KEY_COLUMN), (BRANCH_COLUMN, ROW_KEY_COLUMN), union.sql(dialect=DIALECT),
-                     branches=tuple(branches), branch_selects=tuple(s.sql(dialect=DIALECT) for s in selects),
+                     (BRANCH_COLUMN, ROW_KEY_COLUMN), (BRANCH_COLUMN, ROW_KEY_COLUMN), sql_text(union),
+                     branches=tuple(branches), branch_selects=tuple(sql_text(s) for s in selects),
                      full_join=full_join)
 
 
@@ -127,8 +127,8 @@ def union_distinct(name: str, analysis: Analysis, logs_by_alias: dict[str, LogIn
     if branches[0].hidden_columns:
         return downgrade(branches[0], analysis.query, "UNION: give every output expression of the first branch a "
                                                       "name (AS …)")
-    return ViewShape(name, ViewClass.UNION, (), logs, branches[0].key_columns, (), analysis.tree.sql(dialect=DIALECT),
-                     branches=tuple(branches), branch_selects=tuple(b.tree.sql(dialect=DIALECT)
+    return ViewShape(name, ViewClass.UNION, (), logs, branches[0].key_columns, (), sql_text(analysis.tree),
+                     branches=tuple(branches), branch_selects=tuple(sql_text(b.tree)
                                                                     for b in analysis.branches), distinct=True)
 
 
@@ -167,7 +167,7 @@ def over_union(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
             hidden.append(output)
         key_columns.append(output)
     return ViewShape(name, ViewClass.AGGREGATE, (), logs, tuple(key_columns), tuple(hidden),
-                     select.sql(dialect=DIALECT), key_exprs=tuple(g.sql(dialect=DIALECT) for g in groups),
+                     sql_text(select), key_exprs=tuple(sql_text(g) for g in groups),
                      branches=tuple(branches), over_union=True)
 
 
@@ -182,7 +182,7 @@ def full_join(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo],
     a_key = col(logs_by_alias[first.alias].key_columns[0], first.alias)
     select = analysis.tree
     assert isinstance(select, exp.Select)  # a join or aggregate view (see shape_view)
-    parts = [dataclasses.replace(analysis, query=tree.sql(dialect=DIALECT), tree=tree)
+    parts = [dataclasses.replace(analysis, query=sql_text(tree), tree=tree)
              for tree in full_join_parts(select, a_key)]
     return _shape_union(name, analysis.query, parts, [logs_by_alias] * 2, logs, shape_branch, full_join=True)
 
@@ -246,9 +246,9 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
                    else "an aggregate over outer joins or subqueries is recomputed per affected group")
         deltas, recompute_reason = (None, planned) if isinstance(planned, str) else (planned, None)
     return ViewShape(
-        name, analysis.view_class, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
-        tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
-        core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
+        name, analysis.view_class, (), logs, tuple(key_columns), tuple(hidden), sql_text(select),
+        tables=tuple(tables), key_exprs=tuple(sql_text(e) for e in key_exprs),
+        core_sql=sql_text(core), keymap=keymap_name(name), global_aggregate=aggregate and not groups,
         range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
         deltas=deltas, recompute_reason=recompute_reason, row_keyed=not aggregate, keymap_cores=keymap_cores,
         keymap_ties=keymap_ties,
@@ -303,11 +303,11 @@ def window(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], log
     key_columns, hidden, key_exprs = _row_keys(inner, tables, through=outer)
     core = lineage(inner, sides, []) if outer_join else select_core(inner)
     return ViewShape(
-        name, ViewClass.WINDOW, (), logs, tuple(key_columns), tuple(hidden), select.sql(dialect=DIALECT),
-        tables=tuple(tables), key_exprs=tuple(e.sql(dialect=DIALECT) for e in key_exprs),
-        core_sql=core.sql(dialect=DIALECT), keymap=keymap_name(name), outer=outer_join,
+        name, ViewClass.WINDOW, (), logs, tuple(key_columns), tuple(hidden), sql_text(select),
+        tables=tuple(tables), key_exprs=tuple(sql_text(e) for e in key_exprs),
+        core_sql=sql_text(core), keymap=keymap_name(name), outer=outer_join,
         range_key=RangeKey(key_columns[0], tables[0].log, tables[0].log.key_columns[0]),
-        partition_exprs=tuple(e.sql(dialect=DIALECT) for e in partition_by(inner)),
+        partition_exprs=tuple(sql_text(e) for e in partition_by(inner)),
     )
 
 

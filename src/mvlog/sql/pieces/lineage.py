@@ -8,7 +8,15 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mvlog.sql.analyze.subqueries import SemiJoin
-from mvlog.sql.parse.sqltree import DIALECT, conjuncts, from_items, identifier_name, item_alias, join_side, root_join
+from mvlog.sql.parse.sqltree import (
+    conjuncts,
+    from_items,
+    identifier_name,
+    item_alias,
+    join_side,
+    root_join,
+    sql_text,
+)
 from mvlog.sql.pieces.shape import Tie, ident
 
 
@@ -88,7 +96,7 @@ def split_lineage(select: exp.Select, sides: list[str], semi_joins: list[SemiJoi
     for semi in semi_joins:
         branches.append(tied_core(semi, root) or (lineage(select, sides, [semi]), None))
     ties = tuple(tie for _, tie in branches)
-    return tuple(branch.sql(dialect=DIALECT) for branch, _ in branches), ties if any(ties) else ()
+    return tuple(sql_text(branch) for branch, _ in branches), ties if any(ties) else ()
 
 
 def tied_core(semi: SemiJoin, root: str) -> tuple[exp.Select, Tie] | None:
@@ -111,8 +119,8 @@ def tied_core(semi: SemiJoin, root: str) -> tuple[exp.Select, Tie] | None:
             sides.reverse()
         if not (_on_tables(sides[0], set(aliases)) and _on_tables(sides[1], {root})):
             return None
-        inner.append(sides[0].sql(dialect=DIALECT))
-        outer.append(sides[1].sql(dialect=DIALECT))
+        inner.append(sql_text(sides[0]))
+        outer.append(sql_text(sides[1]))
     if not inner:
         return None
     first, *others = [exp.Table(this=ident(ref.name), db=ident(ref.schema) if ref.schema else None,

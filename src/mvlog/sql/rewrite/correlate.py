@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mvlog.sql.parse.sqltree import DIALECT, identifier_name
+from mvlog.sql.parse.sqltree import identifier_name, sql_text
 from mvlog.sql.rewrite.merge import substitute_outputs
 from mvlog.sql.rewrite.rewrite import NotMergeable
 
 
 def _text(node: exp.Expr) -> str:
-    return node.sql(dialect=DIALECT)
+    return sql_text(node)
 
 
 def _refers_to(node: exp.Expr, alias: str) -> bool:

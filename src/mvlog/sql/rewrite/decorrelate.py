@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mvlog.sql.parse.sqltree import DIALECT, conjuncts, from_items, item_alias
+from mvlog.sql.parse.sqltree import conjuncts, from_items, item_alias, sql_text
 
 _COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)
 _NULL_ON_EMPTY = (exp.Sum, exp.Avg, exp.Min, exp.Max)
@@ -142,4 +142,4 @@ def scalar_aggregates(tree: exp.Expr) -> str | None:
                     select.where(on, copy=False)
                     outer = outer | {alias}
                     break
-    return tree.sql(dialect=DIALECT) if count else None
+    return sql_text(tree) if count else None

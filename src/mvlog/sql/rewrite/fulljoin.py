@@ -7,7 +7,7 @@ import itertools
 
 from sqlglot import exp
 
-from mvlog.sql.parse.sqltree import DIALECT, full_join_parts, join_side, own_aggregates
+from mvlog.sql.parse.sqltree import full_join_parts, join_side, own_aggregates, sql_text
 
 
 def aggregates_over_full_join(select: exp.Select) -> bool:
@@ -34,10 +34,10 @@ def full_join_as_union(select: exp.Select, not_null: set[tuple[str, str]]) -> ex
     for column in list(outer.find_all(exp.Column)):
         if not column.args.get("table"):
             continue  # an output's alias (ORDER BY)
-        key = column.sql(dialect=DIALECT)
+        key = sql_text(column)
         base = f"{column.table}_{column.name}"
         name = next(n for n in itertools.chain([base], (f"{base}_{i}" for i in itertools.count(2)))
-                    if n not in names or names[n].sql(dialect=DIALECT) == key)
+                    if n not in names or sql_text(names[n]) == key)
         names[name] = column.copy()
         column.replace(exp.column(exp.to_identifier(name, quoted=True),
                                   table=exp.to_identifier(FULL_JOIN_PARTS, quoted=True)))

@@ -15,7 +15,7 @@ import itertools
 from sqlglot import exp
 
 from mvlog.sql.parse.restrictions import has_grouping_sets
-from mvlog.sql.parse.sqltree import DIALECT
+from mvlog.sql.parse.sqltree import sql_text
 
 Set = tuple[exp.Expr, ...]
 
@@ -52,7 +52,7 @@ def grouping_sets(select: exp.Select) -> list[Set]:
 
 
 def _text(node: exp.Expr) -> str:
-    return node.sql(dialect=DIALECT)
+    return sql_text(node)
 
 
 def _nulled(node: exp.Expr, left_out: set[str]) -> None:

@@ -26,14 +26,14 @@ from sqlglot import exp
 
 from mvlog.model import TableInfo
 from mvlog.sql.parse.restrictions import has_grouping_sets
-from mvlog.sql.parse.sqltree import DIALECT, identifier_name, join_side
+from mvlog.sql.parse.sqltree import DIALECT, identifier_name, join_side, sql_text
 from mvlog.sql.rewrite.correlate import correlated
 from mvlog.sql.rewrite.merge import substitute_outputs
 from mvlog.sql.rewrite.rewrite import Catalog, NotMergeable
 
 
 def _text(node: exp.Expr) -> str:
-    return node.sql(dialect=DIALECT)
+    return sql_text(node)
 
 
 def _alias(item: exp.Expr) -> str:

@@ -26,7 +26,7 @@ from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql.analyze.analysis import ViewClass
 from mvlog.sql.generate.changes import key_names, keys_match
 from mvlog.sql.generate.keymap import drop_table_sql, state_table
-from mvlog.sql.parse.sqltree import DIALECT, with_ctes
+from mvlog.sql.parse.sqltree import DIALECT, sql_text, with_ctes
 from mvlog.sql.pieces.shape import (
     ROW_KEY_COLUMN,
     Composition,
@@ -69,7 +69,7 @@ def keep_composed(shape: ViewShape, pieces: Sequence[tuple[ViewShape, Sequence[s
                  for i, (inner, columns) in enumerate(pieces, start=1))
     logs = tuple(dict.fromkeys([*shape.logs, *(log for piece in kept for log in piece.inner.logs)]))
     return ViewShape(shape.name, ViewClass.COMPOSED, (), logs, (ROW_KEY_COLUMN, DUP), (ROW_KEY_COLUMN, DUP),
-                     keyed(query).sql(dialect=DIALECT),
+                     sql_text(keyed(query)),
                      composed=Composition(kept, outer, outer_keys_name(shape.name)))
 
 
@@ -117,7 +117,7 @@ def read_sql(composition: Composition, changed: Sequence[str]) -> str:
     query = (exp.select(exp.column(exp.Star(), table=ident("k")), exp.column(exp.Star(), table=ident("v")))
              .from_(exp.Subquery(this=affected, alias=exp.TableAlias(this=ident("k"))))
              .join(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("v"))), on=on, join_type="left"))
-    return with_ctes(query, _new_rows_ctes(composition, changed)).sql(dialect=DIALECT)
+    return sql_text(with_ctes(query, _new_rows_ctes(composition, changed)))
 
 
 def update_sql(composition: Composition, changed: Sequence[str]) -> list[str]:
@@ -126,8 +126,8 @@ def update_sql(composition: Composition, changed: Sequence[str]) -> list[str]:
     keys_table = state_table(composition.keys)
     new_keys = exp.insert(exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(OUT_NEW), keys_table,
                           columns=[ROW_KEY_COLUMN, DUP])
-    statements = [with_ctes(new_keys, [*_new_rows_ctes(composition, changed),
-                                       (HIDDEN_PREFIX + "gone", exp.Delete(this=keys_table))]).sql(dialect=DIALECT)]
+    statements = [sql_text(with_ctes(new_keys, [*_new_rows_ctes(composition, changed),
+                                       (HIDDEN_PREFIX + "gone", exp.Delete(this=keys_table))]))]
     for i, (piece, read) in enumerate(zip(composition.pieces, changed), start=1):
         changed_i = _names(i)[0]
         table = state_table(piece.table)
@@ -137,8 +137,8 @@ def update_sql(composition: Composition, changed: Sequence[str]) -> list[str]:
                                                                             "o")))))
         insert = exp.insert(exp.select(*[col(c) for c in piece.columns]).from_(changed_i).where(col(PRESENT)),
                             table, columns=list(piece.columns))
-        statements.append(with_ctes(insert, [(changed_i, exp.maybe_parse(read, dialect=DIALECT)),
-                                             (HIDDEN_PREFIX + "gone", gone)]).sql(dialect=DIALECT))
+        statements.append(sql_text(with_ctes(insert, [(changed_i, exp.maybe_parse(read, dialect=DIALECT)),
+                                             (HIDDEN_PREFIX + "gone", gone)])))
     return statements
 
 
@@ -149,14 +149,13 @@ def rebuild_sql(composition: Composition, query: str, empty: bool = False) -> li
     for piece in composition.pieces:
         rows = exp.select(exp.Star()).from_(exp.Subquery(
             this=exp.maybe_parse(piece.inner.select_sql, dialect=DIALECT), alias=exp.TableAlias(this=ident("i"))))
-        statements += [drop_table_sql(piece.table), exp.Create(this=state_table(piece.table), kind="TABLE",
-                                                               expression=rows.limit(0) if empty else rows)
-                       .sql(dialect=DIALECT)]
+        statements += [drop_table_sql(piece.table), sql_text(exp.Create(this=state_table(piece.table), kind="TABLE",
+                                                               expression=rows.limit(0) if empty else rows))]
     keys = exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(exp.Subquery(
         this=exp.maybe_parse(query, dialect=DIALECT), alias=exp.TableAlias(this=ident("v"))))
     return [*statements, drop_table_sql(composition.keys),
-            exp.Create(this=state_table(composition.keys), kind="TABLE",
-                       expression=keys.limit(0) if empty else keys).sql(dialect=DIALECT)]
+            sql_text(exp.Create(this=state_table(composition.keys), kind="TABLE",
+                       expression=keys.limit(0) if empty else keys))]
 
 
 class ComposedRows(Strategy):

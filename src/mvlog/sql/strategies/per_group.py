@@ -11,7 +11,7 @@ from sqlglot import exp
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT
 from mvlog.sql.generate import aggdelta, sqlgen
 from mvlog.sql.generate.changes import AFFECTED, ROOTS, key_names, roots_ref, roots_sql, tied_inner
-from mvlog.sql.parse.sqltree import DIALECT, parse_select
+from mvlog.sql.parse.sqltree import DIALECT, parse_select, sql_text
 from mvlog.sql.pieces.shape import BRANCH_COLUMN, ROW_KEY_COLUMN, col, groups_name, ident, keymap_name
 from mvlog.sql.strategies.per_row import Join, OuterJoin
 from mvlog.sql.strategies.strategy import KEY_MAP_NOTE, RECOMPUTED_NOTE, ColumnsOf, Q, Strategy, row_text
@@ -29,7 +29,7 @@ class _Groups(Strategy):
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
         query = sqlgen.any_null_exists(AFFECTED, len(self.shape.key_columns))
-        return [self.with_affected(query, since).sql(dialect=DIALECT)]
+        return [sql_text(self.with_affected(query, since))]
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
         drops = [aggdelta.drop_groups_sql(groups_name(shape.keymap or "")) for shape in self.keymapped()]
@@ -71,8 +71,8 @@ class OuterAggregate(_Groups, OuterJoin):
     def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
         if not tied_inner(self.shape):
             return super().with_affected(query, since, null_keys)
-        query = query.with_(ROOTS, as_=roots_sql(self.shape, since, subqueries_only=True))
-        return query.with_(AFFECTED, as_=sqlgen.tied_affected_sql(self.shape, since, roots_ref()))
+        query = query.with_(ROOTS, as_=roots_sql(self.shape, since, subqueries_only=True), copy=False)
+        return query.with_(AFFECTED, as_=sqlgen.tied_affected_sql(self.shape, since, roots_ref()), copy=False)
 
 
 class AggregateByDeltas(Join):
@@ -100,7 +100,7 @@ class AggregateByDeltas(Join):
         return [*aggdelta.groups_update_sql(self.shape, since), *super().state_update(since)]
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
-        current = columns_of(aggdelta.groups_table(self.shape).sql(dialect=DIALECT))
+        current = columns_of(sql_text(aggdelta.groups_table(self.shape)))
         groups = (aggdelta.groups_rebuild_sql(self.shape, exists=current is not None)
                   if current is None or list(current) == aggdelta.groups_columns(self.shape)
                   else [aggdelta.drop_groups_sql(groups_name(self.shape.keymap or "")),
@@ -144,7 +144,7 @@ class GlobalAggregate(Strategy):
         return "a global aggregate is recomputed whenever any of its tables changed"
 
     def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
-        return query.with_(AFFECTED, as_=sqlgen.global_affected_sql(self.shape, since))
+        return query.with_(AFFECTED, as_=sqlgen.global_affected_sql(self.shape, since), copy=False)
 
     def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
         return sqlgen.rows_of_keys(self.shape, select_sql)

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from mvlog.sql.generate import sqlgen
 from mvlog.sql.generate.changes import AFFECTED, ROOTS, changed_keys_sql, roots_ref, roots_sql
-from mvlog.sql.parse.sqltree import DIALECT, union_of
+from mvlog.sql.parse.sqltree import sql_text, union_of
 from mvlog.sql.strategies.strategy import KEY_MAP_NOTE, Q, Strategy
 
 
@@ -21,7 +21,7 @@ class Simple(Strategy):
         return "changed keys are joined back to the table through its primary key"
 
     def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
-        return query.with_(AFFECTED, as_=changed_keys_sql(self.shape.logs[0], since))
+        return query.with_(AFFECTED, as_=changed_keys_sql(self.shape.logs[0], since), copy=False)
 
     def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
         return sqlgen.rows_of_keys(self.shape, select_sql)
@@ -42,7 +42,7 @@ class Join(Strategy):
         return "view rows involving a changed row of any table are recomputed; " + KEY_MAP_NOTE
 
     def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
-        return query.with_(AFFECTED, as_=sqlgen.keyed_affected_sql(self.shape, since))
+        return query.with_(AFFECTED, as_=sqlgen.keyed_affected_sql(self.shape, since), copy=False)
 
     def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
         return sqlgen.rows_of_keys(self.shape, select_sql)
@@ -69,8 +69,8 @@ class OuterJoin(Join):
                 + KEY_MAP_NOTE)
 
     def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
-        query = query.with_(ROOTS, as_=roots_sql(self.shape, since))
-        return query.with_(AFFECTED, as_=sqlgen.outer_affected_sql(self.shape, roots_ref()))
+        query = query.with_(ROOTS, as_=roots_sql(self.shape, since), copy=False)
+        return query.with_(AFFECTED, as_=sqlgen.outer_affected_sql(self.shape, roots_ref()), copy=False)
 
     def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
         return sqlgen.rows_of_roots(self.shape, select_sql)
@@ -81,7 +81,7 @@ class OuterJoin(Join):
         (current,) = self.restricted(self.shape.select_sql, False)
         query = sqlgen.left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, self.shape.key_columns,
                                       null_safe_from=len(self.shape.tables[0].keymap_columns))
-        return self.with_affected(query, since).sql(dialect=DIALECT)
+        return sql_text(self.with_affected(query, since))
 
 
 class Window(Strategy):
@@ -101,8 +101,8 @@ class Window(Strategy):
         return sqlgen.keyed_affected_sql(self.shape, since)
 
     def with_affected(self, query: Q, since: datetime | None, null_keys: bool = False) -> Q:
-        query = query.with_(ROOTS, as_=self._partitions(since))
-        return query.with_(AFFECTED, as_=sqlgen.window_affected_sql(self.shape, null_keys))
+        query = query.with_(ROOTS, as_=self._partitions(since), copy=False)
+        return query.with_(AFFECTED, as_=sqlgen.window_affected_sql(self.shape, null_keys), copy=False)
 
     def restricted(self, select_sql: str, null_keys: bool) -> list[exp.Select]:
         return sqlgen.rows_of_units(self.shape, select_sql, null_keys)
@@ -115,12 +115,12 @@ class Window(Strategy):
         query = sqlgen.left_join_keys(exp.select(exp.Star()).from_(AFFECTED), rows, self.shape.key_columns,
                                       null_safe_from=len(self.shape.tables[0].keymap_columns)
                                       if self.shape.outer else None)
-        return self.with_affected(query, since, nulls).sql(dialect=DIALECT)
+        return sql_text(self.with_affected(query, since, nulls))
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
         # the partitions alone: the view keys are derived from them
         query = sqlgen.any_null_exists(ROOTS, len(self.shape.partition_exprs))
-        return [query.with_(ROOTS, as_=self._partitions(since)).sql(dialect=DIALECT)]
+        return [sql_text(query.with_(ROOTS, as_=self._partitions(since), copy=False))]
 
     def statements(self, since: datetime) -> list[str]:
         return [self.read_sql(since), *self.state_update(since), *[c for c in self.null_key_checks(since) if c],

@@ -23,7 +23,7 @@ from sqlglot import exp
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.sql.generate.changes import base_table, log_rows, read_logs_as
 from mvlog.sql.generate.keymap import drop_table_sql, state_table
-from mvlog.sql.parse.sqltree import DIALECT
+from mvlog.sql.parse.sqltree import DIALECT, sql_text
 from mvlog.sql.pieces.shape import Ranged, ViewShape, ident, parameters_name
 from mvlog.sql.strategies.strategy import ColumnsOf, Layered, Strategy, StrategyOf
 
@@ -94,14 +94,12 @@ def _values(shape: ViewShape) -> exp.Select:
 
 def update_sql(shape: ViewShape) -> str:
     """The parameters' values now (the record step, after the state that read the old ones)."""
-    return exp.update(_table(shape), {value_column(i): _now(r) for i, r in enumerate(shape.ranges)}) \
-        .sql(dialect=DIALECT)
+    return sql_text(exp.update(_table(shape), {value_column(i): _now(r) for i, r in enumerate(shape.ranges)}))
 
 
 def rebuild_sql(shape: ViewShape) -> list[str]:
     """After a complete refresh: the table of the values, made again."""
-    return [drop_sql(shape.name), exp.Create(this=_table(shape), kind="TABLE", expression=_values(shape))
-            .sql(dialect=DIALECT)]
+    return [drop_sql(shape.name), sql_text(exp.Create(this=_table(shape), kind="TABLE", expression=_values(shape)))]
 
 
 def drop_sql(view: str) -> str:

@@ -25,7 +25,7 @@ from sqlglot import exp
 from mvlog.model import CHANGED_KEY_PREFIX
 from mvlog.sql.generate import keymap, sqlgen
 from mvlog.sql.generate.changes import AFFECTED, key_names
-from mvlog.sql.parse.sqltree import DIALECT, union_of
+from mvlog.sql.parse.sqltree import sql_text, union_of
 from mvlog.sql.pieces.shape import ROW_KEY_COLUMN, ViewShape, col, ident, keymap_name
 
 Q = TypeVar("Q", bound=exp.Query)
@@ -81,7 +81,7 @@ class Strategy:
         an affected key holds a NULL; see :meth:`null_key_checks`)."""
         current, *nullish = self.restricted(self.shape.select_sql, any(null_keys))
         query = sqlgen.join_affected(current, nullish[0] if nullish else None, self.shape.key_columns)
-        return self.with_affected(query, since).sql(dialect=DIALECT)
+        return sql_text(self.with_affected(query, since))
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
         """Per part whose keys may hold a NULL, the query telling whether one does (None: cannot)."""
@@ -117,7 +117,7 @@ class Strategy:
         not own); otherwise dropped and made again."""
         statements = []
         for shape in self.keymapped():
-            current = columns_of(keymap.keymap_table(shape).sql(dialect=DIALECT))
+            current = columns_of(sql_text(keymap.keymap_table(shape)))
             if current is not None and not self._fits(shape, current, columns_of):
                 statements += [keymap.drop_table_sql(shape.keymap or ""), *keymap.keymap_rebuild_sql(shape, False)]
             else:
@@ -133,7 +133,7 @@ class Strategy:
         """Why the state kept at the last refresh cannot serve a fast one: a key map whose columns
         or probe indexes are not those this mvlog keeps (an earlier mvlog kept another layout)."""
         for shape in self.keymapped():
-            current = columns_of(keymap.keymap_table(shape).sql(dialect=DIALECT))
+            current = columns_of(sql_text(keymap.keymap_table(shape)))
             if current is not None and not self._fits(shape, current, columns_of):
                 return f"its key map ({shape.keymap}) was kept in another layout (an earlier mvlog's)"
         return None

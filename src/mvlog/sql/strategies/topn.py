@@ -35,7 +35,7 @@ from sqlglot import exp
 from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql.generate.changes import key_names, keys_match
 from mvlog.sql.generate.keymap import drop_table_sql, qualified, state_table
-from mvlog.sql.parse.sqltree import DIALECT, identifier_name, with_ctes
+from mvlog.sql.parse.sqltree import DIALECT, identifier_name, sql_text, with_ctes
 from mvlog.sql.pieces.shape import TopN, ViewShape, col, ident, top_name
 from mvlog.sql.strategies.strategy import ColumnsOf, Layered, Strategy, StrategyOf
 
@@ -89,8 +89,8 @@ def split(query: str) -> tuple[str, TopSpec] | str | None:
     for key in ("order", "limit", "offset", "fetch"):
         full.set(key, None)
     outputs = tree.selects if isinstance(tree, exp.Select) else []
-    items = tuple((p.this if isinstance(p, exp.Alias) else p).sql(dialect=DIALECT) for p in outputs)
-    return full.sql(dialect=DIALECT), TopSpec(tuple(o.sql(dialect=DIALECT) for o in order.expressions), limit, offset,
+    items = tuple(sql_text(p.this if isinstance(p, exp.Alias) else p) for p in outputs)
+    return sql_text(full), TopSpec(tuple(sql_text(o) for o in order.expressions), limit, offset,
                                               items)
 
 
@@ -115,12 +115,12 @@ def order_of(spec: TopSpec, columns: Sequence[str]) -> tuple[tuple[str, bool, bo
         elif isinstance(this, exp.Column) and not this.table and isinstance(this.this, exp.Identifier) \
                 and identifier_name(this.this) in columns:
             name = identifier_name(this.this)
-        elif this.sql(dialect=DIALECT) in spec.items and len(spec.items) == len(columns):
+        elif sql_text(this) in spec.items and len(spec.items) == len(columns):
             # an output's own expression (dt.d_year, sum(x), a column under its alias): that output
-            name = columns[spec.items.index(this.sql(dialect=DIALECT))]
+            name = columns[spec.items.index(sql_text(this))]
         else:
             return (f"a top-N view (ORDER BY … LIMIT) orders by its output columns, by name or position "
-                    f"({this.sql(dialect=DIALECT)} is not one)")
+                    f"({sql_text(this)} is not one)")
         # PostgreSQL's default: NULLs sort as larger than any value
         order.append((name, desc, desc if nulls_first is None else bool(nulls_first)))
     return tuple(order)
@@ -134,7 +134,7 @@ def keep_top(shape: ViewShape, spec: TopSpec, order: tuple[tuple[str, bool, bool
     first = _ordered(_full(top), top, shape.key_columns).limit(spec.limit)
     if spec.offset:
         first = first.offset(spec.offset)
-    return dataclasses.replace(shape, select_sql=first.sql(dialect=DIALECT), top=top, range_key=None)
+    return dataclasses.replace(shape, select_sql=sql_text(first), top=top, range_key=None)
 
 
 def full_shape(shape: ViewShape) -> ViewShape:
@@ -262,7 +262,7 @@ def read_sql(top: TopN, keys: Sequence[str], changed: str, state: exp.Select | N
              .from_(exp.Subquery(this=affected, alias=exp.TableAlias(this=ident("k"))))
              .join(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("v"))),
                    on=keys_match(keys, "k", "v"), join_type="left"))
-    return with_ctes(query, _margin_ctes(top, keys, changed, state)).sql(dialect=DIALECT)
+    return sql_text(with_ctes(query, _margin_ctes(top, keys, changed, state)))
 
 
 def update_sql(top: TopN, keys: Sequence[str], changed: str, state: exp.Select | None = None) -> str:
@@ -270,7 +270,7 @@ def update_sql(top: TopN, keys: Sequence[str], changed: str, state: exp.Select |
     insert = exp.insert(exp.select(*_columns(top), col(RANK), col(WHOLE)).from_(NEW), _table(top),
                         columns=[*top.columns, RANK, WHOLE])
     ctes = [*_margin_ctes(top, keys, changed, state), (HIDDEN_PREFIX + "gone", exp.Delete(this=_table(top)))]
-    return with_ctes(insert, ctes).sql(dialect=DIALECT)
+    return sql_text(with_ctes(insert, ctes))
 
 
 def rebuild_sql(top: TopN, keys: Sequence[str], current: Sequence[str] | None) -> list[str]:
@@ -279,9 +279,9 @@ def rebuild_sql(top: TopN, keys: Sequence[str], current: Sequence[str] | None) -
     columns = [*top.columns, RANK, WHOLE]
     fill = _recomputed(top, keys)
     if current is not None and list(current) == columns:
-        return [exp.Delete(this=_table(top)).sql(dialect=DIALECT),
-                exp.insert(fill, _table(top), columns=columns).sql(dialect=DIALECT)]
-    return [drop_table_sql(top.table), exp.Create(this=_table(top), kind="TABLE", expression=fill).sql(dialect=DIALECT)]
+        return [sql_text(exp.Delete(this=_table(top))),
+                sql_text(exp.insert(fill, _table(top), columns=columns))]
+    return [drop_table_sql(top.table), sql_text(exp.Create(this=_table(top), kind="TABLE", expression=fill))]
 
 
 def stand_in_sql(top: TopN, keys: Sequence[str]) -> list[str]:
@@ -289,7 +289,7 @@ def stand_in_sql(top: TopN, keys: Sequence[str]) -> list[str]:
     empty = exp.select(exp.Star()).from_(exp.Subquery(this=_recomputed(top, keys), alias=exp.TableAlias(
         this=ident("m")))).limit(0)
     create = exp.Create(this=_table(top), kind="TABLE", expression=empty)
-    return [drop_table_sql(top.table), create.sql(dialect=DIALECT)]
+    return [drop_table_sql(top.table), sql_text(create)]
 
 
 class TopRows(Layered):

@@ -13,9 +13,8 @@ from datetime import datetime
 
 from sqlglot import exp
 
-from mvlog.sql.analyze.analysis import DIALECT
 from mvlog.sql.generate import changes, sqlgen
-from mvlog.sql.parse.sqltree import union_of
+from mvlog.sql.parse.sqltree import sql_text, union_of
 from mvlog.sql.pieces.shape import ViewShape, col, groups_name, ident, keymap_name
 from mvlog.sql.rewrite.fulljoin import FULL_JOIN_PARTS
 from mvlog.sql.strategies.strategy import RECOMPUTED_NOTE, ColumnsOf, Strategy, StrategyOf
@@ -55,7 +54,7 @@ class UnionAll(Strategy):
             read = branch.union_part(i, select, since, len(null_keys) >= i and null_keys[i - 1])
             parts.append(exp.select(exp.Star()).from_(
                 exp.Subquery(this=read, alias=exp.TableAlias(this=ident(f"b{i}")))))
-        return union_of(parts, distinct=False).sql(dialect=DIALECT)
+        return sql_text(union_of(parts, distinct=False))
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
         """One per branch (its own check, or None)."""
@@ -122,11 +121,11 @@ class UnionDistinct(UnionAll):
     def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
         rows = self._recomputed(any(null_keys))
         query = sqlgen.join_affected(rows[0], rows[1] if len(rows) > 1 else None, self.shape.key_columns)
-        return query.with_(changes.AFFECTED, as_=self._affected_rows(since)).sql(dialect=DIALECT)
+        return sql_text(query.with_(changes.AFFECTED, as_=self._affected_rows(since), copy=False))
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
         check = sqlgen.any_null_exists(changes.AFFECTED, len(self.shape.key_columns))
-        return [check.with_(changes.AFFECTED, as_=self._affected_rows(since)).sql(dialect=DIALECT)]
+        return [sql_text(check.with_(changes.AFFECTED, as_=self._affected_rows(since), copy=False))]
 
     def any_dml_note(self) -> str:
         return RECOMPUTED_NOTE if self.shape.over_union else ""
