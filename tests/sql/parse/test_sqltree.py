@@ -15,6 +15,7 @@ from mvlog.sql.parse.sqltree import (
     partition_by,
     root_first,
     root_join,
+    sql_text,
     table_refs,
     with_ctes,
 )
@@ -62,3 +63,16 @@ def test_the_shared_partition_by():
 def test_ctes_put_before_a_statement():
     statement = with_ctes(exp.select("*").from_("c2"), [("c1", exp.select("1")), ("c2", exp.select("*").from_("c1"))])
     assert statement.sql().startswith("WITH c1 AS (SELECT 1), c2 AS (SELECT * FROM c1) SELECT")
+
+
+def test_sql_text_writes_without_changing_the_tree():
+    """sql_text skips the generator's copy: PostgreSQL's transforms must leave the shapes mvlog
+    builds as they are (a sqlglot upgrade that rewrites one of them fails here)."""
+    tree = parse_query(
+        "WITH c AS (SELECT a.k, sum(a.x) AS s FROM a JOIN b ON a.k = b.k WHERE EXISTS (SELECT 1 FROM d "
+        "WHERE d.k = a.k) AND a.y IN (SELECT y FROM e) GROUP BY a.k) "
+        "SELECT k, s, rank() OVER (PARTITION BY k ORDER BY s DESC), CAST(ROW(c.*) AS TEXT), "
+        "(SELECT max(s) FROM c) FROM c LEFT JOIN f ON f.k = c.k UNION ALL SELECT 1, 2, 3, NULL, 4")
+    before = tree.copy()
+    text = sql_text(tree)
+    assert tree == before and tree.sql(dialect="postgres") == text
