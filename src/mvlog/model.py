@@ -24,6 +24,7 @@ CHANGED_KEY_PREFIX = "_mvlog_key_"  # fast reads: the affected view key, one col
 # Delta: a hash of each view row's other columns, written with the row, so that a MERGE can tell
 # an unchanged row from a changed one by reading this one column instead of every column.
 ROW_HASH_COLUMN = "_mvlog_row_hash"
+NOT_BUILT = "the view has not been built yet"  # the reason of a view's first refresh, its build
 SENTINEL = "4000-01-01 00:00:00+00"  # snaptime$$ of log rows not stamped yet
 SENTINEL_TIME = datetime.fromisoformat(SENTINEL)
 SNAPSHOT_ID = re.compile(r"^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$")
@@ -163,3 +164,16 @@ class Measured:
     seconds: float
     window_keys: int | None  # distinct keys its window changed (fast refreshes of force views)
     rows: int | None  # rows of the view it left
+    build: bool = False  # the view's first refresh (its table created, its state built)
+
+
+@dataclass(frozen=True)
+class FleetCost:
+    """What another view's refreshes cost, for predicting a method a view has not run yet
+    (:func:`mvlog.pipeline.cost.choose`): medians of its latest fast and complete refreshes (its
+    build apart) and its latest build's seconds; None where not measured."""
+
+    view_class: str
+    fast: float | None
+    complete: float | None
+    build: float | None

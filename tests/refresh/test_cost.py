@@ -1,5 +1,6 @@
 """``refresh: force``'s choice by measured cost (pure, no database): predictions from the view's own
-refreshes, the cheaper method chosen, the share rule until both methods were measured."""
+refreshes, the cheaper method chosen, the build scaled and a method never run predicted from the
+other views' costs, the share rule until then."""
 
 from __future__ import annotations
 
@@ -7,8 +8,16 @@ import random
 
 import pytest
 
-from mvlog.model import Measured, RefreshMethod, WindowSize
-from mvlog.pipeline.cost import COMPLETE_ABOVE_FRACTION, COMPLETE_MIN_KEYS, choose, predict, share_rule
+from mvlog.model import FleetCost, Measured, RefreshMethod, WindowSize
+from mvlog.pipeline.cost import (
+    COMPLETE_ABOVE_FRACTION,
+    COMPLETE_MIN_KEYS,
+    FLEET_MIN_VIEWS,
+    choose,
+    measured_both,
+    predict,
+    share_rule,
+)
 
 FAST, COMPLETE = RefreshMethod.FAST, RefreshMethod.COMPLETE
 
@@ -83,3 +92,79 @@ def test_force_is_never_predicted_to_pay_more_than_the_cheaper_method():
         chosen = choice.full.seconds if choice.complete else choice.fast.seconds
         assert chosen <= min(choice.full.seconds, choice.fast.seconds), (choice, keys)
         assert choice.fast.seconds == pytest.approx(fast_fixed + per_key * keys, rel=1e-6)
+
+
+def fleet_on_a_line(fixed: float, per_complete: float, view_class: str = "aggregate", build_factor: float = 2.0,
+                    completes: tuple[float, ...] = (4.0, 10.0, 30.0)) -> list[FleetCost]:
+    """Other views whose fast refresh costs ``fixed + per_complete x`` their complete one, whose build
+    cost ``build_factor`` x their complete refreshes."""
+    return [FleetCost(view_class, fixed + per_complete * c, c, c * build_factor) for c in completes]
+
+
+def test_a_view_measured_only_by_its_build_is_predicted_from_the_other_views():
+    """The first refresh after apply (#75): the build's cost scaled as the other views' builds were,
+    the fast refresh never run predicted on the line through their costs — and each prediction
+    says what it rests on."""
+    built = [Measured(COMPLETE, 3.0, None, 50_000, build=True)]
+    cheap = choose(built, window(100), 50_000, "aggregate", fleet_on_a_line(2.0, 0.1))
+    # complete: 3.0 / 2 = 1.5 s; fast: 2.0 + 0.1 x 1.5 = 2.15 s
+    assert cheap.complete and cheap.full is not None and cheap.fast is not None
+    assert cheap.full.seconds == pytest.approx(1.5) and cheap.fast.seconds == pytest.approx(2.15)
+    assert "its build's 3.0 s x 0.50" in cheap.reason and "the line through 3 other aggregate views'" in cheap.reason
+    # A view whose complete refresh is long: its fast refresh is predicted cheaper.
+    heavy = choose([Measured(COMPLETE, 120.0, None, 10**6, build=True)], window(100), 10**6, "aggregate",
+                   fleet_on_a_line(2.0, 0.1))
+    assert not heavy.complete and heavy.fast is not None and heavy.fast.seconds == pytest.approx(8.0)
+
+
+def test_the_other_views_of_its_class_predict_first():
+    built = [Measured(COMPLETE, 10.0, None, 50_000, build=True)]
+    fleet = fleet_on_a_line(0.5, 0.1, "simple") + fleet_on_a_line(4.0, 1.5, "composed")
+    simple = choose(built, window(100), 50_000, "simple", fleet)
+    composed = choose(built, window(100), 50_000, "composed", fleet)
+    assert simple.fast is not None and simple.fast.seconds == pytest.approx(1.0) and not simple.complete
+    assert composed.fast is not None and composed.fast.seconds == pytest.approx(11.5) and composed.complete
+    # Too few of its class: all the other views' line.
+    lonely = choose(built, window(100), 50_000, "topn", fleet)
+    assert lonely.fast is not None and "other views'" in lonely.reason
+
+
+def test_too_few_other_views_or_a_large_window_leave_the_share_rule():
+    built = [Measured(COMPLETE, 3.0, None, 50_000, build=True)]
+    few = fleet_on_a_line(2.0, 0.1, completes=tuple(range(1, FLEET_MIN_VIEWS)))
+    choice = choose(built, window(100), 50_000, "aggregate", few)
+    assert not choice.complete and "by the share rule" in choice.reason and choice.fast is None
+    share = choose(built, window(5 * 10**6), 50_000, "aggregate", fleet_on_a_line(0.1, 0.0))
+    assert share.complete and "changed keys are 50% of public.t" in share.reason
+
+
+def test_a_view_never_refreshed_completely_since_its_state_has_a_complete_prediction_too():
+    fast_only = [Measured(FAST, 6.0, 100, None)]
+    choice = choose(fast_only, window(100), 50_000, "aggregate", fleet_on_a_line(2.0, 0.1))
+    # complete on the line through (fast, complete): (2.4, 4), (3, 10), (5, 30) -> at 6.0 s
+    assert choice.full is not None and choice.full.seconds > 30 and not choice.complete
+    assert not measured_both(fast_only) and not measured_both([*fast_only, Measured(COMPLETE, 1, None, 1, build=True)])
+    assert measured_both([*fast_only, Measured(COMPLETE, 1, None, 1)])
+
+
+def test_the_build_predicts_only_until_a_complete_refresh_is_measured():
+    measured = [Measured(COMPLETE, 1.2, None, 20_000), Measured(COMPLETE, 9.8, None, 20_000, build=True)]
+    full = predict(measured, COMPLETE, 20_000)
+    assert full is not None and full.seconds == pytest.approx(1.2) and full.source == "from 1 refresh"
+    fleet = fleet_on_a_line(2.0, 0.1)
+    choice = choose([*measured, Measured(FAST, 1.5, 20, None)], window(20), 20_000, "aggregate", fleet)
+    assert choice.full is not None and choice.full.seconds == pytest.approx(1.2) and choice.complete
+
+
+def test_predictions_from_random_fleets_are_never_negative_and_choose_the_cheaper():
+    rng = random.Random()  # examples differ from run to run
+    for _ in range(200):
+        fleet = [FleetCost(rng.choice(["simple", "aggregate"]), rng.uniform(0.1, 50), rng.uniform(0.1, 50),
+                           rng.choice([None, rng.uniform(0.1, 100)])) for _ in range(rng.randint(0, 12))]
+        built = [Measured(COMPLETE, rng.uniform(0.1, 100), None, rng.randint(1, 10**6), build=True)]
+        choice = choose(built, window(rng.randint(1, 1000)), 10**7, rng.choice(["simple", "aggregate"]), fleet)
+        if choice.fast is None or choice.full is None:
+            assert not choice.complete and "share rule" in choice.reason
+            continue
+        assert choice.fast.seconds >= 0 and choice.full.seconds >= 0
+        assert choice.complete == (choice.full.seconds < choice.fast.seconds), choice

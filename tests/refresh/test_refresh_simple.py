@@ -290,7 +290,40 @@ def test_force_chooses_by_the_share_rule_then_by_what_the_view_s_refreshes_cost(
     results = refresh_ok(project)
     assert results["v_force"].method == "fast", results["v_force"].reason
     assert results["v_force"].reason == ("fast predicted 0.6 s (from 1 refresh) for 10 changed keys, "
-                                         "complete 60.0 s (from 2 refreshes)")  # 0.5 s for 9 keys, in proportion
+                                         "complete 60.0 s (from 1 refresh)")  # 0.5 s for 9 keys, in proportion
+    # (the build's 60 s no longer counts: a complete refresh was measured since)
+    assert_views_match(project, views)
+
+
+def test_force_predicts_what_a_view_never_ran_from_the_other_views(db, make_project):
+    """After apply, a view measured only by its build: its complete refresh predicted from the build
+    as the other views' builds compared with their complete refreshes, its fast one on the line
+    through their costs; `plan` says so, and the refresh follows it (#75)."""
+    db.execute(ITEMS)
+    db.execute("INSERT INTO items SELECT g, g % 4, g, g, 'l' || g, true FROM generate_series(1, 100) g")
+    views = [{"name": f"v{i}", "query": f"SELECT id, qty FROM items WHERE grp = {i % 4}"} for i in range(4)]
+    project = make_project(["items"], views)
+    project.apply()
+    # What the other views cost, as if measured: fast = 1 s + 0.5 x complete; builds twice their complete.
+    for name, complete in (("v0", 2.0), ("v1", 4.0), ("v2", 8.0)):
+        db.execute("UPDATE mvlog.refresh_history SET finished_at = started_at + %s * interval '1 s' "
+                   "WHERE view_name = %s", (2 * complete, name))
+        for method, seconds in (("complete", complete), ("fast", 1 + 0.5 * complete)):
+            db.execute("INSERT INTO mvlog.refresh_history (view_name, started_at, finished_at, method, reason, "
+                       "status, window_keys) VALUES (%s, now(), now() + %s * interval '1 s', %s, 'r', 'succeeded', "
+                       "CASE WHEN %s = 'fast' THEN 1 END)", (name, seconds, method, method))
+    assert sorted((f.fast, f.complete, f.build) for f in project.catalog.fleet_costs("v3"))[:3] == [
+        (2.0, 2.0, 4.0), (3.0, 4.0, 8.0), (5.0, 8.0, 16.0)]
+    db.execute("UPDATE mvlog.refresh_history SET finished_at = started_at + interval '1 s' WHERE view_name = 'v3'")
+    db.execute("UPDATE items SET qty = qty + 1 WHERE id = 3")
+    planned = project.plan("v3")  # complete: 1 s / 2 = 0.5 s; fast: 1 + 0.5 x 0.5 = 1.25 s
+    assert planned.method == "complete", planned.reason
+    assert planned.reason == ("a complete refresh is predicted cheaper: fast predicted 1.2 s (1.0 s + 0.50 x its "
+                              "complete, the line through 3 other simple views' fast and complete refreshes) for 1 "
+                              "changed keys, complete 0.5 s (its build's 1.0 s x 0.50, what 3 other views' complete "
+                              "refreshes cost against their builds)"), planned.reason
+    results = refresh_ok(project)
+    assert results["v3"].method == "complete" and results["v3"].reason == planned.reason
     assert_views_match(project, views)
 
 

@@ -1,15 +1,21 @@
-"""What a refresh will cost, predicted from what the view's own refreshes cost: the measured choice
-of ``refresh: force`` between a fast and a complete refresh.
+"""What a refresh will cost, predicted from what refreshes cost: the measured choice of
+``refresh: force`` between a fast and a complete refresh.
 
 Every refresh that succeeded leaves in the history its method, its seconds, the distinct keys
 its window changed (a fast refresh of a ``force`` view) and the rows it left (a complete one):
 :class:`Measured`. Before a ``force`` view is refreshed fast, both are predicted for the window at
 hand, each from the view's own last refreshes of that method (a line by medians, the fast ones over
 their changed keys, the complete ones over their rows, so that one outlier does not move it; one
-size alone is read as a fixed cost that grows in proportion above it), and the cheaper is chosen. A
-method never measured for the view is not predicted: then the share rule decides
+size alone is read as a fixed cost that grows in proportion above it), and the cheaper is chosen.
+
+A view's build (its first refresh, a complete one) creates its table and its state, often in a new
+process: it predicts the view's complete refreshes only until one is measured, and then scaled by
+what the other views' complete refreshes cost against their builds (:class:`FleetCost`). A method the
+view never ran is predicted from the other views measured both ways — a line through their (complete,
+fast) medians, of the views of the same class when there are enough — so that the first refreshes
+after ``apply`` choose too; with fewer than ``FLEET_MIN_VIEWS`` such views the share rule decides
 (:func:`share_rule`: a window that changed at least ``COMPLETE_ABOVE_FRACTION`` of a large table
-refreshes completely), and the next refresh measures what it ran.
+refreshes completely), and the next refresh measures what it ran. Each prediction says what it rests on.
 
 Pure functions: the history is read by the catalog, the window by the stamp; a refresh records
 what it cost in the history row it ends, so the record survives a crash of the process (a refresh
@@ -22,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from mvlog.model import Measured, RefreshMethod, WindowSize
+from mvlog.model import FleetCost, Measured, RefreshMethod, WindowSize
 
 # The share rule, for views whose two methods were not both measured yet: from this share of a
 # large table's rows (at least COMPLETE_MIN_KEYS keys), a MERGE that touches most files costs more
@@ -31,6 +37,7 @@ from mvlog.model import Measured, RefreshMethod, WindowSize
 COMPLETE_ABOVE_FRACTION = 0.1
 COMPLETE_MIN_KEYS = 10_000
 SAMPLES = 8  # a method's latest refreshes that predict its next one
+FLEET_MIN_VIEWS = 3  # other views measured both ways before they predict a method a view never ran
 
 
 @dataclass(frozen=True)
@@ -38,10 +45,14 @@ class Prediction:
     """The seconds a method is predicted to take, and what the prediction rests on."""
 
     seconds: float
-    samples: int
+    source: str  # what it rests on, e.g. "from 3 refreshes"
 
     def __str__(self) -> str:
-        return f"{self.seconds:.1f} s (from {self.samples} refresh{'es' if self.samples > 1 else ''})"
+        return f"{self.seconds:.1f} s ({self.source})"
+
+
+def _refreshes(n: int) -> str:
+    return f"{n} refresh{'es' if n > 1 else ''}"
 
 
 @dataclass(frozen=True)
@@ -54,31 +65,77 @@ class Choice:
     full: Prediction | None = None
 
 
+def _fit(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The line through ``points`` (size, seconds) as (intercept, slope): the median of the pairwise
+    slopes and of the intercepts they leave (Theil–Sen), kept non-negative, so that one refresh slowed
+    by something else (a new process's first, a busy machine) does not move it; one size only: the
+    median cost as a slope through zero (a fixed cost that grows in proportion above it, see
+    :func:`_line`)."""
+    sizes = {p[0] for p in points}
+    if len(sizes) == 1:
+        size, seconds = next(iter(sizes)), median(p[1] for p in points)
+        return (seconds, 0.0) if size <= 0 else (0.0, seconds / size)
+    slopes = [(b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(points) for b in points[i + 1:] if b[0] != a[0]]
+    slope = max(0.0, median(slopes))
+    return max(0.0, median(p[1] - slope * p[0] for p in points)), slope
+
+
 def _line(points: Sequence[tuple[float, float]], x: float) -> float:
-    """The seconds at ``x`` on the line through ``points`` (size, seconds): the median of the
-    pairwise slopes and of the intercepts they leave (Theil–Sen), kept non-negative, so that one
-    refresh slowed by something else (a new process's first, a busy machine) does not move it; one
-    size only: the median cost as fixed, growing in proportion above it."""
+    """The seconds at ``x`` on the line through ``points`` (:func:`_fit`); one size only: the median
+    cost as fixed below it, growing in proportion above it."""
     sizes = {p[0] for p in points}
     if len(sizes) == 1:
         size, seconds = next(iter(sizes)), median(p[1] for p in points)
         return seconds * max(1.0, x / size) if size > 0 else seconds
-    slopes = [(b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(points) for b in points[i + 1:] if b[0] != a[0]]
-    slope = max(0.0, median(slopes))
-    intercept = max(0.0, median(p[1] - slope * p[0] for p in points))
+    intercept, slope = _fit(points)
     return intercept + slope * x
 
 
 def predict(measured: Sequence[Measured], method: RefreshMethod, size: float) -> Prediction | None:
     """The seconds of a refresh by ``method`` of ``size`` (a fast one's changed keys, a complete
-    one's rows), from the view's latest refreshes by that method (``measured``, newest first)."""
-    sized = ((m.window_keys if method is RefreshMethod.FAST else m.rows, m.seconds)
-             for m in measured if m.method is method)
+    one's rows), from the view's latest refreshes by that method (``measured``, newest first); the
+    view's build only while no other complete refresh was measured."""
+    samples = [m for m in measured if m.method is method]
+    if any(not m.build for m in samples):
+        samples = [m for m in samples if not m.build]
+    sized = ((m.window_keys if method is RefreshMethod.FAST else m.rows, m.seconds) for m in samples)
     points = [(float(size), seconds) for size, seconds in sized if size is not None]
     points = points[:SAMPLES]
     if not points:
         return None
-    return Prediction(_line(points, size), len(points))
+    return Prediction(_line(points, size), f"from {_refreshes(len(points))}")
+
+
+def _from_build(measured: Sequence[Measured], full: Prediction | None, fleet: Sequence[FleetCost]) -> Prediction | None:
+    """A complete refresh predicted from the view's build alone, scaled by what the other views'
+    complete refreshes cost against their builds (their median ratio), when enough were measured."""
+    completes = [m for m in measured if m.method is RefreshMethod.COMPLETE]
+    if full is None or not completes or not all(m.build for m in completes):
+        return full
+    ratios = [f.complete / f.build for f in fleet if f.complete is not None and f.build]
+    if len(ratios) < FLEET_MIN_VIEWS:
+        return full
+    ratio = median(ratios)
+    return Prediction(full.seconds * ratio, f"its build's {full.seconds:.1f} s x {ratio:.2f}, what {len(ratios)} "
+                                            f"other views' complete refreshes cost against their builds")
+
+
+def _from_fleet(fleet: Sequence[FleetCost], view_class: str, method: RefreshMethod,
+                other: Prediction) -> Prediction | None:
+    """The seconds of ``method``, which the view never ran, from its other method's prediction
+    (``other``) on the line through the other views' (that method, ``method``) medians: of the
+    views of its class when at least ``FLEET_MIN_VIEWS``, else of all."""
+    both = [(f.view_class, f.complete, f.fast) for f in fleet if f.fast is not None and f.complete is not None]
+    same = [b for b in both if b[0] == view_class]
+    views, scope = (same, f"{view_class} views") if len(same) >= FLEET_MIN_VIEWS else (both, "views")
+    if len(views) < FLEET_MIN_VIEWS:
+        return None
+    fast = method is RefreshMethod.FAST
+    intercept, slope = _fit([(complete, fast_) if fast else (fast_, complete) for _, complete, fast_ in views])
+    given = "complete" if fast else "fast"
+    return Prediction(intercept + slope * other.seconds,
+                      f"{intercept:.1f} s + {slope:.2f} x its {given}, the line through {len(views)} other "
+                      f"{scope}' fast and complete refreshes")
 
 
 def share_rule(windows: Sequence[WindowSize]) -> str | None:
@@ -94,22 +151,35 @@ def share_rule(windows: Sequence[WindowSize]) -> str | None:
     return None
 
 
-def choose(measured: Sequence[Measured], windows: Sequence[WindowSize], rows: int | None) -> Choice:
+def choose(measured: Sequence[Measured], windows: Sequence[WindowSize], rows: int | None,
+           view_class: str = "", fleet: Sequence[FleetCost] = ()) -> Choice:
     """``force``'s method for a window (``windows``: per base table, its changed keys) of a view
-    that holds ``rows``: the cheaper predicted, when the view was measured both ways; else the
-    share rule."""
+    of ``view_class`` that holds ``rows``: the cheaper predicted, when the view was measured both
+    ways; else the share rule, then a method the view never ran predicted from the other views
+    (``fleet``); else fast, by the share rule."""
     keys = sum(window.changed_keys for window in windows)
     fast = predict(measured, RefreshMethod.FAST, keys)
-    full = predict(measured, RefreshMethod.COMPLETE, rows or 0)
+    full = _from_build(measured, predict(measured, RefreshMethod.COMPLETE, rows or 0), fleet)
     if fast is None or full is None:
         why = share_rule(windows)
         measured_note = ("" if fast is None and full is None else
                          f"; fast predicted {fast}" if fast else f"; complete predicted {full}")
         if why:
             return Choice(True, why + measured_note, fast, full)
-        return Choice(False, f"{keys:,} changed keys, by the share rule (not measured both ways yet){measured_note}",
-                      fast, full)
+        if fast is None and full is not None:
+            fast = _from_fleet(fleet, view_class, RefreshMethod.FAST, full)
+        elif full is None and fast is not None:
+            full = _from_fleet(fleet, view_class, RefreshMethod.COMPLETE, fast)
+        if fast is None or full is None:
+            return Choice(False, f"{keys:,} changed keys, by the share rule (not measured both ways yet)"
+                                 f"{measured_note}", fast, full)
     both = f"fast predicted {fast} for {keys:,} changed keys, complete {full}"
     if full.seconds < fast.seconds:
         return Choice(True, f"a complete refresh is predicted cheaper: {both}", fast, full)
     return Choice(False, both, fast, full)
+
+
+def measured_both(measured: Sequence[Measured]) -> bool:
+    """Whether the view's own refreshes predict both methods (else the other views' costs may)."""
+    methods = {m.method for m in measured if not m.build}
+    return methods == {RefreshMethod.FAST, RefreshMethod.COMPLETE}

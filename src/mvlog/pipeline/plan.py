@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from mvlog.config import ViewConfig
 from mvlog.errors import RefreshRefused
-from mvlog.model import ROW_HASH_COLUMN, ColumnStats, LogInfo, Measured, RefreshMethod, WindowSize
+from mvlog.model import NOT_BUILT, ROW_HASH_COLUMN, ColumnStats, FleetCost, LogInfo, Measured, RefreshMethod, WindowSize
 from mvlog.pipeline import cost
 from mvlog.sql.generate import aggdelta
 from mvlog.sql.parse.sqltree import sql_text
@@ -130,12 +130,12 @@ def plan_refresh(
                            requested=requested)
 
     if requested is RefreshMethod.COMPLETE:
-        return plan(RefreshMethod.COMPLETE, "complete refresh requested")
+        return plan(RefreshMethod.COMPLETE, NOT_BUILT if since is None else "complete refresh requested")
     blocker = None
     if not shape.fast_possible:
         blocker = "; ".join(shape.fast_reasons)
     elif since is None or not table_exists:
-        blocker = "the view has not been built yet" if since is None else "the Delta table is missing"
+        blocker = NOT_BUILT if since is None else "the Delta table is missing"
     elif needs_complete:
         blocker = needs_complete
     if blocker is None:
@@ -218,12 +218,14 @@ def schema_drift(location: str, table_columns: Sequence[str] | None, expected: S
 
 
 def after_stamp(plan: RefreshPlan, replaced: Sequence[str], windows: Sequence[WindowSize],
-                measured: Sequence[Measured] = (), rows: int | None = None) -> RefreshPlan:
+                measured: Sequence[Measured] = (), rows: int | None = None,
+                fleet: Sequence[FleetCost] = ()) -> RefreshPlan:
     """A fast plan, looked at again once the window is known, by what was requested
     (``plan.requested``): rows changed in ways the logs could not record key by key
     (``replaced``: why, e.g. a table truncated) need a complete refresh (a ``fast`` view
     refuses); a ``force`` view takes the method predicted cheaper for this window from what its
-    own refreshes cost (``measured``; the view holds ``rows``), by
+    own refreshes cost (``measured``; the view holds ``rows``) and, for a method it never ran, what
+    the other views' cost (``fleet``), by
     :func:`mvlog.pipeline.cost.choose`, and says why with both predictions."""
     if plan.method is not RefreshMethod.FAST:
         return plan
@@ -235,7 +237,7 @@ def after_stamp(plan: RefreshPlan, replaced: Sequence[str], windows: Sequence[Wi
         return dataclasses.replace(plan, method=RefreshMethod.COMPLETE, reason=reason)
     if plan.requested is not RefreshMethod.FORCE or not windows:
         return plan
-    choice = cost.choose(measured, windows, rows)
+    choice = cost.choose(measured, windows, rows, plan.shape.view_class.value, fleet)
     keys = sum(window.changed_keys for window in windows)
     return dataclasses.replace(plan, method=RefreshMethod.COMPLETE if choice.complete else RefreshMethod.FAST,
                                reason=choice.reason, window_keys=None if choice.complete else keys)

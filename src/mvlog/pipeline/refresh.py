@@ -21,7 +21,8 @@ from datetime import datetime
 from mvlog.config import ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError
 from mvlog.faults import arm, checkpoint
-from mvlog.model import ROW_HASH_COLUMN, UNCHANGED, RefreshMethod
+from mvlog.model import ROW_HASH_COLUMN, UNCHANGED, FleetCost, Measured, RefreshMethod
+from mvlog.pipeline import cost
 from mvlog.pipeline import plan as planner
 from mvlog.pipeline.compile import definition_hash
 from mvlog.pipeline.lanes import Lanes, refresh_units
@@ -162,8 +163,9 @@ class Refresher(ProjectWorker):
         planned = self._plan(view, requested_method(view, complete), for_refresh=False)
         plan = planned.plan
         if plan.method is RefreshMethod.FAST and plan.requested is RefreshMethod.FORCE:
-            plan = planner.after_stamp(plan, [], self.logs.window_sizes(plan.logs, plan.since),
-                                       self.catalog.measured(view.name), planned.state.row_count)
+            measured = self.catalog.measured(view.name)
+            plan = planner.after_stamp(plan, [], self.logs.window_sizes(plan.logs, plan.since), measured,
+                                       planned.state.row_count, self._fleet(view, measured))
         return self._partitioned(plan)
 
     # -- the steps ---------------------------------------------------------------------------
@@ -258,8 +260,13 @@ class Refresher(ProjectWorker):
             forced = not replaced and plan.requested is RefreshMethod.FORCE
             windows = [stamped.window_size(log, plan.since) for log in plan.logs] if forced else []
             measured = self.catalog.measured(view.name) if forced else []
-            plan = planner.after_stamp(plan, replaced, windows, measured, row_count)
+            fleet = self._fleet(view, measured) if forced else []
+            plan = planner.after_stamp(plan, replaced, windows, measured, row_count, fleet)
         return self._partitioned(plan)
+
+    def _fleet(self, view: ViewConfig, measured: Sequence[Measured]) -> list[FleetCost]:
+        """The other views' costs, read only when the view's own do not predict both methods."""
+        return [] if cost.measured_both(measured) else self.catalog.fleet_costs(view.name)
 
     def _partitioned(self, plan: RefreshPlan) -> RefreshPlan:
         key = plan.shape.range_key

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from mvlog.errors import MvlogError
-from mvlog.model import Measured, RefreshMethod
+from mvlog.model import NOT_BUILT, FleetCost, Measured, RefreshMethod
 from mvlog.postgres.catalog.rows import HistoryRow
 from mvlog.postgres.source import Cursor, Source
 
@@ -64,15 +64,45 @@ class RefreshHistory:
             (INTERRUPTED, list(names)),
         )
 
-    def measured(self, name: str, limit: int = 20) -> list[Measured]:
-        """What the view's latest succeeded fast and complete refreshes cost, newest first."""
+    def measured(self, name: str, limit: int = 8) -> list[Measured]:
+        """What the view's latest succeeded fast and complete refreshes cost (``limit`` of each
+        method, so that many of one never hide the other), newest first."""
         rows = self.source.query(
-            "SELECT method, extract(epoch FROM finished_at - started_at)::float8, window_keys, rows_inserted "
-            "FROM mvlog.refresh_history WHERE view_name = %s AND status = 'succeeded' "
-            "AND method IN ('fast', 'complete') AND finished_at IS NOT NULL ORDER BY id DESC LIMIT %s",
-            (name, limit))
-        return [Measured(RefreshMethod(method), seconds, keys, rows if method == "complete" else None)
-                for method, seconds, keys, rows in rows]
+            "SELECT method, seconds, window_keys, rows_inserted, reason = %s FROM ("
+            " SELECT id, method, extract(epoch FROM finished_at - started_at)::float8 AS seconds, window_keys,"
+            " rows_inserted, reason, row_number() OVER (PARTITION BY method ORDER BY id DESC) AS n"
+            " FROM mvlog.refresh_history WHERE view_name = %s AND status = 'succeeded'"
+            " AND method IN ('fast', 'complete') AND finished_at IS NOT NULL) latest "
+            "WHERE n <= %s ORDER BY id DESC",
+            (NOT_BUILT, name, limit))
+        return [Measured(RefreshMethod(method), seconds, keys, rows if method == "complete" else None, build)
+                for method, seconds, keys, rows, build in rows]
+
+    def fleet_costs(self, name: str, limit: int = 8) -> list[FleetCost]:
+        """What every other view's refreshes cost: per view, the medians of its latest ``limit``
+        fast and complete refreshes (its build apart) and its latest build's seconds."""
+        rows = self.source.query(
+            """
+            SELECT v.view_class, f.seconds, c.seconds, b.seconds FROM mvlog.views v
+            CROSS JOIN LATERAL (
+                SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s) FROM (
+                    SELECT extract(epoch FROM finished_at - started_at)::float8 AS s FROM mvlog.refresh_history h
+                    WHERE h.view_name = v.name AND status = 'succeeded' AND method = 'fast'
+                      AND finished_at IS NOT NULL ORDER BY started_at DESC LIMIT %(limit)s) x) f(seconds)
+            CROSS JOIN LATERAL (
+                SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s) FROM (
+                    SELECT extract(epoch FROM finished_at - started_at)::float8 AS s FROM mvlog.refresh_history h
+                    WHERE h.view_name = v.name AND status = 'succeeded' AND method = 'complete'
+                      AND reason IS DISTINCT FROM %(build)s AND finished_at IS NOT NULL
+                    ORDER BY started_at DESC LIMIT %(limit)s) x) c(seconds)
+            LEFT JOIN LATERAL (
+                SELECT extract(epoch FROM finished_at - started_at)::float8 FROM mvlog.refresh_history h
+                WHERE h.view_name = v.name AND status = 'succeeded' AND method = 'complete' AND reason = %(build)s
+                  AND finished_at IS NOT NULL ORDER BY started_at DESC LIMIT 1) b(seconds) ON true
+            WHERE v.name <> %(name)s
+            """,
+            {"limit": limit, "build": NOT_BUILT, "name": name})
+        return [FleetCost(view_class, fast, complete, build) for view_class, fast, complete, build in rows]
 
     def last_attempt_failed(self, name: str) -> bool:
         """Whether the view's latest refresh did not succeed (failed, or still 'running': killed)."""

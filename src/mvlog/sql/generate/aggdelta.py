@@ -231,7 +231,8 @@ def _with_state(query: _WithCTEs, shape: ViewShape, since: datetime | None, extr
     """``query`` with the CTEs DELTA and STATE (with ``extremes``: STATE also holds each group's
     MIN/MAX now)."""
     assert shape.deltas is not None
-    query = query.with_(SIGNED, as_=_signed_sql(shape, since), copy=False).with_(DELTA, as_=_delta_sql(shape, since), copy=False)
+    query = (query.with_(SIGNED, as_=_signed_sql(shape, since), copy=False)
+             .with_(DELTA, as_=_delta_sql(shape, since), copy=False))
     if not extremes or not shape.deltas.extremes:
         return query.with_(STATE, as_=_state_sql(shape), copy=False)
     items: list[exp.Expr] = [exp.Star()]
