@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from psycopg2.extensions import parse_dsn
 
@@ -40,10 +40,13 @@ class JdbcSource:
                           else f"{h}:{ports[min(i, len(ports) - 1)]}"
                           for i, h in enumerate(hosts))
         dbname = params.get("dbname") or params.get("user") or "postgres"
-        properties = {"driver": "org.postgresql.Driver", "ApplicationName": "mvlog-spark",
-                      **jdbc_properties(timeouts or Timeouts())}
+        properties = {"driver": "org.postgresql.Driver"}
         for key, prop in (("user", "user"), ("password", "password"), ("sslmode", "sslmode"),
                           ("sslrootcert", "sslrootcert"), ("sslcert", "sslcert"), ("sslkey", "sslkey")):
             if params.get(key):
                 properties[prop] = params[key]
-        return cls(f"jdbc:postgresql://{netloc}/{quote(dbname, safe='')}", properties)
+        # The driver's camelCase properties (its name in pg_stat_activity, its bounds) go in the URL:
+        # as a reader's options they are lost over Spark Connect (its reads ran as "PostgreSQL JDBC
+        # Driver", unbounded), while the URL reaches the driver as written. No secret goes there.
+        driver = {"ApplicationName": "mvlog-spark", **jdbc_properties(timeouts or Timeouts())}
+        return cls(f"jdbc:postgresql://{netloc}/{quote(dbname, safe='')}?{urlencode(driver)}", properties)

@@ -1,0 +1,26 @@
+"""Spark's reads from PostgreSQL carry the driver settings mvlog gives them — its name in
+``pg_stat_activity`` and its bounds — on a Spark of the process's own and over Spark Connect, where
+a reader's camelCase options never reached the driver (its reads ran as "PostgreSQL JDBC Driver",
+without their ``source.timeouts``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvlog.config import SparkConfig
+from mvlog.postgres.jdbc import JdbcSource
+from mvlog.spark.session import connect_session
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("mode", ["local", "connect"])
+def test_a_jdbc_read_runs_with_mvlog_s_driver_settings(db, request, mode):
+    spark = (request.getfixturevalue("spark") if mode == "local"
+             else connect_session(request.getfixturevalue("connect_engine").remote, SparkConfig()))
+    jdbc = JdbcSource.from_dsn(db.dsn)
+    query = ("(SELECT current_setting('application_name') AS app, "
+             "(SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mvlog-spark') AS seen) q")
+    row = (spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", query)
+           .options(**jdbc.properties).load().collect()[0])
+    assert (row.app, row.seen) == ("mvlog-spark", 1)
