@@ -57,6 +57,7 @@ def scenarios() -> dict[str, Scenario]:
         freshness,
         log_cost,
         pgbench,
+        phase_floor,
         suite,
         sweep,
         tpcds,
@@ -64,6 +65,6 @@ def scenarios() -> dict[str, Scenario]:
         tpch_views,
     )
 
-    kept = (tpch_views, tpch_queries, tpcds, sweep, fleet, freshness, pgbench, classes, log_cost, capture, compiler,
-            suite)
+    kept = (tpch_views, tpch_queries, tpcds, sweep, fleet, freshness, pgbench, phase_floor, classes, log_cost, capture,
+            compiler, suite)
     return {module.SCENARIO.name: module.SCENARIO for module in kept}
