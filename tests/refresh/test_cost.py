@@ -168,3 +168,14 @@ def test_predictions_from_random_fleets_are_never_negative_and_choose_the_cheape
             continue
         assert choice.fast.seconds >= 0 and choice.full.seconds >= 0
         assert choice.complete == (choice.full.seconds < choice.fast.seconds), choice
+
+
+def test_right_after_apply_the_other_views_builds_stand_for_their_complete_refreshes():
+    """Every view measured only by its build, some already refreshed fast in this round: their
+    builds against their fast refreshes predict the next view's fast refresh from its build."""
+    fleet = [FleetCost("aggregate", 1 + 0.5 * b, None, b) for b in (2.0, 4.0, 8.0)]
+    heavy = choose([Measured(COMPLETE, 10.0, None, 10**6, build=True)], window(100), 10**6, "aggregate", fleet)
+    assert heavy.fast is not None and heavy.fast.seconds == pytest.approx(6.0) and not heavy.complete
+    light = choose([Measured(COMPLETE, 1.0, None, 10**6, build=True)], window(100), 10**6, "aggregate", fleet)
+    assert light.fast is not None and light.fast.seconds == pytest.approx(1.5) and light.complete
+    assert "the line through 3 other aggregate views'" in light.reason

@@ -106,17 +106,23 @@ def predict(measured: Sequence[Measured], method: RefreshMethod, size: float) ->
     return Prediction(_line(points, size), f"from {_refreshes(len(points))}")
 
 
+def _build_ratio(fleet: Sequence[FleetCost]) -> tuple[float, int]:
+    """What the other views' complete refreshes cost against their builds (the median ratio, and of
+    how many views); 1.0 when fewer than ``FLEET_MIN_VIEWS`` were measured both ways."""
+    ratios = [f.complete / f.build for f in fleet if f.complete is not None and f.build]
+    return (median(ratios), len(ratios)) if len(ratios) >= FLEET_MIN_VIEWS else (1.0, 0)
+
+
 def _from_build(measured: Sequence[Measured], full: Prediction | None, fleet: Sequence[FleetCost]) -> Prediction | None:
     """A complete refresh predicted from the view's build alone, scaled by what the other views'
     complete refreshes cost against their builds (their median ratio), when enough were measured."""
     completes = [m for m in measured if m.method is RefreshMethod.COMPLETE]
     if full is None or not completes or not all(m.build for m in completes):
         return full
-    ratios = [f.complete / f.build for f in fleet if f.complete is not None and f.build]
-    if len(ratios) < FLEET_MIN_VIEWS:
+    ratio, views = _build_ratio(fleet)
+    if not views:
         return full
-    ratio = median(ratios)
-    return Prediction(full.seconds * ratio, f"its build's {full.seconds:.1f} s x {ratio:.2f}, what {len(ratios)} "
+    return Prediction(full.seconds * ratio, f"its build's {full.seconds:.1f} s x {ratio:.2f}, what {views} "
                                             f"other views' complete refreshes cost against their builds")
 
 
@@ -124,8 +130,12 @@ def _from_fleet(fleet: Sequence[FleetCost], view_class: str, method: RefreshMeth
                 other: Prediction) -> Prediction | None:
     """The seconds of ``method``, which the view never ran, from its other method's prediction
     (``other``) on the line through the other views' (that method, ``method``) medians: of the
-    views of its class when at least ``FLEET_MIN_VIEWS``, else of all."""
-    both = [(f.view_class, f.complete, f.fast) for f in fleet if f.fast is not None and f.complete is not None]
+    views of its class when at least ``FLEET_MIN_VIEWS``, else of all. A view whose only complete
+    refresh is its build counts it, scaled as :func:`_from_build` scales one (right after ``apply``
+    every view is such a view)."""
+    ratio, _ = _build_ratio(fleet)
+    both = [(f.view_class, complete, f.fast) for f in fleet if f.fast is not None
+            and (complete := f.complete if f.complete is not None else f.build and f.build * ratio) is not None]
     same = [b for b in both if b[0] == view_class]
     views, scope = (same, f"{view_class} views") if len(same) >= FLEET_MIN_VIEWS else (both, "views")
     if len(views) < FLEET_MIN_VIEWS:
