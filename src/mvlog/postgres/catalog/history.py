@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from psycopg2 import sql
+
 from mvlog.errors import MvlogError
 from mvlog.model import NOT_BUILT, FleetCost, Measured, RefreshMethod
 from mvlog.postgres.catalog.rows import HistoryRow
@@ -68,22 +70,26 @@ class RefreshHistory:
         """What the view's latest succeeded fast and complete refreshes cost (``limit`` of each
         method, so that many of one never hide the other), newest first."""
         rows = self.source.query(
-            "SELECT method, seconds, window_keys, rows_inserted, reason = %s FROM ("
-            " SELECT id, method, extract(epoch FROM finished_at - started_at)::float8 AS seconds, window_keys,"
-            " rows_inserted, reason, row_number() OVER (PARTITION BY method ORDER BY id DESC) AS n"
-            " FROM mvlog.refresh_history WHERE view_name = %s AND status = 'succeeded'"
-            " AND method IN ('fast', 'complete') AND finished_at IS NOT NULL) latest "
-            "WHERE n <= %s ORDER BY id DESC",
-            (NOT_BUILT, name, limit))
-        return [Measured(RefreshMethod(method), seconds, keys, rows if method == "complete" else None, build)
-                for method, seconds, keys, rows, build in rows]
-
-    def fleet_costs(self, name: str, limit: int = 8) -> list[FleetCost]:
-        """What every other view's refreshes cost: per view, the medians of its latest ``limit``
-        fast and complete refreshes (its build apart) and its latest build's seconds."""
-        rows = self.source.query(
             """
-            SELECT v.view_class, f.seconds, c.seconds, b.seconds FROM mvlog.views v
+            SELECT h.* FROM unnest(ARRAY['fast', 'complete']) AS m(method) CROSS JOIN LATERAL (
+                SELECT id, method, extract(epoch FROM finished_at - started_at)::float8, window_keys, rows_inserted,
+                       reason = %(build)s
+                FROM mvlog.refresh_history  -- by its (view_name, started_at) index, LIMIT rows of each method
+                WHERE view_name = %(name)s AND status = 'succeeded' AND method = m.method AND finished_at IS NOT NULL
+                ORDER BY started_at DESC LIMIT %(limit)s) h
+            ORDER BY h.id DESC
+            """,
+            {"build": NOT_BUILT, "name": name, "limit": limit})
+        return [Measured(RefreshMethod(method), seconds, keys, rows if method == "complete" else None, build)
+                for _, method, seconds, keys, rows, build in rows]
+
+    def costs_of(self, views: sql.Composable, params: dict[str, Any], limit: int = 8) -> list[FleetCost]:
+        """What the refreshes of ``views`` (a subquery of ``(name, view_class)`` rows, with ``params``)
+        cost: per view, the medians of its latest ``limit`` fast and complete refreshes (its build
+        apart) and its latest build's seconds."""
+        rows = self.source.query(sql.SQL(
+            """
+            SELECT v.view_class, f.seconds, c.seconds, b.seconds FROM ({views}) AS v(name, view_class)
             CROSS JOIN LATERAL (
                 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s) FROM (
                     SELECT extract(epoch FROM finished_at - started_at)::float8 AS s FROM mvlog.refresh_history h
@@ -99,9 +105,7 @@ class RefreshHistory:
                 SELECT extract(epoch FROM finished_at - started_at)::float8 FROM mvlog.refresh_history h
                 WHERE h.view_name = v.name AND status = 'succeeded' AND method = 'complete' AND reason = %(build)s
                   AND finished_at IS NOT NULL ORDER BY started_at DESC LIMIT 1) b(seconds) ON true
-            WHERE v.name <> %(name)s
-            """,
-            {"limit": limit, "build": NOT_BUILT, "name": name})
+            """).format(views=views), {**params, "limit": limit, "build": NOT_BUILT})
         return [FleetCost(view_class, fast, complete, build) for view_class, fast, complete, build in rows]
 
     def last_attempt_failed(self, name: str) -> bool:

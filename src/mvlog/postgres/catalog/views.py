@@ -19,7 +19,7 @@ from typing import Any
 from psycopg2 import sql
 
 from mvlog.errors import UsageError
-from mvlog.model import LogInfo, RefreshMethod
+from mvlog.model import FleetCost, LogInfo, RefreshMethod
 from mvlog.postgres.catalog import log_registry, verify_results
 from mvlog.postgres.catalog.history import RefreshHistory
 from mvlog.postgres.catalog.rows import HistoryRow, LogStatusRow, ViewRegistration, ViewState, ViewStatusRow
@@ -273,6 +273,10 @@ class Catalog(CatalogSchema, RefreshHistory):
         return horizon if all_refreshed else None
 
     # -- history ----------------------------------------------------------------------------------
+
+    def fleet_costs(self, name: str) -> list[FleetCost]:
+        """What every registered view but ``name`` costs to refresh (:meth:`RefreshHistory.costs_of`)."""
+        return self.costs_of(sql.SQL("SELECT name, view_class FROM mvlog.views WHERE name <> %(name)s"), {"name": name})
 
     def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
         """The most recent refreshes of a view, newest first."""
