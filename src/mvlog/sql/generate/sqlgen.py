@@ -71,7 +71,7 @@ def fast_simple_sql(shape: ViewShape, since: datetime | None) -> str:
     base table's primary key once per changed key, so only changed rows are read."""
     (log,) = shape.logs
     return sql_text(left_join_keys(changed_keys_sql(log, since), with_present(parse_select(shape.select_sql)),
-                           shape.key_columns))
+                                   shape.key_columns))
 
 
 def outer_affected_sql(shape: ViewShape, roots: exp.Query) -> exp.Query:

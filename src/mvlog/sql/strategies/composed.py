@@ -127,7 +127,7 @@ def update_sql(composition: Composition, changed: Sequence[str]) -> list[str]:
     new_keys = exp.insert(exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(OUT_NEW), keys_table,
                           columns=[ROW_KEY_COLUMN, DUP])
     statements = [sql_text(with_ctes(new_keys, [*_new_rows_ctes(composition, changed),
-                                       (HIDDEN_PREFIX + "gone", exp.Delete(this=keys_table))]))]
+                                                (HIDDEN_PREFIX + "gone", exp.Delete(this=keys_table))]))]
     for i, (piece, read) in enumerate(zip(composition.pieces, changed), start=1):
         changed_i = _names(i)[0]
         table = state_table(piece.table)
@@ -138,7 +138,7 @@ def update_sql(composition: Composition, changed: Sequence[str]) -> list[str]:
         insert = exp.insert(exp.select(*[col(c) for c in piece.columns]).from_(changed_i).where(col(PRESENT)),
                             table, columns=list(piece.columns))
         statements.append(sql_text(with_ctes(insert, [(changed_i, exp.maybe_parse(read, dialect=DIALECT)),
-                                             (HIDDEN_PREFIX + "gone", gone)])))
+                                                      (HIDDEN_PREFIX + "gone", gone)])))
     return statements
 
 
@@ -149,13 +149,13 @@ def rebuild_sql(composition: Composition, query: str, empty: bool = False) -> li
     for piece in composition.pieces:
         rows = exp.select(exp.Star()).from_(exp.Subquery(
             this=exp.maybe_parse(piece.inner.select_sql, dialect=DIALECT), alias=exp.TableAlias(this=ident("i"))))
-        statements += [drop_table_sql(piece.table), sql_text(exp.Create(this=state_table(piece.table), kind="TABLE",
-                                                               expression=rows.limit(0) if empty else rows))]
+        create = exp.Create(this=state_table(piece.table), kind="TABLE", expression=rows.limit(0) if empty else rows)
+        statements += [drop_table_sql(piece.table), sql_text(create)]
     keys = exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(exp.Subquery(
         this=exp.maybe_parse(query, dialect=DIALECT), alias=exp.TableAlias(this=ident("v"))))
     return [*statements, drop_table_sql(composition.keys),
             sql_text(exp.Create(this=state_table(composition.keys), kind="TABLE",
-                       expression=keys.limit(0) if empty else keys))]
+                                expression=keys.limit(0) if empty else keys))]
 
 
 class ComposedRows(Strategy):
