@@ -134,8 +134,12 @@ def _from_fleet(fleet: Sequence[FleetCost], view_class: str, method: RefreshMeth
     refresh is its build counts it, scaled as :func:`_from_build` scales one (right after ``apply``
     every view is such a view)."""
     ratio, _ = _build_ratio(fleet)
-    both = [(f.view_class, complete, f.fast) for f in fleet if f.fast is not None
-            and (complete := f.complete if f.complete is not None else f.build and f.build * ratio) is not None]
+
+    def complete_of(f: FleetCost) -> float | None:  # its complete refreshes, or its build scaled until one
+        return f.complete if f.complete is not None else None if f.build is None else f.build * ratio
+
+    both = [(f.view_class, complete, f.fast) for f in fleet
+            if f.fast is not None and (complete := complete_of(f)) is not None]
     same = [b for b in both if b[0] == view_class]
     views, scope = (same, f"{view_class} views") if len(same) >= FLEET_MIN_VIEWS else (both, "views")
     if len(views) < FLEET_MIN_VIEWS:

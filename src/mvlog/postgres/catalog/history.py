@@ -73,7 +73,7 @@ class RefreshHistory:
             """
             SELECT h.* FROM unnest(ARRAY['fast', 'complete']) AS m(method) CROSS JOIN LATERAL (
                 SELECT id, method, extract(epoch FROM finished_at - started_at)::float8, window_keys, rows_inserted,
-                       reason = %(build)s
+                       reason IS NOT DISTINCT FROM %(build)s
                 FROM mvlog.refresh_history  -- by its (view_name, started_at) index, LIMIT rows of each method
                 WHERE view_name = %(name)s AND status = 'succeeded' AND method = m.method AND finished_at IS NOT NULL
                 ORDER BY started_at DESC LIMIT %(limit)s) h
