@@ -37,8 +37,10 @@ def test_an_unknown_scenario_or_parameter_is_one_sentence():
     assert bad.returncode != 0 and "tpcds has no parameter colour" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def _record(scenario: str, measure: str, value: float, unit: str = "x", **labels) -> dict:
-    return {"scenario": scenario, "parameters": {"scale": 1.0}, "machine": {"cores": 2, "memory_gib": 24.0},
+def _record(scenario: str, measure: str, value: float, unit: str = "x", parameters: dict | None = None,
+            **labels) -> dict:
+    return {"scenario": scenario, "parameters": parameters or {"scale": 1.0, "views": ""},
+            "machine": {"cores": 2, "memory_gib": 24.0},
             "revision": "abc", "started": "2026-11-28T00:00:00", "notes": ["a note"], "measure": measure,
             "value": value, "unit": unit, "labels": labels}
 
@@ -58,6 +60,29 @@ def test_the_report_shows_each_target_from_the_latest_run_and_replaces_only_its_
     row = next(line for line in text.splitlines() if "TPC-DS view ≥ 3×" in line)
     assert "3.4×" in row and "| yes |" in row  # the latest run, not the first
     assert "not measured yet" in next(line for line in text.splitlines() if "TPC-H: all 22" in line)
+
+
+def test_each_target_takes_the_newest_run_that_measures_it(tmp_path):
+    """pgbench's two targets differ in a parameter: each keeps its own run, whichever ran last; a
+    TPC-DS run over a subset of the views measures none of the whole set's targets."""
+    results = tmp_path / "results"
+    results.mkdir()
+    engine = {"spark": "engine"}
+    dv = _record("pgbench", "complete_over_fast", 5.2, parameters={"scale": 100.0, "deletion_vectors": True}, **engine)
+    cow = {**_record("pgbench", "complete_over_fast", 1.5, parameters={"scale": 100.0, "deletion_vectors": False},
+                     **engine), "started": "2026-11-29T00:00:00"}
+    full = _record("tpcds", "complete_over_fast", 1.1)
+    subset = {**_record("tpcds", "complete_over_fast", 4.0, parameters={"scale": 1.0, "views": "q03,q07"}),
+              "started": "2026-11-29T00:00:00"}
+    (results / "pgbench.jsonl").write_text(json.dumps(dv) + "\n" + json.dumps(cow) + "\n")
+    (results / "tpcds.jsonl").write_text(json.dumps(full) + "\n" + json.dumps(subset) + "\n")
+    lines = report.section(results).splitlines()
+    row = lambda words: next(line for line in lines if words in line)  # noqa: E731
+    assert "5.2×" in row("deletion vectors, on the engine") and "| yes |" in row("deletion vectors, on the engine")
+    assert "1.5×" in row("copy-on-write, on the engine") and "| **no** |" in row("copy-on-write, on the engine")
+    assert "1.1×" in row("TPC-DS view ≥ 3×")  # not the subset's 4.0
+    # both pgbench runs are shown (the latest, and the one the other target cites); tpcds's latest and its cited one
+    assert "### pgbench (1)" in lines and "### pgbench (2)" in lines and "### tpcds (2)" in lines
 
 
 def _run_smallest(name: str, tmp_path: Path) -> list[dict]:
