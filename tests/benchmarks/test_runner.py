@@ -64,7 +64,8 @@ def test_the_report_shows_each_target_from_the_latest_run_and_replaces_only_its_
 
 def test_each_target_takes_the_newest_run_that_measures_it(tmp_path):
     """pgbench's two targets differ in a parameter: each keeps its own run, whichever ran last; a
-    TPC-DS run over a subset of the views measures none of the whole set's targets."""
+    TPC-DS run over a subset of the views, or with every view fast, measures none of the whole
+    set's targets (a run from before ``refresh`` was a parameter has its default, force)."""
     results = tmp_path / "results"
     results.mkdir()
     engine = {"spark": "engine"}
@@ -75,12 +76,15 @@ def test_each_target_takes_the_newest_run_that_measures_it(tmp_path):
     subset = {**_record("tpcds", "complete_over_fast", 4.0, parameters={"scale": 1.0, "views": "q03,q07"}),
               "started": "2026-11-29T00:00:00"}
     (results / "pgbench.jsonl").write_text(json.dumps(dv) + "\n" + json.dumps(cow) + "\n")
-    (results / "tpcds.jsonl").write_text(json.dumps(full) + "\n" + json.dumps(subset) + "\n")
+    every_fast = {**_record("tpcds", "complete_over_fast", 0.8, parameters={"scale": 1.0, "views": "",
+                                                                             "refresh": "fast"}),
+                  "started": "2026-11-30T00:00:00"}
+    (results / "tpcds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (full, subset, every_fast)))
     lines = report.section(results).splitlines()
     row = lambda words: next(line for line in lines if words in line)  # noqa: E731
     assert "5.2×" in row("deletion vectors, on the engine") and "| yes |" in row("deletion vectors, on the engine")
     assert "1.5×" in row("copy-on-write, on the engine") and "| **no** |" in row("copy-on-write, on the engine")
-    assert "1.1×" in row("TPC-DS view ≥ 3×")  # not the subset's 4.0
+    assert "1.1×" in row("TPC-DS view ≥ 3×")  # not the subset's 4.0, nor every view fast's 0.8
     # both pgbench runs are shown (the latest, and the one the other target cites); tpcds's latest and its cited one
     assert "### pgbench (1)" in lines and "### pgbench (2)" in lines and "### tpcds (2)" in lines
 
