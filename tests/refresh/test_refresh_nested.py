@@ -76,7 +76,7 @@ def test_without_the_inner_rows_kept_the_oracle_fails(db, make_project, monkeypa
     db.execute("INSERT INTO t VALUES (10, 0)")
     assert refresh_ok(project)["counts"].method == "fast"
     assert_view_matches(project, "counts")
-    monkeypatch.setattr(composed, "update_sql", lambda composition, changed: ["SELECT 1"])
+    monkeypatch.setattr(composed, "update_sql", lambda composition, changed, keys=True: ["SELECT 1"])
     db.execute("INSERT INTO t VALUES (11, 1)")
     refresh_ok(project)
     assert_view_matches(project, "counts")  # read from the rows as they were recorded: still right
@@ -84,6 +84,33 @@ def test_without_the_inner_rows_kept_the_oracle_fails(db, make_project, monkeypa
     refresh_ok(project)  # group 1's new count was never kept
     with pytest.raises(AssertionError):
         assert_view_matches(project, "counts")
+
+
+def test_the_view_s_keys_come_from_its_read_and_none_kept_fails_the_oracle(db, make_project, monkeypatch):
+    """A fast refresh keeps the keys of the rows its read returned (the query's rows now) instead
+    of computing the query again. The deliberate break: no keys kept. A row the next refresh
+    takes away is then not known as the view's, and stays in it."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, g int)")
+    db.execute("INSERT INTO t SELECT i, i % 3 FROM generate_series(1, 9) i")
+    query = "SELECT n, count(*) AS groups FROM (SELECT g, count(*) AS n FROM t GROUP BY g) s GROUP BY n"
+    project = make_project(["t"], [{"name": "counts", "refresh": "fast", "query": query},
+                                   {"name": "counts_broken", "refresh": "fast", "query": query}])
+    project.apply()
+    kept, statement = [], composed.kept_keys_sql
+    monkeypatch.setattr(composed, "kept_keys_sql", lambda c: kept.append(c) or statement(c))
+    db.execute("INSERT INTO t VALUES (10, 0)")  # counts 4, 3, 3: rows (4, 1) and (3, 2)
+    assert refresh_ok(project, ["counts"])["counts"].method == "fast" and kept
+    db.execute("DELETE FROM t WHERE id = 10")  # counts 3, 3, 3 again: (4, 1) and (3, 2) taken away
+    refresh_ok(project, ["counts"])
+    assert_view_matches(project, "counts")
+    monkeypatch.setattr(composed, "kept_keys_sql", lambda composition: "SELECT 1")
+    db.execute("INSERT INTO t VALUES (10, 0)")
+    refresh_ok(project, ["counts_broken"])
+    assert_view_matches(project, "counts_broken")  # written from the read: right, but its keys not kept
+    db.execute("DELETE FROM t WHERE id = 10")
+    refresh_ok(project, ["counts_broken"])
+    with pytest.raises(AssertionError):
+        assert_view_matches(project, "counts_broken")
 
 
 def test_a_count_decorrelated_as_if_null_over_no_rows_fails_the_oracle(db, make_project, monkeypatch):

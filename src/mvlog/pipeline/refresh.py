@@ -33,9 +33,22 @@ from mvlog.postgres.catalog import UNCHANGED_REASON, ViewState
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
-from mvlog.spark.warehouse import WriteCounts
+from mvlog.spark.warehouse import Staged, WriteCounts
 from mvlog.sql.pieces.shape import ViewShape
 from mvlog.sql.strategies.registry import strategy_of
+from mvlog.sql.strategies.strategy import KeptKeys
+
+# Staged rows up to which a fast read's rows are carried to the state's update (a composed view's
+# keys: its whole result, small as a report's is; above, the update computes them again).
+KEPT_ROWS_MAX = 200_000
+
+
+@dataclass(frozen=True)
+class KeptRows:
+    """What a fast read's rows give the state's update: ``keys``' statement and its parameters."""
+
+    keys: KeptKeys
+    values: dict[str, list]
 
 
 @dataclass(frozen=True)
@@ -222,14 +235,14 @@ class Refresher(ProjectWorker):
                 plan = planner.without_missing_groups(plan, planned.group_tables)
                 if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
                     oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
-                counts = self._write(plan, stamped, phases, view)
+                counts, kept = self._write(plan, stamped, phases, view)
                 if plan.method is RefreshMethod.COMPLETE:
                     row_count = counts.rows_inserted
                 else:
                     row_count = (planned.state.row_count or 0) + counts.rows_inserted - counts.rows_deleted
                 checkpoint("after_delta_commit")
                 with phases("record"):
-                    self._record(view, plan, stamped, row_count, planned.state.read_at)
+                    self._record(view, plan, stamped, row_count, planned.state.read_at, kept)
                 checkpoint("after_record")
         except MvlogError as exc:
             self.catalog.end_failed(history_id, counts, str(exc))  # later, if PostgreSQL is away
@@ -274,52 +287,73 @@ class Refresher(ProjectWorker):
             return plan
         return planner.with_partitions(plan, self.source.column_stats(key.log, key.base_column))
 
-    def _write(self, plan: RefreshPlan, stamped: StampedSnapshot, phases: Phases, view: ViewConfig) -> WriteCounts:
-        """Read the plan's rows at the stamp's snapshot and write them: one Delta commit."""
+    def _write(self, plan: RefreshPlan, stamped: StampedSnapshot, phases: Phases, view: ViewConfig
+               ) -> tuple[WriteCounts, KeptRows | None]:
+        """Read the plan's rows at the stamp's snapshot and write them: one Delta commit. A fast
+        read's rows may also give the state's update what it would compute again (:class:`KeptRows`)."""
         metadata = {"view": plan.view, "snaptime": stamped.time.isoformat(), "method": plan.method.value}
         txn = (f"mvlog:{plan.view}", int(stamped.time.timestamp() * 1_000_000))
         if plan.method is RefreshMethod.FAST:
             if not any(stamped.window_has_rows(log, plan.since) for log in plan.logs):
-                return WriteCounts()
+                return WriteCounts(), None
             self.progress(f"{plan.view}: fast refresh")
             null_keys = tuple(bool(check and stamped.query(check)[0][0])
                               for check in strategy_of(plan.shape).null_key_checks(plan.since))
             with phases("read"):
                 df = self.warehouse.read(self.jdbc, stamped.resolve(plan.read_sql(null_keys)), stamped.snapshot)
                 staged = self.warehouse.stage(df)
+                kept = self._kept_rows(plan, staged)
             with phases("write"):
                 checkpoint("after_read")
                 arm("during_merge")
-                unreplaceable = self.warehouse.unreplaceable(staged) if plan.write is Write.REPLACE else None
-                write = planner.write_for(plan.write, unreplaceable)
-                if write is not plan.write:
-                    self.progress(f"{plan.view}: merged, not replaced by key ({unreplaceable})")
-                if write is Write.REWRITE:
-                    return self.warehouse.rewrite(plan.location, staged, plan.key_columns, metadata, txn)
-                if write is Write.REPLACE:
-                    return self.warehouse.replace_keys(plan.location, staged, plan.key_columns, metadata, txn)
-                return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn, plan.row_hash)
+                return self._fast_write(plan, staged, metadata, txn), kept
         self.progress(f"{plan.view}: complete refresh"
                       + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))
         df = self.warehouse.read(self.jdbc, plan.read_sql(), stamped.snapshot, plan.partitions)
         checkpoint("after_read")
         with phases("write"):
             return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, view.change_feed,
-                                          self.config.deletion_vectors(view), self.config.column_mapping(view))
+                                          self.config.deletion_vectors(view), self.config.column_mapping(view)), None
+
+    def _fast_write(self, plan: RefreshPlan, staged: Staged, metadata: dict, txn: tuple[str, int]) -> WriteCounts:
+        unreplaceable = self.warehouse.unreplaceable(staged) if plan.write is Write.REPLACE else None
+        write = planner.write_for(plan.write, unreplaceable)
+        if write is not plan.write:
+            self.progress(f"{plan.view}: merged, not replaced by key ({unreplaceable})")
+        if write is Write.REWRITE:
+            return self.warehouse.rewrite(plan.location, staged, plan.key_columns, metadata, txn)
+        if write is Write.REPLACE:
+            return self.warehouse.replace_keys(plan.location, staged, plan.key_columns, metadata, txn)
+        return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn, plan.row_hash)
+
+    def _kept_rows(self, plan: RefreshPlan, staged: Staged) -> KeptRows | None:
+        """What the state's update can take from the staged rows (a composed view's keys: the
+        query's rows now, which it would otherwise compute again), if they are few enough to carry."""
+        kept = strategy_of(plan.shape).kept_keys(plan.since)
+        if kept is None or staged.rows > KEPT_ROWS_MAX:
+            return None
+        values = self.warehouse.present_values(staged, kept.columns)
+        return KeptRows(kept, dict(zip(kept.parameters, values, strict=True)))
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int,
-                checked_at: datetime) -> None:
+                checked_at: datetime, kept: KeptRows | None = None) -> None:
         """After the Delta commit: bring the key map to S and record last_V = S, in one transaction
-        that reads the refresh's snapshot. A crash before this commit leaves both at the old
-        last_V, so the next refresh re-reads a window that contains this one."""
+        that reads the refresh's snapshot (``kept``: what the fast read's rows give it). A crash
+        before this commit leaves both at the old last_V, so the next refresh re-reads a window
+        that contains this one."""
         shape = plan.shape
         complete = plan.method is RefreshMethod.COMPLETE
         strategy = strategy_of(shape)
         with self.source.bounded("long_statement"), self.source.snapshot_transaction(stamped.snapshot) as cur:
             if complete and not strategy.keymapped():
                 self.catalog.drop_keymap(cur, view.name)
-            statements = (strategy.state_rebuild(lambda name: self.source.relation_columns(cur, name)) if complete
-                          else strategy.state_update(plan.since))
+            if complete:
+                statements = strategy.state_rebuild(lambda name: self.source.relation_columns(cur, name))
+            elif kept is not None:
+                cur.execute(kept.keys.statement, kept.values)
+                statements = kept.keys.rest
+            else:
+                statements = strategy.state_update(plan.since)
             for statement in statements:
                 cur.execute(stamped.resolve(statement) if not complete else statement)
             # A complete refresh wrote the query's columns as they are now: remember them.

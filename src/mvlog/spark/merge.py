@@ -5,7 +5,7 @@ race (a part of :class:`mvlog.spark.warehouse.Warehouse`, on its :class:`DeltaSe
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -81,6 +81,15 @@ class Merger:
         except Exception as exc:
             raise self.delta.fail("reading from PostgreSQL failed", exc) from None
         return Staged(checkpointed, rows, low, high, non_null < rows, null_key_deletes)
+
+    def present_values(self, staged: Staged, columns: Sequence[str]) -> list[list[Any]]:
+        """Per column of ``columns``, its values in the staged rows that have a row now (those
+        whose ``_mvlog_present`` is set), the rows in one order for all the columns."""
+        try:
+            rows = staged.df.where(f"{quote_spark(PRESENT)} IS NOT NULL").select(*map(quote_spark, columns)).collect()
+        except Exception as exc:
+            raise self.delta.fail("reading the staged rows failed", exc) from None
+        return [[row[i] for row in rows] for i in range(len(columns))]
 
     def merge(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
               txn: tuple[str, int] | None = None, row_hash: bool = True, trust_row_hash: bool = True) -> WriteCounts:

@@ -72,6 +72,10 @@ class Warehouse(TableUpkeep):
         """See :meth:`Merger.stage`."""
         return self.merger.stage(df)
 
+    def present_values(self, staged: Staged, columns: Sequence[str]) -> list[list[Any]]:
+        """See :meth:`Merger.present_values`."""
+        return self.merger.present_values(staged, columns)
+
     def merge(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
               txn: tuple[str, int] | None = None, row_hash: bool = True, trust_row_hash: bool = True) -> WriteCounts:
         """See :meth:`Merger.merge`."""

@@ -39,7 +39,7 @@ from mvlog.sql.pieces.shape import (
     piece_name,
     relation,
 )
-from mvlog.sql.strategies.strategy import ColumnsOf, Strategy, StrategyOf
+from mvlog.sql.strategies.strategy import ColumnsOf, KeptKeys, Strategy, StrategyOf
 
 DUP = HIDDEN_PREFIX + "dup"  # a row's number among equal rows
 OUT_NEW = HIDDEN_PREFIX + "out_new"
@@ -120,14 +120,15 @@ def read_sql(composition: Composition, changed: Sequence[str]) -> str:
     return sql_text(with_ctes(query, _new_rows_ctes(composition, changed)))
 
 
-def update_sql(composition: Composition, changed: Sequence[str]) -> list[str]:
+def update_sql(composition: Composition, changed: Sequence[str], keys: bool = True) -> list[str]:
     """The view's keys and each piece's rows at the refresh's end, each in one statement (its CTEs
-    see the tables as they were): the keys first, computed from the pieces' rows before."""
+    see the tables as they were): the keys first, computed from the pieces' rows before (``keys``
+    False: left to :func:`kept_keys_sql`)."""
     keys_table = state_table(composition.keys)
     new_keys = exp.insert(exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(OUT_NEW), keys_table,
                           columns=[ROW_KEY_COLUMN, DUP])
-    statements = [sql_text(with_ctes(new_keys, [*_new_rows_ctes(composition, changed),
-                                                (HIDDEN_PREFIX + "gone", exp.Delete(this=keys_table))]))]
+    cleared = (HIDDEN_PREFIX + "gone", exp.Delete(this=keys_table))
+    statements = [sql_text(with_ctes(new_keys, [*_new_rows_ctes(composition, changed), cleared]))] if keys else []
     for i, (piece, read) in enumerate(zip(composition.pieces, changed), start=1):
         changed_i = _names(i)[0]
         table = state_table(piece.table)
@@ -140,6 +141,20 @@ def update_sql(composition: Composition, changed: Sequence[str]) -> list[str]:
         statements.append(sql_text(with_ctes(insert, [(changed_i, exp.maybe_parse(read, dialect=DIALECT)),
                                                       (HIDDEN_PREFIX + "gone", gone)])))
     return statements
+
+
+KEPT_KEYS = (HIDDEN_PREFIX + "row_keys", HIDDEN_PREFIX + "dups")  # the arrays kept_keys_sql takes
+
+
+def kept_keys_sql(composition: Composition) -> str:
+    """:func:`update_sql`'s first statement given the view's keys after the refresh (two arrays,
+    the keys' row texts and numbers, as the fast read returned them), not computed again."""
+    keys_table = state_table(composition.keys)
+    given = [exp.cast(exp.Placeholder(this=name), exp.DataType.build(kind, dialect=DIALECT))
+             for name, kind in zip(KEPT_KEYS, ("TEXT[]", "BIGINT[]"), strict=True)]
+    rows = exp.select(exp.Star()).from_(exp.Unnest(expressions=given))
+    insert = exp.insert(rows, keys_table, columns=[ROW_KEY_COLUMN, DUP])
+    return sql_text(with_ctes(insert, [(HIDDEN_PREFIX + "gone", exp.Delete(this=keys_table))]))
 
 
 def rebuild_sql(composition: Composition, query: str, empty: bool = False) -> list[str]:
@@ -227,10 +242,16 @@ class ComposedRows(Strategy):
     def probe_sql(self) -> list[str]:
         return [probe for piece in self.pieces for probe in piece.probe_sql()]
 
-    def state_update(self, since: datetime | None) -> list[str]:
+    def state_update(self, since: datetime | None, keys: bool = True) -> list[str]:
         # The pieces' rows are updated from their reads, which read their state as of the last refresh: first.
-        return [*update_sql(self.composition, self._reads(since, self.null_safe(since))),
+        return [*update_sql(self.composition, self._reads(since, self.null_safe(since)), keys),
                 *(s for piece in self.pieces for s in piece.state_update(since))]
+
+    def kept_keys(self, since: datetime | None) -> KeptKeys:
+        # The read's present rows are the query's rows now, keyed: the keys to keep, without
+        # running the pieces' reads and the query again (as long as the read itself, at scale).
+        return KeptKeys(kept_keys_sql(self.composition), KEPT_KEYS, tuple(key_names(2)),
+                        self.state_update(since, keys=False))
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
         return [*(s for piece in self.pieces for s in piece.state_rebuild(columns_of)),

@@ -17,6 +17,7 @@ tests. The SQL itself is built from :mod:`mvlog.sql.generate.sqlgen`'s blocks; t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
@@ -41,6 +42,19 @@ StrategyOf = Callable[[ViewShape], "Strategy"]
 
 KEY_MAP_NOTE = ("old view keys come from mvlog's key map (base keys -> view key), because the logs hold "
                 "primary keys only")
+
+
+@dataclass(frozen=True)
+class KeptKeys:
+    """A state update that takes the keys of the rows a fast read returned instead of computing
+    them again: ``statement`` stores them (one array parameter per name in ``parameters``, the
+    values of the staged ``columns`` of the rows that are present, in that order); ``rest``, the
+    state update's other statements."""
+
+    statement: str
+    parameters: tuple[str, ...]
+    columns: tuple[str, ...]
+    rest: list[str]
 
 
 class Strategy:
@@ -110,6 +124,11 @@ class Strategy:
     def state_update(self, since: datetime | None) -> list[str]:
         """After a fast refresh's Delta commit: bring the state from the last refresh to this one."""
         return [s for shape in self.keymapped() for s in keymap.keymap_update_sql(shape, since)]
+
+    def kept_keys(self, since: datetime | None) -> KeptKeys | None:
+        """The state update for a window whose fast read's rows are at hand, if it can take keys
+        from them rather than compute them again; None: :meth:`state_update` it is."""
+        return None
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
         """After a complete refresh: rebuild the state from the base tables. A key map is refilled
