@@ -88,6 +88,21 @@ def test_the_state_update_writes_the_view_s_keys_first_then_each_piece_s_rows():
     assert len(updates) > 3  # then the pieces' own state
 
 
+def test_the_keys_can_be_kept_from_the_read_the_rest_of_the_update_unchanged():
+    """Given the fast read's keys (two arrays), the view's keys are replaced by them in one
+    statement, and the update's other statements are the same, without the keys' statement."""
+    s = kept(TWO)
+    strategy = strategy_of(s)
+    given = strategy.kept_keys(T0)
+    statement = sqlglot.parse_one(given.statement, read="postgres")
+    assert isinstance(statement, exp.Insert) and statement.this.this.name == s.composed.keys
+    assert any(isinstance(c.this, exp.Delete) for c in statement.args["with_"].expressions)  # emptied first
+    assert [p.name for p in statement.find_all(exp.Placeholder)] == list(given.parameters)
+    assert {t.name for t in statement.find_all(exp.Table)} == {s.composed.keys}  # no piece read again
+    assert given.columns == ("_mvlog_key_0", "_mvlog_key_1")  # the read's key columns: row text, number
+    assert given.rest == strategy.state_update(T0)[1:]
+
+
 def test_a_complete_refresh_rebuilds_every_table_and_the_stand_ins_are_empty():
     s = kept()
     (piece,) = s.composed.pieces
