@@ -22,33 +22,21 @@ from mvlog.config import ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError
 from mvlog.faults import arm, checkpoint
 from mvlog.model import ROW_HASH_COLUMN, UNCHANGED, FleetCost, Measured, RefreshMethod
-from mvlog.pipeline import cost
+from mvlog.pipeline import cost, fastwrite
 from mvlog.pipeline import plan as planner
 from mvlog.pipeline.compile import definition_hash
+from mvlog.pipeline.fastwrite import KeptRows
 from mvlog.pipeline.lanes import Lanes, refresh_units
 from mvlog.pipeline.parts import ProjectParts, ProjectWorker
-from mvlog.pipeline.plan import RefreshPlan, Write, plan_refresh, requested_method
+from mvlog.pipeline.plan import RefreshPlan, plan_refresh, requested_method
 from mvlog.pipeline.results import Phases, RefreshResult
 from mvlog.postgres.catalog import UNCHANGED_REASON, ViewState
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
-from mvlog.spark.warehouse import Staged, WriteCounts
+from mvlog.spark.warehouse import WriteCounts
 from mvlog.sql.pieces.shape import ViewShape
 from mvlog.sql.strategies.registry import strategy_of
-from mvlog.sql.strategies.strategy import KeptKeys
-
-# Staged rows up to which a fast read's rows are carried to the state's update (a composed view's
-# keys: its whole result, small as a report's is; above, the update computes them again).
-KEPT_ROWS_MAX = 200_000
-
-
-@dataclass(frozen=True)
-class KeptRows:
-    """What a fast read's rows give the state's update: ``keys``' statement and its parameters."""
-
-    keys: KeptKeys
-    values: dict[str, list]
 
 
 @dataclass(frozen=True)
@@ -302,11 +290,11 @@ class Refresher(ProjectWorker):
             with phases("read"):
                 df = self.warehouse.read(self.jdbc, stamped.resolve(plan.read_sql(null_keys)), stamped.snapshot)
                 staged = self.warehouse.stage(df)
-                kept = self._kept_rows(plan, staged)
+                kept = fastwrite.kept_rows(self.warehouse, plan, staged)
             with phases("write"):
                 checkpoint("after_read")
                 arm("during_merge")
-                return self._fast_write(plan, staged, metadata, txn), kept
+                return fastwrite.write_staged(self.warehouse, plan, staged, metadata, txn, self.progress), kept
         self.progress(f"{plan.view}: complete refresh"
                       + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))
         df = self.warehouse.read(self.jdbc, plan.read_sql(), stamped.snapshot, plan.partitions)
@@ -314,26 +302,6 @@ class Refresher(ProjectWorker):
         with phases("write"):
             return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, view.change_feed,
                                           self.config.deletion_vectors(view), self.config.column_mapping(view)), None
-
-    def _fast_write(self, plan: RefreshPlan, staged: Staged, metadata: dict, txn: tuple[str, int]) -> WriteCounts:
-        unreplaceable = self.warehouse.unreplaceable(staged) if plan.write is Write.REPLACE else None
-        write = planner.write_for(plan.write, unreplaceable)
-        if write is not plan.write:
-            self.progress(f"{plan.view}: merged, not replaced by key ({unreplaceable})")
-        if write is Write.REWRITE:
-            return self.warehouse.rewrite(plan.location, staged, plan.key_columns, metadata, txn)
-        if write is Write.REPLACE:
-            return self.warehouse.replace_keys(plan.location, staged, plan.key_columns, metadata, txn)
-        return self.warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn, plan.row_hash)
-
-    def _kept_rows(self, plan: RefreshPlan, staged: Staged) -> KeptRows | None:
-        """What the state's update can take from the staged rows (a composed view's keys: the
-        query's rows now, which it would otherwise compute again), if they are few enough to carry."""
-        kept = strategy_of(plan.shape).kept_keys(plan.since)
-        if kept is None or staged.rows > KEPT_ROWS_MAX:
-            return None
-        values = self.warehouse.present_values(staged, kept.columns)
-        return KeptRows(kept, dict(zip(kept.parameters, values, strict=True)))
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int,
                 checked_at: datetime, kept: KeptRows | None = None) -> None:

@@ -127,8 +127,8 @@ def update_sql(composition: Composition, changed: Sequence[str], keys: bool = Tr
     keys_table = state_table(composition.keys)
     new_keys = exp.insert(exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(OUT_NEW), keys_table,
                           columns=[ROW_KEY_COLUMN, DUP])
-    cleared = (HIDDEN_PREFIX + "gone", exp.Delete(this=keys_table))
-    statements = [sql_text(with_ctes(new_keys, [*_new_rows_ctes(composition, changed), cleared]))] if keys else []
+    statements = [sql_text(with_ctes(new_keys, [*_new_rows_ctes(composition, changed), _emptied(keys_table)]))
+                  ] if keys else []
     for i, (piece, read) in enumerate(zip(composition.pieces, changed), start=1):
         changed_i = _names(i)[0]
         table = state_table(piece.table)
@@ -154,7 +154,13 @@ def kept_keys_sql(composition: Composition) -> str:
              for name, kind in zip(KEPT_KEYS, ("TEXT[]", "BIGINT[]"), strict=True)]
     rows = exp.select(exp.Star()).from_(exp.Unnest(expressions=given))
     insert = exp.insert(rows, keys_table, columns=[ROW_KEY_COLUMN, DUP])
-    return sql_text(with_ctes(insert, [(HIDDEN_PREFIX + "gone", exp.Delete(this=keys_table))]))
+    return sql_text(with_ctes(insert, [_emptied(keys_table)]))
+
+
+def _emptied(table: exp.Table) -> tuple[str, exp.Expr]:
+    """A CTE that empties ``table`` before the statement's INSERT fills it (it sees the table as
+    the statement found it)."""
+    return HIDDEN_PREFIX + "gone", exp.Delete(this=table)
 
 
 def rebuild_sql(composition: Composition, query: str, empty: bool = False) -> list[str]:
