@@ -9,8 +9,12 @@ the maintenance commands take them from here (:meth:`Compiler.check`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import hashlib
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -59,6 +63,33 @@ class ViewCheck:
 CHECK_SINCE = datetime(2000, 1, 1, tzinfo=UTC)  # any window start: the statements are only planned
 
 
+class _Collections:
+    """The views being compiled in the process, and the collector's thresholds to restore."""
+
+    lock = threading.Lock()
+    compiling = 0
+    thresholds: tuple[int, ...] = ()
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """While any view compiles, Python's cycle collector looks at new objects every 50,000 net
+    allocations rather than 700: compiling builds and drops millions of small tree nodes, and
+    its collections were a sixth of compiling TPC-DS's views (6.4 s of 37.5 s, measured)."""
+    with _Collections.lock:
+        if _Collections.compiling == 0:
+            _Collections.thresholds = gc.get_threshold()
+            gc.set_threshold(50_000, 20, 100)
+        _Collections.compiling += 1
+    try:
+        yield
+    finally:
+        with _Collections.lock:
+            _Collections.compiling -= 1
+            if _Collections.compiling == 0:
+                gc.set_threshold(*_Collections.thresholds)
+
+
 def definition_hash(view: ViewConfig) -> str:
     return hashlib.sha256(view.query.strip().encode()).hexdigest()[:16]
 
@@ -98,6 +129,7 @@ class Compiler:
         """The analysis of ``query`` (with the ``catalog`` of its tables: merged and rewritten)."""
         return analyze(query, catalog, columns, types)
 
+    @fewer_collections()
     def compile_view(self, cur: Cursor, index: int, view: ViewConfig, logs: dict[int, LogInfo],
                      check_fast: bool = True, check_refresh_sql: bool = False, delta_columns: bool = True,
                      compose: bool = True) -> ViewCheck:

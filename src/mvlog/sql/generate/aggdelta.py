@@ -26,7 +26,6 @@ from typing import TypeVar
 from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, PRESENT
-from mvlog.sql.analyze.analysis import DIALECT
 from mvlog.sql.generate import aggprobe
 from mvlog.sql.generate.changes import (
     changed_keys_sql,
@@ -40,7 +39,7 @@ from mvlog.sql.generate.changes import (
     touched_rows,
 )
 from mvlog.sql.generate.keymap import qualified
-from mvlog.sql.parse.sqltree import parse_select, sql_text, union_of
+from mvlog.sql.parse.sqltree import parse_select, parsed, sql_text, union_of
 from mvlog.sql.pieces import aggplan
 from mvlog.sql.pieces.aggplan import ROWS, STATE, count_column, distinct_column, extreme_column, sum_column
 from mvlog.sql.pieces.shape import ViewShape, col, ident, input_column
@@ -250,7 +249,7 @@ def fast_delta_sql(shape: ViewShape, since: datetime | None) -> str:
     (``_mvlog_key_<i>``) and its row computed from the new state (PRESENT NULL: no row any more)."""
     assert shape.deltas is not None
     keys = keymap_key_columns(shape)
-    outputs = exp.Lateral(this=exp.Subquery(this=exp.maybe_parse(shape.deltas.outputs_sql, dialect=DIALECT)),
+    outputs = exp.Lateral(this=exp.Subquery(this=parsed(shape.deltas.outputs_sql)),
                           alias=exp.TableAlias(this=ident("v")))
     query = (exp.select(*[exp.alias_(col(k, STATE), ident(n)) for k, n in zip(keys, key_names(len(keys)))],
                         exp.column(exp.Star(), table=ident("v")))

@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX, MVLOG_SCHEMA, LogInfo
 from mvlog.sql.analyze.analysis import DIALECT
-from mvlog.sql.parse.sqltree import join_side, parse_select, sql_text, union_of
+from mvlog.sql.parse.sqltree import join_side, parse_select, parsed, sql_text, union_of
 from mvlog.sql.pieces.shape import ViewShape, col, ident, input_column, tie_column, unit_column
 
 # CTE names of a fast read: prefixed, so that they cannot shadow a table the view's query reads.
@@ -98,7 +98,7 @@ def log_rows(log: LogInfo) -> exp.Select:
 def read_logs_as(statement: str, logs: dict[str, exp.Query]) -> str:
     """``statement`` with each log named in ``logs`` (by its table's name) read as that query,
     under the log's alias or name."""
-    tree: exp.Expr = exp.maybe_parse(statement, dialect=DIALECT)
+    tree: exp.Expr = parsed(statement)
     for table in list(tree.find_all(exp.Table)):
         if table.db == MVLOG_SCHEMA and table.name in logs:
             table.replace(exp.Subquery(this=logs[table.name].copy(),
@@ -142,7 +142,7 @@ def keymap_items(shape: ViewShape) -> list[exp.Expr]:
         items += [exp.alias_(e, ident(n)) for e, n in zip(unit_exprs(shape), keymap_key_columns(shape))]
     if shape.deltas is not None:
         for j, text in enumerate(shape.deltas.inputs):
-            value: exp.Expr = exp.maybe_parse(text, dialect=DIALECT)
+            value: exp.Expr = parsed(text)
             if not shape.deltas.raw(j):
                 value = exp.Case(ifs=[exp.If(this=exp.Is(this=exp.Paren(this=value), expression=exp.Null()),
                                              true=exp.Literal.number(0))], default=exp.Literal.number(1))
@@ -151,12 +151,12 @@ def keymap_items(shape: ViewShape) -> list[exp.Expr]:
 
 
 def key_exprs(shape: ViewShape) -> list[exp.Expr]:
-    return [exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs]
+    return [parsed(e) for e in shape.key_exprs]
 
 
 def unit_exprs(shape: ViewShape) -> list[exp.Expr]:
     """What the key map maps base rows to: the view key, or a window view's partition."""
-    return [exp.maybe_parse(e, dialect=DIALECT) for e in shape.partition_exprs or shape.key_exprs]
+    return [parsed(e) for e in shape.partition_exprs or shape.key_exprs]
 
 
 def touched_rows(shape: ViewShape, items: list[exp.Expr], since: datetime | None) -> exp.Query:
@@ -228,5 +228,5 @@ def roots_sql(shape: ViewShape, since: datetime | None, subqueries_only: bool = 
             .from_(keymap_table(shape)).where(before)
         branches.append(exp.select(*[exp.alias_(e, ident(n)) for e, n in zip(root_exprs(shape), names)])
                         .from_(base_table(root.log, root.alias))
-                        .where(in_query([exp.maybe_parse(o, dialect=DIALECT) for o in kept.outer], values)))
+                        .where(in_query([parsed(o) for o in kept.outer], values)))
     return union_of(branches)

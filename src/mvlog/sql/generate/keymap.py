@@ -27,7 +27,7 @@ from mvlog.sql.generate.changes import (
     touched_rows,
     unit_exprs,
 )
-from mvlog.sql.parse.sqltree import identifier_name, parse_select, sql_text, union_of
+from mvlog.sql.parse.sqltree import identifier_name, parse_select, parsed, sql_text, union_of
 from mvlog.sql.pieces.shape import SEMI_COLUMN, TableKey, Tie, ViewShape, col, ident, input_column, tie_column
 
 
@@ -67,7 +67,7 @@ def _branch_items(shape: ViewShape, branch: int, own: set[str]) -> list[exp.Expr
 def _tie_value(shape: ViewShape, branch: int, inner: str, present: bool) -> exp.Expr:
     """A tied branch's value ``inner``, or (not ``present``) a NULL of its type: a scalar subquery of
     no row (PostgreSQL types a nested UNION's columns pairwise: untyped NULLs in two branches are text)."""
-    value: exp.Expr = exp.maybe_parse(inner, dialect=DIALECT)
+    value: exp.Expr = parsed(inner)
     if present:
         return value
     typed = parse_select(shape.keymap_cores[branch])

@@ -12,20 +12,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from mvlog.config import ViewConfig
 from mvlog.errors import ConfigError
-from mvlog.sql.parse.sqltree import DIALECT, identifier_name
+from mvlog.sql.parse.sqltree import identifier_name, parsed
 
 
 def plain_table_names(query: str) -> set[str]:
     """The names of the tables ``query`` reads without a schema (CTE names left out), as
     PostgreSQL folds them; empty if the query does not parse (the analysis words that error)."""
     try:
-        tree = sqlglot.parse_one(query, read=DIALECT)
+        tree = parsed(query)
     except ParseError:
         return set()
     ctes = {identifier_name(c.args["alias"].this) for c in tree.find_all(exp.CTE) if c.args.get("alias")}

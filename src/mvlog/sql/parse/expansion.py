@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from mvlog.errors import ConfigError
-from mvlog.sql.parse.sqltree import DIALECT, identifier_name, sql_text
+from mvlog.sql.parse.sqltree import DIALECT, identifier_name, parsed, sql_text
 
 MAX_DEPTH = 32  # views over views; PostgreSQL itself forbids cycles
 
@@ -82,7 +82,7 @@ def expand_views(query: str, lookup: Callable[[str | None, str], PgView | None])
     by ``(definition) AS <alias>``, down to base tables; the query unchanged if it reads no view.
     Names of the query's CTEs are not looked up."""
     try:
-        tree = sqlglot.parse_one(query, read=DIALECT)
+        tree = parsed(query)
     except ParseError:
         return Expansion(query)  # the analysis words the error
     seen: dict[tuple[str | None, str], PgView | None] = {}

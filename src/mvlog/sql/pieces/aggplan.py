@@ -12,8 +12,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, PRESENT
-from mvlog.sql.analyze.analysis import DIALECT
-from mvlog.sql.parse.sqltree import parse_select, sql_text
+from mvlog.sql.parse.sqltree import parse_select, parsed, sql_text
 from mvlog.sql.pieces.shape import AggregateDeltas, ViewShape, col, groups_name, ident, unit_column
 
 STATE = HIDDEN_PREFIX + "state"  # CTE: each affected group's new state (and the old state's row)
@@ -181,5 +180,5 @@ def inputs_probe_sql(shape: ViewShape) -> str:
     """The aggregate inputs over the view's rows (to learn their types without reading any)."""
     assert shape.deltas is not None
     core = parse_select(shape.core_sql)
-    core.set("expressions", [exp.maybe_parse(i, dialect=DIALECT) for i in shape.deltas.inputs])
+    core.set("expressions", [parsed(i) for i in shape.deltas.inputs])
     return sql_text(core)

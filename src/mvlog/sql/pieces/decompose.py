@@ -21,7 +21,7 @@ from collections.abc import Callable
 import sqlglot
 from sqlglot import exp
 
-from mvlog.sql.parse.sqltree import DIALECT, own_aggregates, sql_text
+from mvlog.sql.parse.sqltree import own_aggregates, parsed, sql_text
 from mvlog.sql.pieces.shape import ident, relation
 
 PieceColumns = Callable[[str], "list[str] | None"]
@@ -70,7 +70,7 @@ def split_windowed_aggregate(select: exp.Select) -> exp.Select | None:
     inner_items = []
     for i, key in enumerate(dict.fromkeys(sql_text(k) for k in keys), start=1):
         names[key] = f"{GROUP}{i}"
-        inner_items.append(exp.alias_(sqlglot.parse_one(key, dialect=DIALECT), ident(names[key])))
+        inner_items.append(exp.alias_(parsed(key), ident(names[key])))
     aggregates: list[exp.Expr] = []
 
     def collect(node: exp.Expr) -> None:
@@ -89,7 +89,7 @@ def split_windowed_aggregate(select: exp.Select) -> exp.Select | None:
             collect(part)
     for i, aggregate in enumerate(dict.fromkeys(sql_text(a) for a in aggregates), start=1):
         names[aggregate] = f"{AGGREGATE}{i}"
-        inner_items.append(exp.alias_(sqlglot.parse_one(aggregate, dialect=DIALECT), ident(names[aggregate])))
+        inner_items.append(exp.alias_(parsed(aggregate), ident(names[aggregate])))
 
     def replaced(node: exp.Expr) -> exp.Expr:
         def swap(n: exp.Expr) -> exp.Expr:
@@ -193,7 +193,7 @@ def decompose(query: str, piece_columns: PieceColumns) -> tuple[str, list[str]] 
     or None when no piece is found (see the module)."""
 
     try:
-        tree = sqlglot.parse_one(query, dialect=DIALECT)
+        tree = parsed(query)
     except sqlglot.errors.ParseError:
         return None
     if not isinstance(tree, exp.Query):

@@ -14,7 +14,6 @@ from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.sql.analyze.analysis import (
-    DIALECT,
     Analysis,
     NotKeyable,
     ViewClass,
@@ -24,7 +23,7 @@ from mvlog.sql.analyze.analysis import (
     partition_by,
     window_parts,
 )
-from mvlog.sql.parse.sqltree import TableRef, full_join_parts, projected_columns, root_first, sql_text, union_of
+from mvlog.sql.parse.sqltree import TableRef, full_join_parts, parsed, projected_columns, root_first, sql_text, union_of
 from mvlog.sql.pieces.aggplan import plan_deltas
 from mvlog.sql.pieces.lineage import lineage, select_core, semi_root, split_lineage, with_root_first
 from mvlog.sql.pieces.shape import (
@@ -103,7 +102,7 @@ def _shape_union(name: str, query: str, analyses: list[Analysis], logs_by_alias:
         shape = dataclasses.replace(shape, keymap=keymap, deltas=deltas)
         select = branch.tree.copy()
         assert isinstance(select, exp.Select)  # every branch (of a UNION ALL, or a FULL JOIN's part) is a SELECT
-        key = exp.Anonymous(this="ROW", expressions=[exp.maybe_parse(e, dialect=DIALECT) for e in shape.key_exprs])
+        key = exp.Anonymous(this="ROW", expressions=[parsed(e) for e in shape.key_exprs])
         add_hidden(select, exp.Literal.number(i), BRANCH_COLUMN)
         add_hidden(select, exp.cast(key, exp.DataType.build("text")), ROW_KEY_COLUMN)
         branches.append(shape)

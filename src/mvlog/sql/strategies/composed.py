@@ -19,14 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-import sqlglot
 from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql.analyze.analysis import ViewClass
 from mvlog.sql.generate.changes import key_names, keys_match
 from mvlog.sql.generate.keymap import drop_table_sql, state_table
-from mvlog.sql.parse.sqltree import DIALECT, sql_text, with_ctes
+from mvlog.sql.parse.sqltree import DIALECT, parsed, sql_text, with_ctes
 from mvlog.sql.pieces.shape import (
     ROW_KEY_COLUMN,
     Composition,
@@ -55,7 +54,7 @@ def keyed(select: exp.Expr | str) -> exp.Select:
     text = exp.cast(exp.Anonymous(this="ROW", expressions=[exp.column(exp.Star(), table=ident("o"))]),
                     exp.DataType.build("text"))
     dup = exp.Window(this=exp.Anonymous(this="row_number"), partition_by=[text.copy()])
-    query = exp.maybe_parse(select, dialect=DIALECT) if isinstance(select, str) else select
+    query = parsed(select) if isinstance(select, str) else select
     return (exp.select(exp.column(exp.Star(), table=ident("o")), exp.alias_(text, ident(ROW_KEY_COLUMN)),
                        exp.alias_(dup, ident(DUP)))
             .from_(exp.Subquery(this=query, alias=exp.TableAlias(this=ident("o")))))
@@ -76,7 +75,7 @@ def keep_composed(shape: ViewShape, pieces: Sequence[tuple[ViewShape, Sequence[s
 def _over(composition: Composition, relations: Sequence[str]) -> exp.Select:
     """The query on top over ``relations`` (per piece, a CTE holding its rows), keyed."""
     names = {piece.relation: name for piece, name in zip(composition.pieces, relations)}
-    tree = sqlglot.parse_one(composition.outer_sql, dialect=DIALECT)
+    tree = parsed(composition.outer_sql)
     for table in list(tree.find_all(exp.Table)):
         if table.name in names and not table.db:
             table.set("this", ident(names[table.name]))
@@ -96,7 +95,7 @@ def _new_rows_ctes(composition: Composition, changed: Sequence[str]) -> list[tup
         rows = exp.union(exp.select(*[col(c, "o") for c in piece.columns]).from_(exp.Table(
             this=ident(old), alias=exp.TableAlias(this=ident("o")))).where(unchanged),
             exp.select(*cols).from_(changed_i).where(col(PRESENT)), distinct=False)
-        ctes += [(changed_i, exp.maybe_parse(read, dialect=DIALECT)),
+        ctes += [(changed_i, parsed(read)),
                  (old, exp.select(*cols).from_(state_table(piece.table))), (new, rows)]
         news.append(new)
     return [*ctes, (OUT_NEW, _over(composition, news))]
@@ -138,7 +137,7 @@ def update_sql(composition: Composition, changed: Sequence[str], keys: bool = Tr
                                                                             "o")))))
         insert = exp.insert(exp.select(*[col(c) for c in piece.columns]).from_(changed_i).where(col(PRESENT)),
                             table, columns=list(piece.columns))
-        statements.append(sql_text(with_ctes(insert, [(changed_i, exp.maybe_parse(read, dialect=DIALECT)),
+        statements.append(sql_text(with_ctes(insert, [(changed_i, parsed(read)),
                                                       (HIDDEN_PREFIX + "gone", gone)])))
     return statements
 
@@ -169,11 +168,11 @@ def rebuild_sql(composition: Composition, query: str, empty: bool = False) -> li
     statements = []
     for piece in composition.pieces:
         rows = exp.select(exp.Star()).from_(exp.Subquery(
-            this=exp.maybe_parse(piece.inner.select_sql, dialect=DIALECT), alias=exp.TableAlias(this=ident("i"))))
+            this=parsed(piece.inner.select_sql), alias=exp.TableAlias(this=ident("i"))))
         create = exp.Create(this=state_table(piece.table), kind="TABLE", expression=rows.limit(0) if empty else rows)
         statements += [drop_table_sql(piece.table), sql_text(create)]
     keys = exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(exp.Subquery(
-        this=exp.maybe_parse(query, dialect=DIALECT), alias=exp.TableAlias(this=ident("v"))))
+        this=parsed(query), alias=exp.TableAlias(this=ident("v"))))
     return [*statements, drop_table_sql(composition.keys),
             sql_text(exp.Create(this=state_table(composition.keys), kind="TABLE",
                                 expression=keys.limit(0) if empty else keys))]

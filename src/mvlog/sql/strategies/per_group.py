@@ -11,7 +11,7 @@ from sqlglot import exp
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT
 from mvlog.sql.generate import aggdelta, sqlgen
 from mvlog.sql.generate.changes import AFFECTED, ROOTS, key_names, roots_ref, roots_sql, tied_inner
-from mvlog.sql.parse.sqltree import DIALECT, parse_select, sql_text
+from mvlog.sql.parse.sqltree import parse_select, parsed, sql_text
 from mvlog.sql.pieces.shape import BRANCH_COLUMN, ROW_KEY_COLUMN, col, groups_name, ident, keymap_name
 from mvlog.sql.strategies.per_row import Join, OuterJoin
 from mvlog.sql.strategies.strategy import KEY_MAP_NOTE, RECOMPUTED_NOTE, ColumnsOf, Q, Strategy, row_text
@@ -130,7 +130,7 @@ class AggregateByDeltas(Join):
                        ident(BRANCH_COLUMN)),
             exp.alias_(exp.Case(ifs=[exp.If(this=present.copy(), true=row_text(names, "d"))]), ident(ROW_KEY_COLUMN)),
             present)
-            .from_(exp.Subquery(this=exp.maybe_parse(self.read_sql(since), dialect=DIALECT),
+            .from_(exp.Subquery(this=parsed(self.read_sql(since)),
                                 alias=exp.TableAlias(this=ident("d")))))
 
     def statements(self, since: datetime) -> list[str]:

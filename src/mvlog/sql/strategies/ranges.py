@@ -23,7 +23,7 @@ from sqlglot import exp
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.sql.generate.changes import base_table, log_rows, read_logs_as
 from mvlog.sql.generate.keymap import drop_table_sql, state_table
-from mvlog.sql.parse.sqltree import DIALECT, sql_text
+from mvlog.sql.parse.sqltree import parsed, sql_text
 from mvlog.sql.pieces.shape import Ranged, ViewShape, ident, parameters_name
 from mvlog.sql.strategies.strategy import ColumnsOf, Layered, Strategy, StrategyOf
 
@@ -37,7 +37,7 @@ def _table(shape: ViewShape) -> exp.Table:
 
 
 def _now(ranged: Ranged) -> exp.Expr:
-    return exp.Subquery(this=exp.maybe_parse(ranged.subquery, dialect=DIALECT))
+    return exp.Subquery(this=parsed(ranged.subquery))
 
 
 def _then(shape: ViewShape, i: int) -> exp.Expr:
@@ -49,7 +49,7 @@ VALUES = HIDDEN_PREFIX + "p"  # the moved rows' one-row join: the value then (V0
 
 def moved_condition(shape: ViewShape, i: int) -> exp.Expr:
     """Rows of parameter ``i``'s table whose comparison may differ between V0 and V1."""
-    x = exp.Paren(this=exp.maybe_parse(shape.ranges[i].value, dialect=DIALECT))
+    x = exp.Paren(this=parsed(shape.ranges[i].value))
     v0, v1 = exp.column("v0", table=VALUES, quoted=True), exp.column("v1", table=VALUES, quoted=True)
     between = exp.and_(
         exp.Between(this=x.copy(), low=exp.func("least", v0.copy(), v1.copy()),

@@ -35,7 +35,7 @@ from sqlglot import exp
 from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql.generate.changes import key_names, keys_match
 from mvlog.sql.generate.keymap import drop_table_sql, qualified, state_table
-from mvlog.sql.parse.sqltree import DIALECT, identifier_name, sql_text, with_ctes
+from mvlog.sql.parse.sqltree import identifier_name, parsed, sql_text, with_ctes
 from mvlog.sql.pieces.shape import TopN, ViewShape, col, ident, top_name
 from mvlog.sql.strategies.strategy import ColumnsOf, Layered, Strategy, StrategyOf
 
@@ -62,7 +62,7 @@ def split(query: str) -> tuple[str, TopSpec] | str | None:
     """A top-N query as (the full view's SQL, its ORDER BY and LIMIT); the reason a query with a
     LIMIT or OFFSET cannot be kept as one; None for a query without them."""
     try:
-        tree = sqlglot.parse_one(query, dialect=DIALECT)
+        tree = parsed(query)
     except sqlglot.errors.ParseError:
         return None  # the analysis says what is wrong with it
     if not isinstance(tree, exp.Query) or not any(tree.args.get(k) for k in ("limit", "offset", "fetch")):
@@ -106,7 +106,7 @@ def order_of(spec: TopSpec, columns: Sequence[str]) -> tuple[tuple[str, bool, bo
     which its margin holds."""
     order = []
     for text in spec.order:
-        item = exp.maybe_parse(text, into=exp.Ordered, dialect=DIALECT)
+        item = parsed(text, into=exp.Ordered)
         this, desc = item.this, bool(item.args.get("desc"))
         nulls_first = item.args.get("nulls_first")
         if isinstance(this, exp.Literal) and not this.is_string and this.this.isdigit() \
@@ -153,7 +153,7 @@ def _order_items(top: TopN, keys: Sequence[str], table: str | None = None) -> li
 
 
 def _full(top: TopN) -> exp.Select:
-    return exp.select(exp.Star()).from_(exp.Subquery(this=exp.maybe_parse(top.full_sql, dialect=DIALECT),
+    return exp.select(exp.Star()).from_(exp.Subquery(this=parsed(top.full_sql),
                                                      alias=exp.TableAlias(this=ident("f"))))
 
 
@@ -233,7 +233,7 @@ def _margin_ctes(top: TopN, keys: Sequence[str], changed: str, state: exp.Select
     full = _now_from_state(top, keys, state) if state is not None else None
     recomputed = exp.select(exp.Star()).from_(exp.Subquery(this=_recomputed(top, keys, full), alias=exp.TableAlias(
         this=ident("r")))).where(exp.not_(exp.paren(valid)))
-    return [(CHANGED, exp.maybe_parse(changed, dialect=DIALECT)), (OLD, exp.select(exp.Star()).from_(_table(top))),
+    return [(CHANGED, parsed(changed)), (OLD, exp.select(exp.Star()).from_(_table(top))),
             (CANDIDATES, candidates), (RANKED, ranked), (CUT_AT, cut_at),
             (NEW, exp.union(kept, recomputed, distinct=False))]
 
