@@ -32,6 +32,9 @@ VIEWS = [
     {"name": "top_counted", "refresh": "fast",  # a correlated scalar subquery
      "query": "SELECT c.id, (SELECT count(*) FROM orders o WHERE o.customer_id = c.id) AS n FROM customers c "
               "ORDER BY n DESC, id LIMIT 2"},
+    {"name": "nearest_to_fifty", "refresh": "fast",  # ordered by an expression over its rows, not an output
+     "query": "SELECT id, amount FROM orders ORDER BY abs(amount - 50) NULLS LAST, CASE WHEN id > 5 THEN id END "
+              "NULLS FIRST, id LIMIT 3"},
 ]
 
 

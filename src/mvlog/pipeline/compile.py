@@ -175,7 +175,8 @@ class Compiler:
         # become one: a union of one aggregate per set)
         unions = isinstance(tree, exp.SetOperation) or tree.find(exp.GroupingSets, exp.Rollup, exp.Cube) is not None
         types = self.source.output_types(cur, full_query) if nested_groups or unions else None
-        analysis = self._classified(full_query, catalog, columns, types)
+        hidden = list(top[1].hidden) if isinstance(top, tuple) else []  # the full view's ORDER BY outputs
+        analysis = self._classified(full_query, catalog, [*columns, *hidden], types)
         # A rewritten query names its tables as resolved (schema.name), the others as written.
         known: dict[tuple[str | None, str], TableInfo] = {
             **{(t.schema, t.name): t for t in catalog.values()}, **catalog}
@@ -205,7 +206,7 @@ class Compiler:
             try:
                 written = tuple(d[0] for d in self.source.describe_query(cur, shape.select_sql))
                 if isinstance(top, tuple):
-                    shape = self._top(shape, top[1], columns, written, query)
+                    shape = self._top(shape, top[1], [*columns, *hidden], written, query)
                 for probe in strategy_of(shape).probe_sql():
                     self.source.describe_query(cur, probe)
                 if shape.branches:

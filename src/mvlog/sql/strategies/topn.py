@@ -56,6 +56,7 @@ class TopSpec:
     limit: int
     offset: int
     items: tuple[str, ...] = ()  # each output's expression as SQL (an ORDER BY item may repeat one)
+    hidden: tuple[str, ...] = ()  # the outputs added to the full view: ORDER BY expressions over its rows
 
 
 def split(query: str) -> tuple[str, TopSpec] | str | None:
@@ -89,9 +90,22 @@ def split(query: str) -> tuple[str, TopSpec] | str | None:
     for key in ("order", "limit", "offset", "fetch"):
         full.set(key, None)
     outputs = tree.selects if isinstance(tree, exp.Select) else []
-    items = tuple(sql_text(p.this if isinstance(p, exp.Alias) else p) for p in outputs)
-    return sql_text(full), TopSpec(tuple(sql_text(o) for o in order.expressions), limit, offset,
-                                              items)
+    items = [sql_text(p.this if isinstance(p, exp.Alias) else p) for p in outputs]
+    ordered, hidden = [], []
+    for item in order.expressions:
+        this = item.this
+        if isinstance(full, exp.Select) and not full.args.get("distinct") and sql_text(this) not in items \
+                and not isinstance(this, exp.Column | exp.Literal):
+            # An expression over the query's rows (as PostgreSQL reads an ORDER BY expression): the
+            # full view outputs it as a hidden column, and the top-N orders by that column.
+            name = f"{HIDDEN_PREFIX}order{len(hidden) + 1}"
+            full.select(exp.alias_(this.copy(), ident(name)), copy=False)
+            hidden.append(name)
+            items.append(sql_text(this))
+            item = item.copy()
+            item.set("this", col(name))
+        ordered.append(sql_text(item))
+    return sql_text(full), TopSpec(tuple(ordered), limit, offset, tuple(items), tuple(hidden))
 
 
 def _count(node: exp.Expr | None) -> int | None:
