@@ -91,7 +91,8 @@ def split(query: str) -> tuple[str, TopSpec] | str | None:
         full.set(key, None)
     outputs = tree.selects if isinstance(tree, exp.Select) else []
     items = [sql_text(p.this if isinstance(p, exp.Alias) else p) for p in outputs]
-    ordered, hidden = [], []
+    ordered: list[str] = []
+    hidden: list[str] = []
     for item in order.expressions:
         this = item.this
         if isinstance(full, exp.Select) and not full.args.get("distinct") and sql_text(this) not in items \
