@@ -161,8 +161,8 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
     """Rounds of ``change``, then one ``mvlog refresh --json`` and one ``mvlog refresh --complete
     --json`` (each a new process on the engine); the first round warms the engine and is not
     counted. Records the commands' wall seconds and their ratio (medians), and per view its method,
-    its own seconds each way and the rows it read (views run ``concurrency`` at a time, so they
-    overlap). ``verify``: ``mvlog verify --full`` after the last fast refresh, which must find
+    its own seconds and phases each way and the rows it read (views run ``concurrency`` at a time,
+    so they overlap). ``verify``: ``mvlog verify --full`` after the last fast refresh, which must find
     every view equal to its query; ``require_fast``: every refresh must have been fast; ``env``: added
     to each command's environment; ``labels``: added to the run-level measures. Returns the views as
     ``mvlog status --json`` has them after the rounds."""
@@ -199,9 +199,10 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
         bench.measure("view_fast", fs, "s", view=name, method=method, **labels)
         bench.measure("view_complete", cs, "s", view=name, **labels)
         bench.measure("view_rows_read", median([p[0]["keys_read"] or 0 for p in pairs]), "rows", view=name, **labels)
-        for phase in sorted({k for p in pairs for k in (p[0].get("phases") or {})}):
-            bench.measure("view_phase", median([(p[0].get("phases") or {}).get(phase, 0.0) for p in pairs]), "s",
-                          view=name, phase=phase, **labels)
+        for side, measure in ((0, "view_phase"), (1, "view_complete_phase")):  # the fast run's, --complete's
+            for phase in sorted({k for p in pairs for k in (p[side].get("phases") or {})}):
+                bench.measure(measure, median([(p[side].get("phases") or {}).get(phase, 0.0) for p in pairs]), "s",
+                              view=name, phase=phase, **labels)
     bench.measure("views_ran_fast", sum("fast" in "/".join(p[0]["method"] or "" for p in pairs)
                                         for pairs in per_view.values()), "count", of="views", **labels)
     bench.measure("fast_slower_than_complete", slower, "count", **labels)
