@@ -40,10 +40,19 @@ def test_what_cannot_be_a_top_n_view_says_why(query, reason):
     assert isinstance(refusal, str) and reason in refusal
 
 
-@pytest.mark.parametrize("order", ["t.a", "b", "3"])
-def test_a_top_n_view_orders_by_its_output_columns_only(order):
-    _, spec = topn.split(f"SELECT a, c FROM t ORDER BY {order} LIMIT 2")
-    assert "output columns" in topn.order_of(spec, ["a", "c", *spec.hidden])
+@pytest.mark.parametrize(("query", "columns"), [("SELECT a, c FROM t ORDER BY 3 LIMIT 2", ["a", "c"]),
+                                                ("SELECT * FROM t ORDER BY b LIMIT 2", ["a", "c"])])
+def test_a_top_n_view_orders_by_its_outputs_or_what_it_can_add_to_them(query, columns):
+    # a position past the outputs; a name that is no output where the outputs are a * (unknown to the split)
+    _, spec = topn.split(query)
+    assert spec.hidden == () and "output columns" in topn.order_of(spec, columns)
+
+
+@pytest.mark.parametrize(("order", "added"), [("b", "b"), ("t.a", "t.a"), ("a + 1", "a + 1")])
+def test_an_order_by_item_that_is_no_output_is_added_as_a_hidden_one(order, added):
+    full, spec = topn.split(f"SELECT a AS x, c FROM t ORDER BY {order}, a LIMIT 2")
+    assert full == f'SELECT a AS x, c, {added} AS "_mvlog_order1" FROM t'
+    assert topn.order_of(spec, ["x", "c", *spec.hidden]) == (("_mvlog_order1", False, False), ("x", False, False))
 
 
 def test_an_order_by_expression_over_the_rows_is_a_hidden_output_of_the_full_view():

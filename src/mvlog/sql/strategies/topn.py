@@ -93,10 +93,10 @@ def split(query: str) -> tuple[str, TopSpec] | str | None:
     items = [sql_text(p.this if isinstance(p, exp.Alias) else p) for p in outputs]
     ordered: list[str] = []
     hidden: list[str] = []
+    plain = isinstance(full, exp.Select) and not full.args.get("distinct")
     for item in order.expressions:
         this = item.this
-        if isinstance(full, exp.Select) and not full.args.get("distinct") and sql_text(this) not in items \
-                and not isinstance(this, exp.Column | exp.Literal):
+        if plain and not _an_output(this, outputs, items):
             # An expression over the query's rows (as PostgreSQL reads an ORDER BY expression): the
             # full view outputs it as a hidden column, and the top-N orders by that column.
             name = f"{HIDDEN_PREFIX}order{len(hidden) + 1}"
@@ -107,6 +107,23 @@ def split(query: str) -> tuple[str, TopSpec] | str | None:
             item.set("this", col(name))
         ordered.append(sql_text(item))
     return sql_text(full), TopSpec(tuple(ordered), limit, offset, tuple(items), tuple(hidden))
+
+
+def _an_output(this: exp.Expr, outputs: Sequence[exp.Expr], items: Sequence[str]) -> bool:
+    """Whether an ORDER BY item names an output of the query, as PostgreSQL reads it: a position
+    (a number), an output's own expression, or a bare name that is an output's name (else it is
+    a column of the query's rows). With a ``*`` or an unnamed expression among the outputs, their
+    names are left to :func:`order_of`, which knows the query's columns."""
+    if isinstance(this, exp.Literal) or sql_text(this) in items:
+        return True
+    if not isinstance(this, exp.Column) or this.table:
+        return False
+    names = [o.output_name for o in outputs]
+    if any(isinstance(o, exp.Star) or (isinstance(o, exp.Column) and isinstance(o.this, exp.Star)) or not name
+           for o, name in zip(outputs, names, strict=True)):
+        return True
+    return identifier_name(this.this) in {identifier_name(o.args["alias"] if isinstance(o, exp.Alias) else o.this)
+                                           for o in outputs}
 
 
 def _count(node: exp.Expr | None) -> int | None:
@@ -134,8 +151,9 @@ def order_of(spec: TopSpec, columns: Sequence[str]) -> tuple[tuple[str, bool, bo
             # an output's own expression (dt.d_year, sum(x), a column under its alias): that output
             name = columns[spec.items.index(sql_text(this))]
         else:
-            return (f"a top-N view (ORDER BY … LIMIT) orders by its output columns, by name or position "
-                    f"({sql_text(this)} is not one)")
+            return (f"a top-N view (ORDER BY … LIMIT) orders by its output columns, by name or position, or by "
+                    f"columns or expressions it can add to a plain SELECT's named outputs ({sql_text(this)} is none "
+                    f"of them)")
         # PostgreSQL's default: NULLs sort as larger than any value
         order.append((name, desc, desc if nulls_first is None else bool(nulls_first)))
     return tuple(order)
