@@ -81,6 +81,33 @@ def test_a_delta_table_rewritten_with_other_columns_is_caught_before_reading(db,
     assert_view_matches(project, "v_fast")
 
 
+def test_force_looks_at_a_view_s_delta_table_only_when_it_refreshes_it_fast(db, make_project, monkeypatch):
+    """A force view's Delta table is checked after the stamp, once force chose fast: a view it
+    refreshes completely is not looked at, and one whose table is gone is still refreshed completely."""
+    from mvlog.spark.warehouse import Warehouse
+
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); "
+               "INSERT INTO t SELECT g, g FROM generate_series(1, 20000) g; ANALYZE t")  # the share rule needs its rows
+    project = make_project(["t"], [{"name": "v_force", "query": "SELECT id, a FROM t"},
+                                   {"name": "v_fast", "refresh": "fast", "query": "SELECT id, a FROM t WHERE a > 0"}])
+    project.apply()
+    looked: list[str] = []
+    columns = Warehouse.columns
+    monkeypatch.setattr(Warehouse, "columns", lambda self, location: looked.append(location) or columns(self, location))
+    db.execute("UPDATE t SET a = a + 1")  # every row: force's share rule takes a complete refresh
+    results = {r.view: r for r in project.refresh()}
+    assert results["v_force"].method == "complete" and "a complete refresh is cheaper" in results["v_force"].reason
+    assert results["v_fast"].method == "fast"
+    assert looked == [project.config.view_location("v_fast")]
+    shutil.rmtree(project.config.view_location("v_force"))  # someone removed the view's table
+    db.execute("UPDATE t SET a = 0 WHERE id = 3")  # one key: force would refresh it fast
+    results = {r.view: r for r in project.refresh()}
+    assert (results["v_force"].method, results["v_force"].reason) == ("complete", "the Delta table is missing")
+    assert sorted(looked[1:]) == sorted(project.config.view_location(v) for v in ("v_force", "v_fast"))
+    assert_view_matches(project, "v_force")
+    assert_view_matches(project, "v_fast")
+
+
 def test_a_corrupted_warehouse_path_is_one_clear_error(db, make_project):
     db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t VALUES (1, 1)")
     project = make_project(["t"], [{"name": "v", "refresh": "fast", "query": "SELECT * FROM t"}])

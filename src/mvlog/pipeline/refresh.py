@@ -46,6 +46,7 @@ class PlannedView:
     plan: RefreshPlan
     after_failure: bool = False  # the view's last refresh failed: it may have written Delta unrecorded
     group_tables: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)  # columns now, by name
+    unchecked: tuple[str, ...] | None = None  # force: the columns its Delta table must have, checked if it runs fast
 
 
 class Refresher(ProjectWorker):
@@ -182,21 +183,47 @@ class Refresher(ProjectWorker):
         location = self.config.view_location(view.name)
         table_exists, row_hash, after_failure = True, True, False
         group_tables: dict[str, Sequence[str]] = {}
+        unchecked = None
         # Only a fast refresh needs the Delta table, and needs it to have the columns it writes.
         if (for_refresh and method is not RefreshMethod.COMPLETE and check.shape.fast_possible
                 and state.last_snaptime is not None):
             keymapped = bool(strategy_of(check.shape).keymapped())
             after_failure = keymapped and self.catalog.last_attempt_failed(view.name)
-            columns = self.warehouse.columns(location)
-            table_exists = columns is not None
-            row_hash = columns is None or ROW_HASH_COLUMN in columns
-            needs_complete = needs_complete or planner.schema_drift(location, columns, check.columns)
+            if method is RefreshMethod.FORCE and not after_failure:
+                # Force decides once the window is stamped; a view it refreshes completely needs no
+                # look at its table (a Spark job or two: most of a small view's prepare, measured).
+                unchecked = check.columns
+            else:
+                table_exists, row_hash, drift = self._delta_check(location, check.columns)
+                needs_complete = needs_complete or drift
             if not needs_complete:
                 needs_complete, group_tables = self._state_tables(check.shape, keymapped)
         plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
                             row_hash)
         plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows)
-        return PlannedView(view, state, plan, after_failure, group_tables)
+        return PlannedView(view, state, plan, after_failure, group_tables, unchecked)
+
+    def _delta_check(self, location: str, expected: Sequence[str]) -> tuple[bool, bool, str | None]:
+        """The view's Delta table: whether it exists, whether it stores row hashes, and why its
+        columns keep a fast refresh from writing into it (or None)."""
+        columns = self.warehouse.columns(location)
+        return (columns is not None, columns is None or ROW_HASH_COLUMN in columns,
+                planner.schema_drift(location, columns, expected))
+
+    def _checked(self, planned: PlannedView, plan: RefreshPlan) -> RefreshPlan:
+        """A force view's fast plan once its Delta table is looked at (see :meth:`_plan`): complete
+        if the table is missing or its columns differ, else fast, written as its table allows."""
+        if plan.method is not RefreshMethod.FAST or planned.unchecked is None:
+            return plan
+        table_exists, row_hash, drift = self._delta_check(plan.location, planned.unchecked)
+        if table_exists and not drift and row_hash:
+            return plan
+        again = plan_refresh(plan.shape, plan.location, RefreshMethod.FORCE, plan.since, drift, table_exists, row_hash)
+        if again.method is RefreshMethod.COMPLETE:
+            return self._partitioned(again)
+        again = dataclasses.replace(plan, row_hash=row_hash)
+        return planner.with_sized_write(again, planned.state.row_count, planned.view.change_feed,
+                                        self.config.delta.rewrite_max_rows)
 
     def _state_tables(self, shape: ViewShape, keymapped: bool) -> tuple[str | None, dict[str, Sequence[str]]]:
         """The view's state tables as they are now, read in one transaction: why its key map's
@@ -219,7 +246,7 @@ class Refresher(ProjectWorker):
             with self.source.translated():  # a connection lost on the way fails the refresh like any error
                 if planned.after_failure and plan.method is RefreshMethod.FAST:
                     self._take_back_unrecorded(view, plan)
-                plan = self._after_stamp(view, plan, stamped, planned.state.row_count)
+                plan = self._checked(planned, self._after_stamp(view, plan, stamped, planned.state.row_count))
                 plan = planner.without_missing_groups(plan, planned.group_tables)
                 if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
                     oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
