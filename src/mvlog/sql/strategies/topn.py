@@ -112,18 +112,21 @@ def split(query: str) -> tuple[str, TopSpec] | str | None:
 def _an_output(this: exp.Expr, outputs: Sequence[exp.Expr], items: Sequence[str]) -> bool:
     """Whether an ORDER BY item names an output of the query, as PostgreSQL reads it: a position
     (a number), an output's own expression, or a bare name that is an output's name (else it is
-    a column of the query's rows). With a ``*`` or an unnamed expression among the outputs, their
-    names are left to :func:`order_of`, which knows the query's columns."""
+    a column of the query's rows). With a ``*`` or an output named by PostgreSQL (an expression
+    without an alias) among the outputs, their names are left to :func:`order_of`, which knows
+    the query's columns."""
     if isinstance(this, exp.Literal) or sql_text(this) in items:
         return True
     if not isinstance(this, exp.Column) or this.table:
         return False
-    names = [o.output_name for o in outputs]
-    if any(isinstance(o, exp.Star) or (isinstance(o, exp.Column) and isinstance(o.this, exp.Star)) or not name
-           for o, name in zip(outputs, names, strict=True)):
-        return True
-    return identifier_name(this.this) in {identifier_name(o.args["alias"] if isinstance(o, exp.Alias) else o.this)
-                                           for o in outputs}
+    names = []
+    for output in outputs:
+        name = output.args["alias"] if isinstance(output, exp.Alias) else \
+            output.this if isinstance(output, exp.Column) else None
+        if not isinstance(name, exp.Identifier):
+            return True
+        names.append(identifier_name(name))
+    return identifier_name(this.this) in names
 
 
 def _count(node: exp.Expr | None) -> int | None:
