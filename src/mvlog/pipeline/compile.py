@@ -37,7 +37,7 @@ from mvlog.sql.generate import aggdelta
 from mvlog.sql.parse.dependencies import ViewGraph
 from mvlog.sql.parse.expansion import Expansion, PgView, expand_views, redefined_view
 from mvlog.sql.parse.restrictions import reads_volatile
-from mvlog.sql.pieces import aggplan, decompose
+from mvlog.sql.pieces import aggplan, decompose, topspec
 from mvlog.sql.pieces.choice import parameters_kept, shape_view
 from mvlog.sql.pieces.shape import ViewShape, downgrade, piece_name
 from mvlog.sql.rewrite import decorrelate, rewrite
@@ -143,7 +143,7 @@ class Compiler:
         try:
             expansion = self.expand(cur, view.query)
             query = expansion.query
-            top = topn.split(query)  # a top-N view: its full view is analysed and kept
+            top = topspec.split(query)  # a top-N view: its full view is analysed and kept
             full_query = top[0] if isinstance(top, tuple) else query
             tree = parse_query(full_query)
         except ConfigError as exc:
@@ -265,11 +265,11 @@ class Compiler:
         return composed.keep_composed(shape, kept, outer, complete or query)
 
     @staticmethod
-    def _top(shape: ViewShape, spec: topn.TopSpec, columns: list[str], written: tuple[str, ...],
+    def _top(shape: ViewShape, spec: topspec.TopSpec, columns: list[str], written: tuple[str, ...],
              query: str) -> ViewShape:
         """The top-N view over the full view ``shape``, or complete-only if its ORDER BY is not over
         its output columns."""
-        order = topn.order_of(spec, columns)
+        order = topspec.order_of(spec, columns)
         if isinstance(order, str):
             return downgrade(shape, query, order)
         return topn.keep_top(shape, spec, order, written)
@@ -323,7 +323,7 @@ class Compiler:
         index = self.config.views.index(view)
         try:
             expansion = self.expand(cur, view.query)
-            top = topn.split(expansion.query)
+            top = topspec.split(expansion.query)
             analysis = self._classified(top[0] if isinstance(top, tuple) else expansion.query)
         except ConfigError as exc:
             raise ConfigError(f"views[{index}] ({view.name}): {exc}") from None

@@ -10,6 +10,7 @@ from facts import CASES, shape_of
 from sqlglot import exp
 from test_composed import TWO, kept
 
+from mvlog.sql.pieces import topspec
 from mvlog.sql.pieces.shape import ShapeKind, ViewShape, kind_of
 from mvlog.sql.strategies import topn
 from mvlog.sql.strategies.registry import STRATEGIES, state_names, strategy_of
@@ -23,8 +24,8 @@ def test_every_kind_has_one_strategy():
 
 def _top_over(full: ViewShape) -> ViewShape:
     names = [p.alias_or_name for p in sqlglot.parse_one(full.select_sql, read="postgres").selects]
-    _, spec = topn.split(f"SELECT * FROM t ORDER BY {names[-1]} DESC LIMIT 3")
-    return topn.keep_top(full, spec, topn.order_of(spec, names), names)
+    _, spec = topspec.split(f"SELECT * FROM t ORDER BY {names[-1]} DESC LIMIT 3")
+    return topn.keep_top(full, spec, topspec.order_of(spec, names), names)
 
 
 def shapes() -> dict[str, ViewShape]:
