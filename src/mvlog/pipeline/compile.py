@@ -9,12 +9,8 @@ the maintenance commands take them from here (:meth:`Compiler.check`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import hashlib
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -26,6 +22,7 @@ from mvlog.config import Config, ViewConfig
 from mvlog.errors import ConfigError, RefreshError
 from mvlog.model import HIDDEN_PREFIX, LogInfo, RefreshMethod, TableInfo
 from mvlog.pipeline import plan as planner
+from mvlog.pipeline.collector import fewer_collections
 from mvlog.postgres.capture import is_decoded
 from mvlog.postgres.catalog import Catalog, ViewState
 from mvlog.postgres.late import LateRows
@@ -61,33 +58,6 @@ class ViewCheck:
 
 
 CHECK_SINCE = datetime(2000, 1, 1, tzinfo=UTC)  # any window start: the statements are only planned
-
-
-class _Collections:
-    """The views being compiled in the process, and the collector's thresholds to restore."""
-
-    lock = threading.Lock()
-    compiling = 0
-    thresholds: tuple[int, ...] = ()
-
-
-@contextlib.contextmanager
-def fewer_collections() -> Iterator[None]:
-    """While any view compiles, Python's cycle collector looks at new objects every 50,000 net
-    allocations rather than 700: compiling builds and drops millions of small tree nodes, and
-    its collections were a sixth of compiling TPC-DS's views (6.4 s of 37.5 s, measured)."""
-    with _Collections.lock:
-        if _Collections.compiling == 0:
-            _Collections.thresholds = gc.get_threshold()
-            gc.set_threshold(50_000, 20, 100)
-        _Collections.compiling += 1
-    try:
-        yield
-    finally:
-        with _Collections.lock:
-            _Collections.compiling -= 1
-            if _Collections.compiling == 0:
-                gc.set_threshold(*_Collections.thresholds)
 
 
 def definition_hash(view: ViewConfig) -> str:
@@ -175,8 +145,9 @@ class Compiler:
         # become one: a union of one aggregate per set)
         unions = isinstance(tree, exp.SetOperation) or tree.find(exp.GroupingSets, exp.Rollup, exp.Cube) is not None
         types = self.source.output_types(cur, full_query) if nested_groups or unions else None
-        hidden = list(top[1].hidden) if isinstance(top, tuple) else []  # the full view's ORDER BY outputs
-        analysis = self._classified(full_query, catalog, [*columns, *hidden], types)
+        # the full view's columns: a top-N view's ORDER BY items that are no outputs are hidden ones
+        full_columns = [*columns, *top[1].hidden] if isinstance(top, tuple) else columns
+        analysis = self._classified(full_query, catalog, full_columns, types)
         # A rewritten query names its tables as resolved (schema.name), the others as written.
         known: dict[tuple[str | None, str], TableInfo] = {
             **{(t.schema, t.name): t for t in catalog.values()}, **catalog}
@@ -206,7 +177,7 @@ class Compiler:
             try:
                 written = tuple(d[0] for d in self.source.describe_query(cur, shape.select_sql))
                 if isinstance(top, tuple):
-                    shape = self._top(shape, top[1], [*columns, *hidden], written, query)
+                    shape = self._top(shape, top[1], full_columns, written, query)
                 for probe in strategy_of(shape).probe_sql():
                     self.source.describe_query(cur, probe)
                 if shape.branches:

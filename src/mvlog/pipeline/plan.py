@@ -217,6 +217,13 @@ def schema_drift(location: str, table_columns: Sequence[str] | None, expected: S
     return None
 
 
+def delta_fit(location: str, columns: Sequence[str] | None, expected: Sequence[str]) -> tuple[bool, bool, str | None]:
+    """The view's Delta table (its ``columns``, None: there is none) for a fast refresh: whether it
+    exists, whether it stores row hashes, and why its columns keep the refresh out (or None)."""
+    return (columns is not None, columns is None or ROW_HASH_COLUMN in columns,
+            schema_drift(location, columns, expected))
+
+
 def after_stamp(plan: RefreshPlan, replaced: Sequence[str], windows: Sequence[WindowSize],
                 measured: Sequence[Measured] = (), rows: int | None = None,
                 fleet: Sequence[FleetCost] = ()) -> RefreshPlan:

@@ -21,7 +21,7 @@ from datetime import datetime
 from mvlog.config import ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError
 from mvlog.faults import arm, checkpoint
-from mvlog.model import ROW_HASH_COLUMN, UNCHANGED, FleetCost, Measured, RefreshMethod
+from mvlog.model import UNCHANGED, FleetCost, Measured, RefreshMethod
 from mvlog.pipeline import cost, fastwrite
 from mvlog.pipeline import plan as planner
 from mvlog.pipeline.compile import definition_hash
@@ -194,7 +194,8 @@ class Refresher(ProjectWorker):
                 # look at its table (a Spark job or two: most of a small view's prepare, measured).
                 unchecked = check.columns
             else:
-                table_exists, row_hash, drift = self._delta_check(location, check.columns)
+                columns = self.warehouse.columns(location)
+                table_exists, row_hash, drift = planner.delta_fit(location, columns, check.columns)
                 needs_complete = needs_complete or drift
             if not needs_complete:
                 needs_complete, group_tables = self._state_tables(check.shape, keymapped)
@@ -203,19 +204,13 @@ class Refresher(ProjectWorker):
         plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows)
         return PlannedView(view, state, plan, after_failure, group_tables, unchecked)
 
-    def _delta_check(self, location: str, expected: Sequence[str]) -> tuple[bool, bool, str | None]:
-        """The view's Delta table: whether it exists, whether it stores row hashes, and why its
-        columns keep a fast refresh from writing into it (or None)."""
-        columns = self.warehouse.columns(location)
-        return (columns is not None, columns is None or ROW_HASH_COLUMN in columns,
-                planner.schema_drift(location, columns, expected))
-
     def _checked(self, planned: PlannedView, plan: RefreshPlan) -> RefreshPlan:
         """A force view's fast plan once its Delta table is looked at (see :meth:`_plan`): complete
         if the table is missing or its columns differ, else fast, written as its table allows."""
         if plan.method is not RefreshMethod.FAST or planned.unchecked is None:
             return plan
-        table_exists, row_hash, drift = self._delta_check(plan.location, planned.unchecked)
+        table_exists, row_hash, drift = planner.delta_fit(plan.location, self.warehouse.columns(plan.location),
+                                                       planned.unchecked)
         if table_exists and not drift and row_hash:
             return plan
         again = plan_refresh(plan.shape, plan.location, RefreshMethod.FORCE, plan.since, drift, table_exists, row_hash)
