@@ -32,6 +32,7 @@ from mvlog.pipeline.plan import RefreshPlan, plan_refresh, requested_method
 from mvlog.pipeline.results import Phases, RefreshResult
 from mvlog.postgres.catalog import UNCHANGED_REASON, ViewState
 from mvlog.postgres.jdbc import JdbcSource
+from mvlog.postgres.source import NO_JIT
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import WriteCounts
@@ -310,7 +311,8 @@ class Refresher(ProjectWorker):
             null_keys = tuple(bool(check and stamped.query(check)[0][0])
                               for check in strategy_of(plan.shape).null_key_checks(plan.since))
             with phases("read"):
-                df = self.warehouse.read(self.jdbc, stamped.resolve(plan.read_sql(null_keys)), stamped.snapshot)
+                df = self.warehouse.read(self.jdbc, stamped.resolve(plan.read_sql(null_keys)), stamped.snapshot,
+                                         settings=(NO_JIT,))
                 staged = self.warehouse.stage(df)
                 kept = fastwrite.kept_rows(self.warehouse, plan, staged)
             with phases("write"):
@@ -334,7 +336,8 @@ class Refresher(ProjectWorker):
         shape = plan.shape
         complete = plan.method is RefreshMethod.COMPLETE
         strategy = strategy_of(shape)
-        with self.source.bounded("long_statement"), self.source.snapshot_transaction(stamped.snapshot) as cur:
+        with self.source.bounded("long_statement"), \
+                self.source.snapshot_transaction(stamped.snapshot, jit=complete) as cur:
             if complete and not strategy.keymapped():
                 self.catalog.drop_keymap(cur, view.name)
             if complete:

@@ -34,6 +34,14 @@ from mvlog.timeouts import Timeouts
 ESTIMATED_ROWS = ("SELECT coalesce(sum(greatest(m.reltuples, 0)), 0) FROM pg_class AS m WHERE m.relkind = 'r' "
                   "AND (m.oid = %(oid)s OR m.oid IN (SELECT t.relid FROM pg_partition_tree(%(oid)s) AS t))")
 
+# Run first in a transaction of a fast refresh's statements (its read, its state's upkeep, its checks
+# at the stamp). They are large (a composed view's read is ~20 KB of SQL) over a window's few rows,
+# but PostgreSQL often costs them high (a log's statistics lag a burst of writes) and compiles
+# them: JIT's inlining and optimization of ~1,900 functions took 10.5 s before TPC-DS q58's read,
+# 1.8 s without it, ran at SF 1 (BENCHMARKS.md, session 44). A complete refresh's reads keep the
+# server's setting (JIT took q31's 6.9-8.0 s to 5.9-6.7 s).
+NO_JIT = "SET LOCAL jit = off"
+
 def sql_dir() -> Path:
     """The directory of mvlog's .sql files (packaged, or the repository's ``sql/``)."""
     packaged = resources.files("mvlog") / "resources" / "sql"
@@ -276,14 +284,17 @@ class Source(CatalogInspection):
             return cur.fetchall() if cur.description else []
 
     @contextlib.contextmanager
-    def snapshot_transaction(self, snapshot: str) -> Iterator[Cursor]:
-        """A read-write REPEATABLE READ transaction that sees the exported ``snapshot``; commits on success."""
+    def snapshot_transaction(self, snapshot: str, jit: bool = True) -> Iterator[Cursor]:
+        """A read-write REPEATABLE READ transaction that sees the exported ``snapshot``; commits on
+        success (``jit``: False for a fast refresh's small work, see NO_JIT)."""
         checked_snapshot_id(snapshot)
         conn = self.connect()
         try:
             conn.set_session(isolation_level="REPEATABLE READ")
             with conn.cursor() as cur:
                 cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot,))
+                if not jit:
+                    cur.execute(NO_JIT)
                 yield cur
             conn.commit()
         except psycopg2.Error as exc:

@@ -240,14 +240,15 @@ class Warehouse(TableUpkeep):
         return path.getFileSystem(self.spark._jsc.hadoopConfiguration()), path
 
     def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None,
-             partitions: tuple[str, ...] = ()) -> DataFrame:
+             partitions: tuple[str, ...] = (), settings: tuple[str, ...] = ()) -> DataFrame:
         """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``; with ``partitions``
-        (disjoint WHERE clauses covering every row) one JDBC read per clause, in parallel."""
+        (disjoint WHERE clauses covering every row) one JDBC read per clause, in parallel
+        (``settings``: the caller's ``SET LOCAL`` statements, run in the snapshot's transaction first)."""
         options = {"fetchsize": "10000", "preferTimestampNTZ": "true", **jdbc.properties}
         if snapshot is not None:
             options["sessionInitStatement"] = (
                 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '"
-                + checked_snapshot_id(snapshot) + "'"
+                + checked_snapshot_id(snapshot) + "'" + "".join(f"; {setting}" for setting in settings)
             )
         table = f"({select_sql}\n) AS mvlog_src"
         try:

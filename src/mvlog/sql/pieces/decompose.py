@@ -224,7 +224,12 @@ def decompose(query: str, piece_columns: PieceColumns) -> tuple[str, list[str]] 
             if isinstance(candidate, exp.Subquery):
                 candidate.set("this", read)
             elif isinstance(candidate.parent, exp.CTE):
+                # NOT MATERIALIZED: each reference is planned with its own filters and estimated
+                # from the piece's table. Materialized, a CTE read three times (q31: a quarter
+                # each) is estimated at a row per filter, and joined by nested loops over
+                # thousands of rows: q31's fast read at SF 1 took 13.5 s, inlined 38 ms.
                 candidate.parent.set("this", read)
+                candidate.parent.set("materialized", False)
             else:
                 candidate.replace(read)
 
