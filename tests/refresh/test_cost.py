@@ -13,6 +13,8 @@ from mvlog.pipeline.cost import (
     COMPLETE_ABOVE_FRACTION,
     COMPLETE_MIN_KEYS,
     FLEET_MIN_VIEWS,
+    REMEASURE_WITHIN,
+    SAMPLES,
     choose,
     measured_both,
     predict,
@@ -179,3 +181,54 @@ def test_right_after_apply_the_other_views_builds_stand_for_their_complete_refre
     light = choose([Measured(COMPLETE, 1.0, None, 10**6, build=True)], window(100), 10**6, "aggregate", fleet)
     assert light.fast is not None and light.fast.seconds == pytest.approx(1.5) and light.complete
     assert "the line through 3 other aggregate views'" in light.reason
+
+
+def history(refreshes: list[Measured]) -> list[Measured]:
+    """What the catalog hands ``choose`` (``Catalog.measured``): the latest SAMPLES of each method,
+    newest first, from ``refreshes`` (oldest first)."""
+    newest = refreshes[::-1]
+    kept = {id(m) for method in (FAST, COMPLETE) for m in [m for m in newest if m.method is method][:SAMPLES]}
+    return [m for m in newest if id(m) in kept]
+
+
+def test_a_method_not_run_in_the_latest_refreshes_is_measured_again_when_it_is_close():
+    """Two slow fast refreshes (a cold process, a busy machine) must not decide for ever (the
+    freshness benchmark's views: complete in 44 of 46 refreshes, BENCHMARKS.md session 43)."""
+    slow_fast = [Measured(FAST, 4.0, 100, None), Measured(FAST, 4.2, 100, None)]
+    completes = [Measured(COMPLETE, 3.0, None, 10_000) for _ in range(SAMPLES)]
+    again = choose(history([*slow_fast, *completes]), window(100), 10_000)
+    assert not again.complete and again.reason.startswith(f"fast measured again (not run in the latest {SAMPLES}")
+    # One complete refresh fewer since: the fast ones still count, complete is cheaper.
+    assert choose(history([*slow_fast, *completes[1:]]), window(100), 10_000).complete
+    # Far from the other method (over REMEASURE_WITHIN x): not run again.
+    far = [Measured(FAST, 3.0 * REMEASURE_WITHIN * 1.1, 100, None)]
+    kept = choose(history([*far, *completes]), window(100), 10_000)
+    assert kept.complete and "measured again" not in kept.reason
+    # The new measurement predicts alone: the stale ones do not outvote it.
+    cheap = choose(history([*slow_fast, *completes, Measured(FAST, 2.0, 100, None)]), window(100), 10_000)
+    assert not cheap.complete and cheap.fast is not None and cheap.fast.seconds == 2.0
+    dear = choose(history([*slow_fast, *completes, Measured(FAST, 3.5, 100, None)]), window(100), 10_000)
+    assert dear.complete and dear.reason.startswith("a complete refresh is predicted cheaper")
+
+
+@pytest.mark.parametrize("fast_seconds", [2.0, 4.0])
+def test_a_force_view_finds_its_cheaper_method_and_pays_little_for_looking(fast_seconds):
+    """A view refreshed 60 times by force, whose build (4.5 s) and first two fast refreshes (5 s) were slow: it
+    comes to the cheaper method, and runs the dearer one at most once in SAMPLES + 1 refreshes."""
+    rng = random.Random()  # examples differ from run to run
+    costs = {FAST: fast_seconds, COMPLETE: 3.0}
+    refreshes = [Measured(COMPLETE, 4.5, None, 10_000, build=True),
+                 Measured(FAST, 5.0, 100, None), Measured(FAST, 5.2, 100, None)]
+    chosen = []
+    for _ in range(60):
+        choice = choose(history(refreshes), window(100), 10_000)
+        method = COMPLETE if choice.complete else FAST
+        chosen.append(method)
+        seconds = costs[method] * rng.uniform(0.9, 1.1)
+        refreshes.append(Measured(method, seconds, 100 if method is FAST else None,
+                                  None if method is FAST else 10_000))
+    cheaper = min(costs, key=costs.__getitem__)
+    found = next(i for i in range(len(chosen)) if chosen[i:i + 3] == [cheaper] * 3)  # settled on it
+    assert found <= 2 * (SAMPLES + 1), chosen  # the build and the slow refreshes mislead for a while
+    looks = [i for i in range(found, len(chosen)) if chosen[i] is not cheaper]
+    assert len(looks) <= 1 + (len(chosen) - found) // (SAMPLES + 1), chosen  # then a look per SAMPLES + 1

@@ -17,6 +17,13 @@ after ``apply`` choose too; with fewer than ``FLEET_MIN_VIEWS`` such views the s
 (:func:`share_rule`: a window that changed at least ``COMPLETE_ABOVE_FRACTION`` of a large table
 refreshes completely), and the next refresh measures what it ran. Each prediction says what it rests on.
 
+A method that lost ``SAMPLES`` refreshes in a row is run once more when it is predicted within
+``REMEASURE_WITHIN`` of the other (:func:`choose`), and a method's refreshes of the latest ``SAMPLES``
+predict it alone: a measurement taken in a cold process, beside another job, or before the data grew
+does not decide for ever (the freshness benchmark's views stayed complete in 44 of 46 refreshes
+after two slow fast ones, BENCHMARKS.md session 43). At most one refresh in ``SAMPLES + 1`` pays for
+it, at most ``REMEASURE_WITHIN`` times the cheaper method.
+
 Pure functions: the history is read by the catalog, the window by the stamp; a refresh records
 what it cost in the history row it ends, so the record survives a crash of the process (a refresh
 that died records nothing, and is not measured).
@@ -36,7 +43,8 @@ from mvlog.model import FleetCost, Measured, RefreshMethod, WindowSize
 # 0.8-1.5x as long as a complete one, in two runs).
 COMPLETE_ABOVE_FRACTION = 0.1
 COMPLETE_MIN_KEYS = 10_000
-SAMPLES = 8  # a method's latest refreshes that predict its next one
+SAMPLES = 8  # a method's latest refreshes that predict its next one; older ones are stale
+REMEASURE_WITHIN = 2.0  # a stale method runs again when predicted within this of the other (<= 11 % more)
 FLEET_MIN_VIEWS = 3  # other views measured both ways before they predict a method a view never ran
 
 
@@ -98,12 +106,26 @@ def predict(measured: Sequence[Measured], method: RefreshMethod, size: float) ->
     samples = [m for m in measured if m.method is method]
     if any(not m.build for m in samples):
         samples = [m for m in samples if not m.build]
+    fresh = [m for m in samples if not _stale(measured, m)]
+    samples = fresh or samples
     sized = ((m.window_keys if method is RefreshMethod.FAST else m.rows, m.seconds) for m in samples)
     points = [(float(size), seconds) for size, seconds in sized if size is not None]
     points = points[:SAMPLES]
     if not points:
         return None
     return Prediction(_line(points, size), f"from {_refreshes(len(points))}")
+
+
+def _stale(measured: Sequence[Measured], sample: Measured) -> bool:
+    """Whether ``sample`` is older than the view's latest ``SAMPLES`` refreshes (``measured``, newest
+    first: the catalog's latest ``SAMPLES`` of each method)."""
+    return next(i for i, m in enumerate(measured) if m is sample) >= SAMPLES
+
+
+def _stale_method(measured: Sequence[Measured], method: RefreshMethod) -> bool:
+    """Whether the view ran ``method`` before, but not in its latest ``SAMPLES`` refreshes."""
+    runs = [m for m in measured if m.method is method]
+    return bool(runs) and all(_stale(measured, m) for m in runs)
 
 
 def _build_ratio(fleet: Sequence[FleetCost]) -> tuple[float, int]:
@@ -188,7 +210,12 @@ def choose(measured: Sequence[Measured], windows: Sequence[WindowSize], rows: in
             return Choice(False, f"{keys:,} changed keys, by the share rule (not measured both ways yet)"
                                  f"{measured_note}", fast, full)
     both = f"fast predicted {fast} for {keys:,} changed keys, complete {full}"
-    if full.seconds < fast.seconds:
+    complete = full.seconds < fast.seconds
+    loser, other = (RefreshMethod.FAST, full) if complete else (RefreshMethod.COMPLETE, fast)
+    if _stale_method(measured, loser) and (fast if complete else full).seconds <= REMEASURE_WITHIN * other.seconds:
+        return Choice(not complete, f"{loser.value} measured again (not run in the latest {SAMPLES} refreshes, "
+                                    f"predicted within {REMEASURE_WITHIN:g}x): {both}", fast, full)
+    if complete:
         return Choice(True, f"a complete refresh is predicted cheaper: {both}", fast, full)
     return Choice(False, both, fast, full)
 
