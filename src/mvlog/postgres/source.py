@@ -42,6 +42,7 @@ ESTIMATED_ROWS = ("SELECT coalesce(sum(greatest(m.reltuples, 0)), 0) FROM pg_cla
 # server's setting (JIT took q31's 6.9-8.0 s to 5.9-6.7 s).
 NO_JIT = "SET LOCAL jit = off"
 
+
 def sql_dir() -> Path:
     """The directory of mvlog's .sql files (packaged, or the repository's ``sql/``)."""
     packaged = resources.files("mvlog") / "resources" / "sql"
