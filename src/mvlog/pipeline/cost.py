@@ -119,7 +119,7 @@ def predict(measured: Sequence[Measured], method: RefreshMethod, size: float) ->
 def _stale(measured: Sequence[Measured], sample: Measured) -> bool:
     """Whether ``sample`` is older than the view's latest ``SAMPLES`` refreshes (``measured``, newest
     first: the catalog's latest ``SAMPLES`` of each method)."""
-    return next(i for i, m in enumerate(measured) if m is sample) >= SAMPLES
+    return all(m is not sample for m in measured[:SAMPLES])
 
 
 def _stale_method(measured: Sequence[Measured], method: RefreshMethod) -> bool:
