@@ -10,44 +10,32 @@ changes it only through pure functions that return a new plan.
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import datetime
 
 from mvlog.config import ViewConfig
-from mvlog.errors import ConcurrentRefreshError, MvlogError, RefreshError
+from mvlog.errors import ConcurrentRefreshError, MvlogError
 from mvlog.faults import arm, checkpoint
-from mvlog.model import UNCHANGED, FleetCost, Measured, RefreshMethod
-from mvlog.pipeline import cost, fastwrite
+from mvlog.model import UNCHANGED, RefreshMethod
+from mvlog.pipeline import fastwrite
 from mvlog.pipeline import plan as planner
 from mvlog.pipeline.compile import definition_hash
 from mvlog.pipeline.fastwrite import KeptRows
 from mvlog.pipeline.lanes import Lanes, refresh_units
 from mvlog.pipeline.parts import ProjectParts, ProjectWorker
-from mvlog.pipeline.plan import RefreshPlan, plan_refresh, requested_method
+from mvlog.pipeline.plan import RefreshPlan, requested_method
+from mvlog.pipeline.planning import PlannedView, ViewPlanner
 from mvlog.pipeline.results import Phases, RefreshResult
-from mvlog.postgres.catalog import UNCHANGED_REASON, ViewState
+from mvlog.postgres.catalog import UNCHANGED_REASON
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.source import NO_JIT
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import WriteCounts
-from mvlog.sql.pieces.shape import ViewShape
 from mvlog.sql.strategies.registry import strategy_of
-
-
-@dataclass(frozen=True)
-class PlannedView:
-    view: ViewConfig
-    state: ViewState
-    plan: RefreshPlan
-    after_failure: bool = False  # the view's last refresh failed: it may have written Delta unrecorded
-    group_tables: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)  # columns now, by name
-    unchecked: tuple[str, ...] | None = None  # force: the columns its Delta table must have, checked if it runs fast
 
 
 class Refresher(ProjectWorker):
@@ -58,6 +46,11 @@ class Refresher(ProjectWorker):
         self.jdbc = jdbc
         self.reporter = reporter
         self.progress = progress
+        self.plans = ViewPlanner(parts)
+
+    def preview(self, view: ViewConfig, complete: Collection[str] = ()) -> RefreshPlan:
+        """The plan the next refresh of a view would follow (:meth:`ViewPlanner.preview`)."""
+        return self.plans.preview(view, complete)
 
     def run(self, views: list[ViewConfig], complete: Collection[str], concurrency: int = 1,
             new_lane: Callable[[], AbstractContextManager[Refresher]] | None = None,
@@ -106,7 +99,8 @@ class Refresher(ProjectWorker):
             # reads would wait on their silent sockets for source.timeouts.long_statement).
             with self.source.translated(), self.source.on_abandon(self._interrupt), \
                     self.catalog.lock_views(names, wait):
-                planned = [self._plan(view, requested_method(view, complete), for_refresh=True) for view in views]
+                planned = [self.plans.planned(view, requested_method(view, complete), for_refresh=True)
+                           for view in views]
                 logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
                 self.catalog.close_interrupted(names)
                 checkpoint("before_stamp")
@@ -159,79 +153,7 @@ class Refresher(ProjectWorker):
             self.reporter.advance(f"{result.view} ({UNCHANGED})")
         return results
 
-    def preview(self, view: ViewConfig, complete: Collection[str] = ()) -> RefreshPlan:
-        """The plan the next refresh of a view would follow (nothing is read, Spark is not started);
-        for a ``force`` view, the method predicted cheaper for the changes pending now, with both
-        predictions (:func:`mvlog.pipeline.cost.choose`)."""
-        planned = self._plan(view, requested_method(view, complete), for_refresh=False)
-        plan = planned.plan
-        if plan.method is RefreshMethod.FAST and plan.requested is RefreshMethod.FORCE:
-            measured = self.catalog.measured(view.name)
-            plan = planner.after_stamp(plan, [], self.logs.window_sizes(plan.logs, plan.since), measured,
-                                       planned.state.row_count, self._fleet(view, measured))
-        return self._partitioned(plan)
-
     # -- the steps ---------------------------------------------------------------------------
-
-    def _plan(self, view: ViewConfig, method: RefreshMethod, for_refresh: bool) -> PlannedView:
-        """The view's state, checked against the database and (for a refresh that may be fast)
-        against its Delta table, decided into a plan."""
-        state = self.catalog.view_state(view.name)
-        if for_refresh and state.definition_hash != definition_hash(view):
-            raise RefreshError(f"view {view.name} changed in the configuration; run 'mvlog apply' first")
-        check = self.compiler.check(view)
-        needs_complete = self.compiler.needs_complete(state, check)
-        location = self.config.view_location(view.name)
-        table_exists, row_hash, after_failure = True, True, False
-        group_tables: dict[str, Sequence[str]] = {}
-        unchecked = None
-        # Only a fast refresh needs the Delta table, and needs it to have the columns it writes.
-        if (for_refresh and method is not RefreshMethod.COMPLETE and check.shape.fast_possible
-                and state.last_snaptime is not None):
-            keymapped = bool(strategy_of(check.shape).keymapped())
-            after_failure = keymapped and self.catalog.last_attempt_failed(view.name)
-            if method is RefreshMethod.FORCE and not after_failure:
-                # Force decides once the window is stamped; a view it refreshes completely needs no
-                # look at its table (a Spark job or two: most of a small view's prepare, measured).
-                unchecked = check.columns
-            else:
-                columns = self.warehouse.columns(location)
-                table_exists, row_hash, drift = planner.delta_fit(location, columns, check.columns)
-                needs_complete = needs_complete or drift
-            if not needs_complete:
-                needs_complete, group_tables = self._state_tables(check.shape, keymapped)
-        plan = plan_refresh(check.shape, location, method, state.last_snaptime, needs_complete, table_exists,
-                            row_hash)
-        plan = planner.with_sized_write(plan, state.row_count, view.change_feed, self.config.delta.rewrite_max_rows)
-        return PlannedView(view, state, plan, after_failure, group_tables, unchecked)
-
-    def _checked(self, planned: PlannedView, plan: RefreshPlan) -> RefreshPlan:
-        """A force view's fast plan once its Delta table is looked at (see :meth:`_plan`): complete
-        if the table is missing or its columns differ, else fast, written as its table allows."""
-        if plan.method is not RefreshMethod.FAST or planned.unchecked is None:
-            return plan
-        table_exists, row_hash, drift = planner.delta_fit(plan.location, self.warehouse.columns(plan.location),
-                                                       planned.unchecked)
-        if table_exists and not drift and row_hash:
-            return plan
-        again = plan_refresh(plan.shape, plan.location, RefreshMethod.FORCE, plan.since, drift, table_exists, row_hash)
-        if again.method is RefreshMethod.COMPLETE:
-            return self._partitioned(again)
-        again = dataclasses.replace(plan, row_hash=row_hash)
-        return planner.with_sized_write(again, planned.state.row_count, planned.view.change_feed,
-                                        self.config.delta.rewrite_max_rows)
-
-    def _state_tables(self, shape: ViewShape, keymapped: bool) -> tuple[str | None, dict[str, Sequence[str]]]:
-        """The view's state tables as they are now, read in one transaction: why its key map's
-        layout needs a complete refresh (or None), and the columns of its group tables by name."""
-        if not keymapped and not planner.group_tables(shape):
-            return None, {}  # nothing kept: no round trip on the refresh's path
-        with self.source.inspection() as cur:
-            misfit = strategy_of(shape).state_misfit(lambda relation: self.source.relation_columns(cur, relation)) \
-                if keymapped else None
-            groups: dict[str, Sequence[str]] = {name: self.source.relation_columns(cur, name) or []
-                      for name in planner.group_tables(shape)}
-        return misfit, groups
 
     def _refresh_one(self, planned: PlannedView, stamped: StampedSnapshot, started: float,
                      phases: Phases) -> RefreshResult:
@@ -242,7 +164,7 @@ class Refresher(ProjectWorker):
             with self.source.translated():  # a connection lost on the way fails the refresh like any error
                 if planned.after_failure and plan.method is RefreshMethod.FAST:
                     self._take_back_unrecorded(view, plan)
-                plan = self._checked(planned, self._after_stamp(view, plan, stamped, planned.state.row_count))
+                plan = self.plans.at_stamp(planned, stamped)
                 plan = planner.without_missing_groups(plan, planned.group_tables)
                 if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
                     oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
@@ -274,29 +196,6 @@ class Refresher(ProjectWorker):
         if version is not None:
             self.progress(f"{view.name}: its last refresh wrote Delta but was not recorded: restored to version "
                           f"{version} (as of {plan.since.isoformat()})")
-
-    def _after_stamp(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot,
-                     row_count: int | None) -> RefreshPlan:
-        """The plan again, given what the window holds: truncations and partitions dropped or
-        unlogged, and (``force``) its size."""
-        if plan.method is RefreshMethod.FAST:
-            replaced = [reason for log in plan.logs if (reason := stamped.replaced_since(log, plan.since))]
-            forced = not replaced and plan.requested is RefreshMethod.FORCE
-            windows = [stamped.window_size(log, plan.since) for log in plan.logs] if forced else []
-            measured = self.catalog.measured(view.name) if forced else []
-            fleet = self._fleet(view, measured) if forced else []
-            plan = planner.after_stamp(plan, replaced, windows, measured, row_count, fleet)
-        return self._partitioned(plan)
-
-    def _fleet(self, view: ViewConfig, measured: Sequence[Measured]) -> list[FleetCost]:
-        """The other views' costs, read only when the view's own do not predict both methods."""
-        return [] if cost.measured_both(measured) else self.catalog.fleet_costs(view.name)
-
-    def _partitioned(self, plan: RefreshPlan) -> RefreshPlan:
-        key = plan.shape.range_key
-        if plan.method is not RefreshMethod.COMPLETE or key is None:
-            return plan
-        return planner.with_partitions(plan, self.source.column_stats(key.log, key.base_column))
 
     def _write(self, plan: RefreshPlan, stamped: StampedSnapshot, phases: Phases, view: ViewConfig
                ) -> tuple[WriteCounts, KeptRows | None]:
