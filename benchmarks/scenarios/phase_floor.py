@@ -2,11 +2,16 @@
 mvlog (issue #75, item 1).
 
     python -m benchmarks run phase_floor --set scale=100 --set changes=2000 --set deletion_vectors=true
+    python -m benchmarks run phase_floor --set workloads=tpch --set tpch_scale=1 --set deletion_vectors=true
 
-pgbench's accounts (``scale`` x 100,000 rows) and the pgbench scenario's two views; before each
-round ``changes`` random accounts are updated, and each view is refreshed fast by a command of its
-own (``mvlog refresh VIEW``, a new process on the engine), so that PostgreSQL's log of the
-command's statements is the view's. Medians over ``rounds``, each phase beside its primitive:
+Two workloads (``workloads``, comma-separated): **pgbench**'s accounts (``scale`` x 100,000 rows)
+and the pgbench scenario's two views, ``changes`` random accounts updated before each round; and
+**tpch**, TPC-H's two views of the tpch_views scenario at ``tpch_scale``, TPC-H's RF1/RF2 on
+``fraction`` of the orders with status flips and customers moving segment before each round.
+Each view is refreshed fast by a command of its own (``mvlog refresh VIEW``, a new process on the
+engine), so that PostgreSQL's log of the command's statements is the view's. The keys a round
+changed are the view's table's versions compared (the rows of one not in the other, both ways).
+Medians over ``rounds``, each phase beside its primitive:
 
 - **start**: the command's wall seconds less the view's own (process start, configuration,
   compile, the connection to the engine), against a new Python process that connects to the
@@ -15,19 +20,23 @@ command's statements is the view's. Medians over ``rounds``, each phase beside i
   PostgreSQL spent executing the command's statements on mvlog's own connections
   (``log_min_duration_statement = 0``: the server's durations, application ``mvlog``).
 - **read** (the changed rows from PostgreSQL, staged in Spark): against PostgreSQL's time for the
-  JDBC read mvlog made (application ``mvlog-spark``), and the same view's rows fetched by ``COPY
-  (…) TO STDOUT`` and by one Spark JDBC read of the same query.
-- **write** (the Delta commit): against the same keys written into a copy of the view's table by
-  a ``MERGE`` and by a ``DELETE`` of the keys then an ``INSERT`` (two commits), the faster taken;
-  and, not of record, what a write must do at least to report exact inserted/updated/deleted
-  counts and leave unchanged rows alone with Delta's public API: the keys' stored row hashes
-  scanned (one job), then the ``DELETE`` and the ``INSERT``.
+  JDBC read mvlog made (application ``mvlog-spark``), and the changed keys' rows of the view's
+  query fetched by ``COPY (…) TO STDOUT`` and by one Spark JDBC read of the same query.
+- **write** (the Delta commit): against the same keys written into a copy of the view's table
+  (restored to the version before the refresh) by a ``MERGE`` (delete, update, insert clauses), by
+  a ``DELETE`` of the keys then an ``INSERT`` (two commits), and by one ``replaceWhere`` overwrite
+  on the keys (one commit), the fastest taken; and, not of record, what a write must do at least to
+  report exact inserted/updated/deleted counts and leave unchanged rows alone with Delta's public
+  API: the keys' stored row hashes scanned (one job), then the ``replaceWhere``. Composite keys are
+  named by Spark SQL's tuple ``IN`` lists (Delta's DELETE and ``replaceWhere`` take no subquery).
 
 Ratios above 1.25 are what #75 asks to explain or remove.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import io
 import json
 import random
@@ -36,26 +45,27 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg2
 from psycopg2 import sql
 
-from benchmarks.datasets.pgbench import initialize
-from benchmarks.harness import Bench, median
+from benchmarks.datasets import pgbench, tpch
+from benchmarks.harness import LARGE, Bench, median
 from benchmarks.scenarios import Parameter, Scenario
-from benchmarks.scenarios.pgbench import VIEWS
 from mvlog.model import ROW_HASH_COLUMN
-from mvlog.postgres.pgtemp import SUPERUSER
+from mvlog.postgres.pgtemp import SUPERUSER, TempPostgres
 
 LOGGED = {"log_min_duration_statement": "0", "log_line_prefix": "'%m [%p] app=%a '"}
 DURATION = re.compile(r"app=(\S*) LOG:  duration: ([0-9.]+) ms")
-KEYS = {"accounts": "aid", "branch_balance": "bid"}  # each view's key
 # Each phase's primitive of record (the worst ratio among them is the #75 target): what the phase
 # must do at least — a read lands its rows in Spark, so its floor is Spark's JDBC read, not COPY.
 OF_RECORD = {"a new process: Spark Connect, SELECT 1", "PostgreSQL executing mvlog's statements",
-             "one Spark JDBC read of the rows", "the faster of MERGE and DELETE + INSERT"}
+             "one Spark JDBC read of the rows", "the fastest of MERGE, DELETE + INSERT and replaceWhere"}
+WRITES = ("merge", "delete_insert", "replace_where", "scan_replace_where")
 CONNECT = """
 import sys, time
 started = time.perf_counter()
@@ -63,6 +73,47 @@ from pyspark.sql import SparkSession
 SparkSession.builder.remote(sys.argv[1]).getOrCreate().sql("SELECT 1").collect()
 print(time.perf_counter() - started)
 """
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a round of one workload changes and which views it refreshes (each view's key columns)."""
+
+    name: str
+    logs: tuple[str, ...]
+    views: list[dict]
+    keys: dict[str, tuple[str, ...]]
+    change: Callable[[], None]
+
+
+def pgbench_workload(bench: Bench, pg: TempPostgres, p: dict[str, Any]) -> Workload:
+    from benchmarks.scenarios.pgbench import VIEWS
+
+    accounts = round(p["scale"] * 100_000)
+    pgbench.initialize(pg, p["scale"])
+    rng = random.Random(4711)
+    bench.note(f"pgbench: {accounts:,} accounts, {p['changes']:,} changed per round")
+
+    def change() -> None:
+        with psycopg2.connect(pg.dsn()) as conn, conn.cursor() as cur:
+            cur.execute("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = ANY(%s)",
+                        (rng.sample(range(1, accounts + 1), p["changes"]),))
+
+    return Workload("pgbench", ("pgbench_accounts",), VIEWS, {"accounts": ("aid",), "branch_balance": ("bid",)},
+                    change)
+
+
+def tpch_workload(bench: Bench, pg: TempPostgres, p: dict[str, Any]) -> Workload:
+    counts = tpch.load(pg.dsn(), p["tpch_scale"], bench.tmp / "tpch")
+    orders = max(1, round(counts["orders"] * p["fraction"]))
+    bench.note(f"tpch: {', '.join(f'{t} {n:,}' for t, n in counts.items())} rows; per round RF1 + RF2 of "
+               f"{orders:,} orders, {orders:,} status flips, {max(1, orders // 3):,} customers changing segment")
+    return Workload("tpch", ("customer", "orders", "lineitem"), tpch.VIEWS,
+                    {"line_revenue": ("l_orderkey", "l_linenumber"), "segment_month": ("c_mktsegment", "month")},
+                    lambda: tpch.change(pg.dsn(), orders))
+
+
+WORKLOADS = {"pgbench": pgbench_workload, "tpch": tpch_workload}
 
 
 def server_seconds(log: Path, since: int) -> dict[str, float]:
@@ -76,11 +127,12 @@ def server_seconds(log: Path, since: int) -> dict[str, float]:
     return spent
 
 
-def view_rows_sql(view: str, keys: list[int]) -> sql.Composed:
-    """The view's rows of ``keys`` as its query computes them now."""
-    query = next(v["query"] for v in VIEWS if v["name"] == view)
-    return sql.SQL("SELECT * FROM ({}) v WHERE {} = ANY({})").format(
-        sql.SQL(query), sql.Identifier(KEYS[view]), sql.Literal(keys))
+def rows_of_keys_sql(query: str, columns: Sequence[str], keys: Sequence[tuple]) -> sql.Composed:
+    """The rows of ``keys`` (tuples of ``columns``, at least one) of the view's ``query``, as it
+    computes them now."""
+    listed = sql.SQL(", ").join(sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Literal, key))) for key in keys)
+    return sql.SQL("SELECT v.* FROM ({}) v WHERE ({}) IN (VALUES {})").format(
+        sql.SQL(query), sql.SQL(", ").join(sql.SQL("v.{}").format(sql.Identifier(c)) for c in columns), listed)
 
 
 def copy_seconds(dsn: str, statement: sql.Composed) -> float:
@@ -90,59 +142,100 @@ def copy_seconds(dsn: str, statement: sql.Composed) -> float:
         return time.perf_counter() - started
 
 
+def spark_literal(value: Any) -> str:
+    """A key value as a Spark SQL literal (the key types of the workloads' views)."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"no literal for the key value {value!r}")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return f"{value}BD"
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"DATE '{value.isoformat()}'"
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def keys_predicate(columns: Sequence[str], keys: Sequence[tuple]) -> str:
+    """``columns IN (keys)`` as Spark SQL: a list of literals, tuples for a composite key."""
+    if len(columns) == 1:
+        return f"`{columns[0]}` IN ({', '.join(spark_literal(k[0]) for k in keys)})"
+    tuples = ", ".join("(" + ", ".join(spark_literal(v) for v in k) + ")" for k in keys)
+    return f"({', '.join(f'`{c}`' for c in columns)}) IN ({tuples})"
+
+
+def changed_keys(spark: Any, location: str, columns: Sequence[str], before: int, after: int) -> list[tuple]:
+    """The keys whose rows differ between two versions of the table at ``location`` (inserted,
+    updated or deleted by the refresh that committed ``after``)."""
+    def at(version: int) -> Any:
+        return spark.read.format("delta").option("versionAsOf", version).load(location)
+
+    old, new = at(before), at(after)
+    differ = old.exceptAll(new).select(*columns).union(new.exceptAll(old).select(*columns)).distinct()
+    return sorted(tuple(r) for r in differ.collect())
+
+
 def run(bench: Bench, p: dict[str, Any]) -> None:
     from pyspark.sql import SparkSession
 
-    accounts = round(p["scale"] * 100_000)
-    rng = random.Random(4711)
-    pg = bench.cluster(LOGGED)
-    initialize(pg, p["scale"])
-    config = bench.project(pg.dsn(), ["pgbench_accounts"], VIEWS, delta={"deletion_vectors": p["deletion_vectors"]})
+    pg = bench.cluster({**LARGE, **LOGGED})
     remote = bench.engine()
     env = {"SPARK_REMOTE": remote}
-    bench.mvlog(config, "apply", env=env)
     spark = SparkSession.builder.remote(remote).getOrCreate()
     jdbc_url = f"jdbc:postgresql://127.0.0.1:{pg.port}/postgres"
     jdbc = {"user": SUPERUSER, "password": pg.password, "driver": "org.postgresql.Driver"}
     log = pg.root / "server.log"
-    locations = {v["name"]: v["location"] for v in Bench.mvlog_json(config, "status", env=env)[1]["views"]}
-    bench.note(f"{accounts:,} accounts, {p['changes']:,} changed per round; one command per view, "
-               f"medians of {p['rounds']} rounds (one more warms)")
+    bench.note(f"one command per view, medians of {p['rounds']} rounds (one more warms); deletion vectors "
+               f"{'on' if p['deletion_vectors'] else 'off'}")
     seen: dict[tuple[str, str], list[float]] = {}
 
     def seen_as(view: str, name: str, seconds: float) -> None:
         seen.setdefault((view, name), []).append(seconds)
 
-    for r in range(p["rounds"] + 1):
-        ids = rng.sample(range(1, accounts + 1), p["changes"])
-        with psycopg2.connect(pg.dsn()) as conn, conn.cursor() as cur:
-            cur.execute("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = ANY(%s)", (ids,))
-        for view in KEYS:
-            offset = log.stat().st_size
-            wall, out = Bench.mvlog(config, "refresh", view, "--json", env=env)
-            (result,) = json.loads(out)
-            if result["method"] != "fast":
-                raise RuntimeError(f"{view} was not refreshed fast: {result['reason']}")
-            if not r:
-                continue
-            phases = result.get("phases") or {}
-            seen_as(view, "start", wall - result["seconds"])
-            for phase in ("prepare", "read", "write", "record"):
-                seen_as(view, phase, phases.get(phase, 0.0))
-            seen_as(view, "prepare+record", phases.get("prepare", 0.0) + phases.get("record", 0.0))
-            for app, seconds in server_seconds(log, offset).items():
-                seen_as(view, f"server:{app or '-'}", seconds)
-            keys = ids if view == "accounts" else sorted({(i - 1) // 100_000 + 1 for i in ids})
-            rows = view_rows_sql(view, keys)
-            seen_as(view, "copy", copy_seconds(pg.dsn(), rows))
-            with psycopg2.connect(pg.dsn()) as conn:
-                query = rows.as_string(conn)
-            started = time.perf_counter()
-            spark.read.jdbc(jdbc_url, f"({query}) q", properties=jdbc).write.format("noop").mode("overwrite").save()
-            seen_as(view, "jdbc_read", time.perf_counter() - started)
-            writes = _writes(bench, spark, locations[view], KEYS[view], keys, r)
-            seen_as(view, "write_best", min(writes["merge"], writes["delete_insert"]))
-            seen_as(view, "write_exact", writes["scan_delete_insert"])
+    views: dict[str, Workload] = {}
+    for name in p["workloads"].split(","):
+        work = WORKLOADS[name.strip()](bench, pg, p)
+        config = bench.project(pg.dsn(), work.logs, work.views, name=f"{work.name}.yaml",
+                               delta={"deletion_vectors": p["deletion_vectors"]})
+        bench.mvlog(config, "apply", env=env)
+        locations = {v["name"]: v["location"] for v in Bench.mvlog_json(config, "status", env=env)[1]["views"]}
+        queries = {v["name"]: v["query"] for v in work.views}
+        views.update({view: work for view in work.keys})
+        for r in range(p["rounds"] + 1):
+            work.change()
+            for view, columns in work.keys.items():
+                before = spark.sql(f"DESCRIBE HISTORY delta.`{locations[view]}` LIMIT 1").collect()[0]["version"]
+                offset = log.stat().st_size
+                wall, out = Bench.mvlog(config, "refresh", view, "--json", env=env)
+                (result,) = json.loads(out)
+                if result["method"] != "fast":
+                    raise RuntimeError(f"{view} was not refreshed fast: {result['reason']}")
+                if not r:
+                    continue
+                phases = result.get("phases") or {}
+                seen_as(view, "start", wall - result["seconds"])
+                for phase in ("prepare", "read", "write", "record"):
+                    seen_as(view, phase, phases.get(phase, 0.0))
+                seen_as(view, "prepare+record", phases.get("prepare", 0.0) + phases.get("record", 0.0))
+                for app, seconds in server_seconds(log, offset).items():
+                    seen_as(view, f"server:{app or '-'}", seconds)
+                after = spark.sql(f"DESCRIBE HISTORY delta.`{locations[view]}` LIMIT 1").collect()[0]["version"]
+                keys = changed_keys(spark, locations[view], columns, before, after)
+                seen_as(view, "keys", len(keys))
+                rows = rows_of_keys_sql(queries[view], columns, keys)
+                seen_as(view, "copy", copy_seconds(pg.dsn(), rows))
+                with psycopg2.connect(pg.dsn()) as conn:
+                    query = rows.as_string(conn)
+                started = time.perf_counter()
+                spark.read.jdbc(jdbc_url, f"({query}) q", properties=jdbc).write.format("noop").mode("overwrite") \
+                    .save()
+                seen_as(view, "jdbc_read", time.perf_counter() - started)
+                writes = _writes(bench, spark, locations[view], columns, keys, before, after, f"{view}-{r}")
+                for variant, seconds in writes.items():
+                    seen_as(view, f"write:{variant}", seconds)
+                seen_as(view, "write_best", min(v for k, v in writes.items() if not k.startswith("scan")))
+                seen_as(view, "write_exact", writes["scan_replace_where"])
         seen_as("-", "connect_process", float(subprocess.run(
             [sys.executable, "-c", CONNECT, remote], capture_output=True, text=True, check=True).stdout))
         trips = []
@@ -151,75 +244,95 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
             spark.sql("SELECT 1").collect()
             trips.append(time.perf_counter() - started)
         seen_as("-", "connect_round_trip", median(trips))
+    _report(bench, seen, views)
 
+
+def _report(bench: Bench, seen: dict[tuple[str, str], list[float]], views: dict[str, Workload]) -> None:
+    """Each view's phases beside their primitives, and the worst ratio of record per workload."""
     def m(view: str, name: str) -> float:
         return median(seen[(view, name)])
 
     def server(view: str, app: str) -> float:
         return median(seen.get((view, f"server:{app}"), [0.0]))
 
-    worst = (0.0, "", "")
-    for view in KEYS:
+    worst: dict[str, tuple[float, str, str]] = {}
+    for view, work in views.items():
         for (of, name), values in seen.items():
             if of == view:
-                bench.measure("phase_seconds", median(values), "s", view=view, what=name)
+                bench.measure("phase_seconds", median(values), "rows" if name == "keys" else "s", view=view,
+                              what=name, workload=work.name)
         floors = [("start", "a new process: Spark Connect, SELECT 1", m("-", "connect_process")),
                   ("prepare+record", "PostgreSQL executing mvlog's statements", server(view, "mvlog")),
                   ("read", "PostgreSQL executing the JDBC read", server(view, "mvlog-spark")),
                   ("read", "COPY (the rows) TO STDOUT", m(view, "copy")),
                   ("read", "one Spark JDBC read of the rows", m(view, "jdbc_read")),
-                  ("write", "the faster of MERGE and DELETE + INSERT", m(view, "write_best")),
-                  ("write", "the stored hashes scanned, then DELETE + INSERT", m(view, "write_exact"))]
+                  ("write", "the fastest of MERGE, DELETE + INSERT and replaceWhere", m(view, "write_best")),
+                  ("write", "the stored hashes scanned, then replaceWhere", m(view, "write_exact"))]
         for phase, primitive, floor in floors:
             ratio = m(view, phase) / floor if floor else float("inf")
-            bench.measure("phase_over_primitive", ratio, "x",
-                          view=view, phase=phase, primitive=primitive, primitive_seconds=round(floor, 3))
+            bench.measure("phase_over_primitive", ratio, "x", view=view, phase=phase, primitive=primitive,
+                          primitive_seconds=round(floor, 3), workload=work.name)
             if primitive in OF_RECORD:
-                worst = max(worst, (ratio, view, phase))
-    bench.measure("worst_phase_over_primitive", worst[0], "x", view=worst[1], phase=worst[2])
+                worst[work.name] = max(worst.get(work.name, (0.0, "", "")), (ratio, view, phase))
+    for workload, (ratio, view, phase) in worst.items():
+        bench.measure("worst_phase_over_primitive", ratio, "x", view=view, phase=phase, workload=workload)
     bench.measure("connect_round_trip", m("-", "connect_round_trip"), "s")
     bench.measure("connect_process", m("-", "connect_process"), "s")
 
 
-def _writes(bench: Bench, spark: Any, location: str, key: str, keys: list[int], round_: int) -> dict[str, float]:
-    """Seconds of each way of writing ``keys``' rows (their balance moved) into a copy of the view's
-    table at ``location`` (the rows staged as Parquet first, not timed): a MERGE; a DELETE by the
-    keys then an INSERT; and the same DELETE + INSERT after a scan of the copy's key and row-hash
-    columns for the keys, what an exact write (counts by kind, unchanged rows left alone) needs."""
-    from pyspark.sql import functions as F
-
-    staging = bench.tmp / f"staged-{round_}-{key}"
-    source = spark.read.format("delta").load(location).where(F.col(key).isin(keys))
-    changed = [c for c in ("abalance", "balance") if c in source.columns][:1]
-    if changed:
-        source = source.withColumn(changed[0], F.col(changed[0]) + 1)
-    source.write.mode("overwrite").parquet(str(staging))
+def _writes(bench: Bench, spark: Any, location: str, columns: Sequence[str], keys: list[tuple], before: int,
+            after: int, tag: str) -> dict[str, float]:
+    """Seconds of each way of writing ``keys``' rows as of version ``after`` into a copy of the
+    table at ``location`` restored to ``before`` (the rows staged as Parquet first, not timed): a
+    MERGE; a DELETE by the keys then an INSERT; a replaceWhere on the keys; and the replaceWhere
+    after a scan of the copy's key and row-hash columns for the keys, what an exact write (counts
+    by kind, unchanged rows left alone) needs."""
+    staging = bench.tmp / f"staged-{tag}"
+    predicate = keys_predicate(columns, keys)
+    new = spark.read.format("delta").option("versionAsOf", after).load(location)
+    listed = spark.createDataFrame(keys, schema=new.select(*columns).schema)
+    listed.join(new.selectExpr("*", "true AS mvlog_bench_present"), list(columns), "left") \
+        .write.mode("overwrite").parquet(str(staging))
     spark.read.parquet(str(staging)).createOrReplaceTempView("mvlog_bench_staged")
+    names = list(new.columns)
+    on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in columns)
+    assign = ", ".join(f"t.`{c}` = s.`{c}`" for c in names)
+    values = ", ".join(f"s.`{c}`" for c in names)
+    present = "SELECT " + ", ".join(f"`{c}`" for c in names) + " FROM mvlog_bench_staged WHERE mvlog_bench_present"
     timings = {}
-    for variant in ("merge", "delete_insert", "scan_delete_insert"):
-        copy = bench.tmp / f"copy-{variant}-{round_}-{key}"
+    for variant in WRITES:
+        copy = bench.tmp / f"copy-{variant}-{tag}"
         shutil.copytree(location, copy)
         target = f"delta.`{copy}`"
+        spark.sql(f"RESTORE TABLE {target} TO VERSION AS OF {before}").collect()
         started = time.perf_counter()
         if variant == "merge":
-            spark.sql(f"MERGE INTO {target} t USING mvlog_bench_staged s ON t.`{key}` = s.`{key}` "
-                      "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *").collect()
+            spark.sql(f"MERGE INTO {target} t USING mvlog_bench_staged s ON {on} "
+                      "WHEN MATCHED AND s.mvlog_bench_present IS NULL THEN DELETE "
+                      f"WHEN MATCHED THEN UPDATE SET {assign} "
+                      f"WHEN NOT MATCHED AND s.mvlog_bench_present THEN INSERT ({', '.join(f'`{c}`' for c in names)}) "
+                      f"VALUES ({values})").collect()
+        elif variant == "delete_insert":
+            spark.sql(f"DELETE FROM {target} WHERE {predicate}").collect()
+            spark.sql(f"INSERT INTO {target} {present}").collect()
         else:
-            listed = ", ".join(str(int(k)) for k in keys)
-            if variant == "scan_delete_insert":
-                spark.sql(f"SELECT `{key}`, `{ROW_HASH_COLUMN}` FROM {target} WHERE `{key}` IN ({listed})").collect()
-            # Delta's DELETE takes no subquery: the keys as literals (integers), as a broadcast set.
-            spark.sql(f"DELETE FROM {target} WHERE `{key}` IN ({listed})").collect()
-            spark.sql(f"INSERT INTO {target} SELECT * FROM mvlog_bench_staged").collect()
+            if variant == "scan_replace_where":
+                spark.sql(f"SELECT {', '.join(f'`{c}`' for c in columns)}, `{ROW_HASH_COLUMN}` FROM {target} "
+                          f"WHERE {predicate}").collect()
+            spark.sql(present).write.format("delta").mode("overwrite").option("replaceWhere", predicate) \
+                .save(str(copy))
         timings[variant] = time.perf_counter() - started
-        bench.measure("write_variant", timings[variant], "s", key=key, variant=variant, round=round_)
+        bench.measure("write_variant", timings[variant], "s", key=",".join(columns), variant=variant, round=tag)
         shutil.rmtree(copy)
     return timings
 
 
 SCENARIO = Scenario("phase_floor", "each phase of a fast refresh beside the primitive it rests on (#75)", {
+    "workloads": Parameter("pgbench", "pgbench,tpch", "pgbench, tpch or both, comma-separated"),
     "scale": Parameter(100.0, 1.0, "pgbench scale (100,000 accounts each)"),
-    "changes": Parameter(2000, 200, "accounts updated before each round"),
+    "changes": Parameter(2000, 200, "pgbench: accounts updated before each round"),
+    "tpch_scale": Parameter(1.0, 0.01, "TPC-H scale factor"),
+    "fraction": Parameter(0.001, 0.01, "tpch: orders changed by RF1 and by RF2 per round"),
     "rounds": Parameter(3, 1, "counted rounds (one more warms)"),
     "deletion_vectors": Parameter(True, False, "the views' tables with deletion vectors"),
 }, run)

@@ -118,3 +118,19 @@ def test_the_compiler_scenario_runs_at_its_smallest_and_writes_its_measures(tmp_
 def test_every_scenario_runs_at_its_smallest_and_writes_its_measures(tmp_path, name):
     lines = _run_smallest(name, tmp_path)
     assert lines and all(line["unit"] is not None for line in lines)
+
+
+def test_phase_floor_targets_keep_their_workloads_apart(tmp_path):
+    """A phase_floor run from before ``workloads`` measured pgbench alone and counts for pgbench's
+    target; a later TPC-H run, whatever its pgbench ``scale`` parameter says, counts for TPC-H's."""
+    results = tmp_path / "results"
+    results.mkdir()
+    old = _record("phase_floor", "worst_phase_over_primitive", 5.9, parameters={"scale": 100.0}, view="accounts")
+    tpch = {**_record("phase_floor", "worst_phase_over_primitive", 1.1,
+                      parameters={"scale": 100.0, "workloads": "tpch", "tpch_scale": 1.0, "deletion_vectors": True},
+                      view="line_revenue", workload="tpch"), "started": "2026-11-29T00:00:00"}
+    (results / "phase_floor.jsonl").write_text(json.dumps(old) + "\n" + json.dumps(tpch) + "\n")
+    lines = report.section(results).splitlines()
+    assert "5.9×" in next(line for line in lines if line.startswith("| pgbench 10M, deletion vectors: every phase"))
+    tpch_row = next(line for line in lines if line.startswith("| TPC-H SF 1, deletion vectors: every phase"))
+    assert "1.1×" in tpch_row and "| yes |" in tpch_row
