@@ -27,8 +27,9 @@ Medians over ``rounds``, each phase beside its primitive:
   a ``DELETE`` of the keys then an ``INSERT`` (two commits), and by one ``replaceWhere`` overwrite
   on the keys (one commit), the fastest taken; and, not of record, what a write must do at least to
   report exact inserted/updated/deleted counts and leave unchanged rows alone with Delta's public
-  API: the keys' stored row hashes scanned (one job), then the ``replaceWhere``. Composite keys are
-  named by Spark SQL's tuple ``IN`` lists (Delta's DELETE and ``replaceWhere`` take no subquery).
+  API: the keys' stored row hashes scanned (one job), then the ``replaceWhere``. Delta's DELETE and
+  ``replaceWhere`` take no subquery: the keys are listed as literals, a composite key by the 64-bit
+  hash of its columns (an IN list of tuples is compared struct by struct, far slower).
 
 Ratios above 1.25 are what #75 asks to explain or remove.
 """
@@ -157,12 +158,15 @@ def spark_literal(value: Any) -> str:
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def keys_predicate(columns: Sequence[str], keys: Sequence[tuple]) -> str:
-    """``columns IN (keys)`` as Spark SQL: a list of literals, tuples for a composite key."""
+def keys_predicate(columns: Sequence[str], types: Sequence[str], keys: Sequence[tuple],
+                   hashes: Sequence[int] = ()) -> str:
+    """``columns IN (keys)`` as Spark SQL, literals cast to the columns' ``types``; for a composite
+    key, its ``hashes`` (``xxhash64`` of each key's columns) listed instead: an IN list of tuples is
+    compared struct by struct, far slower (a row sharing a key's 64-bit hash would
+    be written too: a primitive's timing, not an exact write)."""
     if len(columns) == 1:
-        return f"`{columns[0]}` IN ({', '.join(spark_literal(k[0]) for k in keys)})"
-    tuples = ", ".join("(" + ", ".join(spark_literal(v) for v in k) + ")" for k in keys)
-    return f"({', '.join(f'`{c}`' for c in columns)}) IN ({tuples})"
+        return f"`{columns[0]}` IN ({', '.join(f'CAST({spark_literal(k[0])} AS {types[0]})' for k in keys)})"
+    return f"xxhash64({', '.join(f'`{c}`' for c in columns)}) IN ({', '.join(str(h) for h in hashes)})"
 
 
 def changed_keys(spark: Any, location: str, columns: Sequence[str], before: int, after: int) -> list[tuple]:
@@ -288,9 +292,12 @@ def _writes(bench: Bench, spark: Any, location: str, columns: Sequence[str], key
     after a scan of the copy's key and row-hash columns for the keys, what an exact write (counts
     by kind, unchanged rows left alone) needs."""
     staging = bench.tmp / f"staged-{tag}"
-    predicate = keys_predicate(columns, keys)
     new = spark.read.format("delta").option("versionAsOf", after).load(location)
+    types = {f.name: f.dataType.simpleString() for f in new.schema.fields}
     listed = spark.createDataFrame(keys, schema=new.select(*columns).schema)
+    hashes = [r[0] for r in listed.selectExpr(f"xxhash64({', '.join(f'`{c}`' for c in columns)})").collect()] \
+        if len(columns) > 1 else []
+    predicate = keys_predicate(columns, [types[c] for c in columns], keys, hashes)
     listed.join(new.selectExpr("*", "true AS mvlog_bench_present"), list(columns), "left") \
         .write.mode("overwrite").parquet(str(staging))
     spark.read.parquet(str(staging)).createOrReplaceTempView("mvlog_bench_staged")
