@@ -124,7 +124,9 @@ def _figure(value: float, unit: str) -> str:
 def _when(records: Sequence[dict[str, Any]]) -> str:
     first = records[0]
     m = first["machine"]
-    scale = f"scale {first['parameters']['scale']:g}, " if "scale" in first["parameters"] else ""
+    parameters = first["parameters"]
+    key = "tpch_scale" if parameters.get("workloads") == "tpch" else "scale"  # phase_floor's TPC-H alone
+    scale = f"scale {parameters[key]:g}, " if key in parameters else ""
     return f"{scale}{first['revision']}, {first['started'][:10]}, {m['cores']} cores / {m['memory_gib']:g} GiB"
 
 
