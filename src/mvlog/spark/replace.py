@@ -11,8 +11,9 @@ once (10M rows, 2,000 random keys, a new process on the engine: 4.0x / 2.6x fast
 complete refresh with / without deletion vectors, against 2.2x / 1.7x by MERGE; docs/benchmarks-history.md
 session 32). The steps:
 
-1. the staged keys are classified against the table (its key columns and row hash only): a key
-   is inserted, updated (the hash differs), deleted, or left alone (unchanged, or absent both);
+1. the staged keys are classified against the table (its key columns and row hash only, joined
+   with the staged keys broadcast): a key is inserted, updated (the hash differs), deleted, or
+   left alone (unchanged, or absent both);
 2. one ``replaceWhere`` on exactly the inserted, updated and deleted keys writes the new rows of
    the inserted and updated ones. Unchanged rows are not touched, and the counts are the MERGE's.
 
@@ -23,6 +24,7 @@ for key types whose literals round-trip exactly and up to :data:`REPLACE_MAX_KEY
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -34,6 +36,7 @@ from mvlog.spark.sparksql import quote_spark, row_hash_sql, spark_literal, types
 from mvlog.spark.versions import DeltaHistory
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
 # Above this many staged keys the predicate's literals are a large plan; a MERGE's join scales.
@@ -43,6 +46,8 @@ EXACT_KEY_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalT
 # Delta checks each written row against replaceWhere's predicate, an IN list it evaluates row by
 # row (4 of 6 s at 20,000 keys, docs/benchmarks-history.md session 32); the rows are the predicate's by
 # construction: their keys are the ones it names.
+# The staged keys' tuple hash, beside them in the lookup's join.
+STAGED_HASH = "_mvlog_staged_hash"
 REPLACE_CONF = {"spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false"}
 
 
@@ -94,11 +99,18 @@ def key_predicate(key_columns: Sequence[str], keys: Sequence[tuple], types: Sequ
     for key in (k for k in keys if None in k):
         parts.append("(" + " AND ".join(f"{c} IS NULL" if v is None else f"{c} = {spark_literal(v)}"
                                         for c, v in zip(columns, key, strict=True)) + ")")
+    return f"{key_bounds(key_columns, keys)} AND ({' OR '.join(parts)})"
+
+
+def key_bounds(key_columns: Sequence[str], keys: Sequence[tuple]) -> str:
+    """Spark SQL true for the rows whose first key column lies in the range of ``keys``' (or is
+    NULL, if a key's is): what lets Delta skip files by their statistics."""
+    first = quote_spark(key_columns[0])
     firsts = [k[0] for k in keys if k[0] is not None]
-    bounds = [f"{columns[0]} BETWEEN {spark_literal(min(firsts))} AND {spark_literal(max(firsts))}"] if firsts else []
+    bounds = [f"{first} BETWEEN {spark_literal(min(firsts))} AND {spark_literal(max(firsts))}"] if firsts else []
     if len(firsts) < len(keys):
-        bounds.append(f"{columns[0]} IS NULL")
-    return f"({' OR '.join(bounds)}) AND ({' OR '.join(parts)})"
+        bounds.append(f"{first} IS NULL")
+    return f"({' OR '.join(bounds)})"
 
 
 def tuple_hash_sql(columns: Sequence[str], types: Sequence[str] = ()) -> str:
@@ -157,13 +169,13 @@ class Replacer:
                 new[tuple(key)] = row_hash if present is not None else None
                 hashes[tuple(key)] = key_hash
             named = naming(hashes) if len(key_columns) > 1 else None
-            searched = key_predicate(key_columns, list(new), key_types, named)
+
+            keys = source.selectExpr(*map(quote_spark, staged_keys), f"{staged_hash} AS {quote_spark(STAGED_HASH)}")
 
             def attempt() -> tuple[Changes, int | None]:
                 target = self.spark.read.format("delta").load(location)
-                # One scan of the key columns and row hash, files outside the keys' range skipped.
-                stored = {tuple(r[:-1]): r[-1] for r in
-                          target.where(searched).select(*map(quote_spark, [*key_columns, ROW_HASH_COLUMN])).collect()}
+                stored = {tuple(r[:-1]): r[-1] for r in self._stored(target, keys, key_columns, key_types, list(new),
+                                                                     named is not None).collect()}
                 exact = naming(named, stored) if named is not None else None
                 changes = classify(new, stored)
                 if not changes.keys:
@@ -184,6 +196,27 @@ class Replacer:
             if version is None:  # its transaction was applied before, or the session was not told
                 version = self.history.own_version(location, metadata)
         return WriteCounts(staged.rows, changes.inserted, changes.updated, changes.deleted, version)
+
+
+    def _stored(self, target: DataFrame, keys: DataFrame, key_columns: Sequence[str], key_types: Sequence[str],
+                listed: Sequence[tuple], hashed: bool) -> DataFrame:
+        """The key columns and row hash of the table's rows that the write's predicate
+        (:func:`key_predicate`) would name, or more: one scan, files outside the first key column's
+        range skipped by their statistics, the rows joined with the staged keys (``keys``) broadcast.
+        A join, not the predicate: Spark parses, analyses and optimizes an IN list of 38,000 literals
+        for about a second, each time it meets one (docs/benchmarks-history.md, session 45). Named by
+        their tuple hashes (``hashed``), the keys are joined by hash, so that a row sharing a staged
+        key's hash is found (:func:`naming`); else column by column, NULL equal to NULL."""
+        from pyspark.sql import functions as F
+
+        if hashed:
+            on = F.expr(tuple_hash_sql(key_columns, key_types)) == keys[STAGED_HASH]
+        else:
+            on = functools.reduce(lambda a, b: a & b, [
+                target[quote_spark(c)].eqNullSafe(keys[quote_spark(CHANGED_KEY_PREFIX + str(i))])
+                for i, c in enumerate(key_columns)])
+        return target.where(key_bounds(key_columns, listed)).join(F.broadcast(keys), on, "left_semi") \
+            .select(*map(quote_spark, [*key_columns, ROW_HASH_COLUMN]))
 
 
 def naming(hashes: Mapping[tuple, int], found: Collection[tuple] = ()) -> Mapping[tuple, int] | None:
