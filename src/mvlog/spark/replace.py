@@ -46,8 +46,8 @@ EXACT_KEY_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalT
 # Delta checks each written row against replaceWhere's predicate, an IN list it evaluates row by
 # row (4 of 6 s at 20,000 keys, docs/benchmarks-history.md session 32); the rows are the predicate's by
 # construction: their keys are the ones it names.
-# The staged keys' tuple hash, beside them in the lookup's join.
-STAGED_HASH = "_mvlog_staged_hash"
+# The staged keys' tuple hash, and the table rows', joined in the lookup.
+STAGED_HASH, TABLE_HASH = "_mvlog_staged_hash", "_mvlog_table_hash"
 REPLACE_CONF = {"spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false"}
 
 
@@ -204,19 +204,21 @@ class Replacer:
         (:func:`key_predicate`) would name, or more: one scan, files outside the first key column's
         range skipped by their statistics, the rows joined with the staged keys (``keys``) broadcast.
         A join, not the predicate: Spark parses, analyses and optimizes an IN list of 38,000 literals
-        for about a second, each time it meets one (docs/benchmarks-history.md, session 45). Named by
+        for about a second, each time it meets one (BENCHMARKS.md, session 45). Named by
         their tuple hashes (``hashed``), the keys are joined by hash, so that a row sharing a staged
         key's hash is found (:func:`naming`); else column by column, NULL equal to NULL."""
-        from pyspark.sql import functions as F
-
+        # DataFrame methods only (no pyspark.sql.functions): they build the expressions of the
+        # DataFrame's own session, classic or Connect, whichever kind the process started first.
+        stored = [*map(quote_spark, key_columns), quote_spark(ROW_HASH_COLUMN)]
+        scanned = target.where(key_bounds(key_columns, listed))
         if hashed:
-            on = F.expr(tuple_hash_sql(key_columns, key_types)) == keys[STAGED_HASH]
+            scanned = scanned.selectExpr(*stored, f"{tuple_hash_sql(key_columns, key_types)} AS {TABLE_HASH}")
+            on = scanned[TABLE_HASH] == keys[STAGED_HASH]
         else:
             on = functools.reduce(lambda a, b: a & b, [
-                target[quote_spark(c)].eqNullSafe(keys[quote_spark(CHANGED_KEY_PREFIX + str(i))])
+                scanned[quote_spark(c)].eqNullSafe(keys[quote_spark(CHANGED_KEY_PREFIX + str(i))])
                 for i, c in enumerate(key_columns)])
-        return target.where(key_bounds(key_columns, listed)).join(F.broadcast(keys), on, "left_semi") \
-            .select(*map(quote_spark, [*key_columns, ROW_HASH_COLUMN]))
+        return scanned.join(keys.hint("broadcast"), on, "left_semi").select(*stored)
 
 
 def naming(hashes: Mapping[tuple, int], found: Collection[tuple] = ()) -> Mapping[tuple, int] | None:
