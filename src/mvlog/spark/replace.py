@@ -207,8 +207,8 @@ class Replacer:
         for about a second, each time it meets one (BENCHMARKS.md, session 45). Named by
         their tuple hashes (``hashed``), the keys are joined by hash, so that a row sharing a staged
         key's hash is found (:func:`naming`); else column by column, NULL equal to NULL."""
-        # DataFrame methods only (no pyspark.sql.functions): they build the expressions of the
-        # DataFrame's own session, classic or Connect, whichever kind the process started first.
+        # DataFrame methods only: pyspark.sql.functions picks classic or Connect columns by how the
+        # process started, not by the DataFrame's session (a classic column on the engine's failed).
         stored = [*map(quote_spark, key_columns), quote_spark(ROW_HASH_COLUMN)]
         scanned = target.where(key_bounds(key_columns, listed))
         if hashed:
