@@ -113,9 +113,9 @@ def _defaults(scenario: str) -> dict[str, Any]:
     return found.values() if found else {}
 
 
-def _figure(value: float, unit: str) -> str:
+def _figure(value: float, unit: str, digits: int = 1) -> str:
     if unit == "x":
-        return f"{value:.1f}×"
+        return f"{value:.{digits}f}×"
     if unit == "s":
         return f"{value:.1f} s" if value >= 10 else f"{value:.3g} s"
     return f"{value:,.0f}" + (f" {unit}" if unit not in ("", "count") else "")
@@ -151,7 +151,8 @@ def section(results: Path) -> str:
             continue
         value = records[0]["value"]
         met = "yes" if target.compare(value, target.bound) else "**no**"
-        lines.append(f"| {target.goal} | {_figure(value, records[0]['unit'])} | {met} | {_when(records)} |")
+        # a ratio to two places beside its target: 5.97× is not met by 6×, and 6.0× would say it is
+        lines.append(f"| {target.goal} | {_figure(value, records[0]['unit'], 2)} | {met} | {_when(records)} |")
     lines += ["", "## The latest run of each scenario (and the run behind each target)", ""]
     for name in sorted(shown):
         for i, records in enumerate(shown[name]):

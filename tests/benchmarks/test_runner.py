@@ -58,7 +58,11 @@ def test_the_report_shows_each_target_from_the_latest_run_and_replaces_only_its_
     text = target.read_text()
     assert text.count(report.START) == 1 and "Written by hand, kept." in text
     row = next(line for line in text.splitlines() if "TPC-DS view ≥ 3×" in line)
-    assert "3.4×" in row and "| yes |" in row  # the latest run, not the first
+    assert "| 3.40× |" in row and "| yes |" in row  # the latest run, not the first, to two places
+    (results / "tpcds.jsonl").write_text(json.dumps({**new, "value": 2.996}) + "\n")
+    report.write(results, target)
+    row = next(line for line in target.read_text().splitlines() if "TPC-DS view ≥ 3×" in line)
+    assert "| 3.00× | **no** |" in row  # a ratio just under its target is not shown as the target
     assert "not measured yet" in next(line for line in text.splitlines() if "TPC-H: all 22" in line)
 
 
@@ -82,9 +86,9 @@ def test_each_target_takes_the_newest_run_that_measures_it(tmp_path):
     (results / "tpcds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (full, subset, every_fast)))
     lines = report.section(results).splitlines()
     row = lambda words: next(line for line in lines if words in line)  # noqa: E731
-    assert "5.2×" in row("deletion vectors, on the engine") and "| yes |" in row("deletion vectors, on the engine")
-    assert "1.5×" in row("copy-on-write, on the engine") and "| **no** |" in row("copy-on-write, on the engine")
-    assert "1.1×" in row("TPC-DS view ≥ 3×")  # not the subset's 4.0, nor every view fast's 0.8
+    assert "| 5.20× |" in row("deletion vectors, on the engine") and "| yes |" in row("deletion vectors, on the engine")
+    assert "| 1.50× |" in row("copy-on-write, on the engine") and "| **no** |" in row("copy-on-write, on the engine")
+    assert "| 1.10× |" in row("TPC-DS view ≥ 3×")  # not the subset's 4.0, nor every view fast's 0.8
     # both pgbench runs are shown (the latest, and the one the other target cites); tpcds's latest and its cited one
     assert "### pgbench (1)" in lines and "### pgbench (2)" in lines and "### tpcds (2)" in lines
 
@@ -131,6 +135,6 @@ def test_phase_floor_targets_keep_their_workloads_apart(tmp_path):
                       view="line_revenue", workload="tpch"), "started": "2026-11-29T00:00:00"}
     (results / "phase_floor.jsonl").write_text(json.dumps(old) + "\n" + json.dumps(tpch) + "\n")
     lines = report.section(results).splitlines()
-    assert "5.9×" in next(line for line in lines if line.startswith("| pgbench 10M, deletion vectors: every phase"))
+    assert "| 5.90× |" in next(line for line in lines if line.startswith("| pgbench 10M, deletion vectors: every phase"))
     tpch_row = next(line for line in lines if line.startswith("| TPC-H SF 1, deletion vectors: every phase"))
-    assert "1.1×" in tpch_row and "| yes |" in tpch_row
+    assert "| 1.10× |" in tpch_row and "| yes |" in tpch_row
