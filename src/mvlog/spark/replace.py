@@ -43,11 +43,11 @@ if TYPE_CHECKING:
 REPLACE_MAX_KEYS = 100_000
 # Types whose values come back to Python and go into Spark SQL as literals unchanged.
 EXACT_KEY_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")
+# The staged keys' tuple hash, and the table rows', joined in the lookup.
+STAGED_HASH, TABLE_HASH = "_mvlog_staged_hash", "_mvlog_table_hash"
 # Delta checks each written row against replaceWhere's predicate, an IN list it evaluates row by
 # row (4 of 6 s at 20,000 keys, docs/benchmarks-history.md session 32); the rows are the predicate's by
 # construction: their keys are the ones it names.
-# The staged keys' tuple hash, and the table rows', joined in the lookup.
-STAGED_HASH, TABLE_HASH = "_mvlog_staged_hash", "_mvlog_table_hash"
 REPLACE_CONF = {"spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false"}
 
 
@@ -196,7 +196,6 @@ class Replacer:
             if version is None:  # its transaction was applied before, or the session was not told
                 version = self.history.own_version(location, metadata)
         return WriteCounts(staged.rows, changes.inserted, changes.updated, changes.deleted, version)
-
 
     def _stored(self, target: DataFrame, keys: DataFrame, key_columns: Sequence[str], key_types: Sequence[str],
                 listed: Sequence[tuple], hashed: bool) -> DataFrame:
