@@ -135,6 +135,7 @@ def test_phase_floor_targets_keep_their_workloads_apart(tmp_path):
                       view="line_revenue", workload="tpch"), "started": "2026-11-29T00:00:00"}
     (results / "phase_floor.jsonl").write_text(json.dumps(old) + "\n" + json.dumps(tpch) + "\n")
     lines = report.section(results).splitlines()
-    assert "| 5.90× |" in next(line for line in lines if line.startswith("| pgbench 10M, deletion vectors: every phase"))
+    pgbench_row = next(line for line in lines if line.startswith("| pgbench 10M, deletion vectors: every phase"))
+    assert "| 5.90× |" in pgbench_row
     tpch_row = next(line for line in lines if line.startswith("| TPC-H SF 1, deletion vectors: every phase"))
     assert "| 1.10× |" in tpch_row and "| yes |" in tpch_row
