@@ -36,8 +36,6 @@ Ratios above 1.25 are what #75 asks to explain or remove.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import io
 import json
 import random
@@ -59,6 +57,7 @@ from benchmarks.harness import LARGE, Bench, median
 from benchmarks.scenarios import Parameter, Scenario
 from mvlog.model import ROW_HASH_COLUMN
 from mvlog.postgres.pgtemp import SUPERUSER, TempPostgres
+from mvlog.spark.sparksql import spark_literal
 
 LOGGED = {"log_min_duration_statement": "0", "log_line_prefix": "'%m [%p] app=%a '"}
 DURATION = re.compile(r"app=(\S*) LOG:  duration: ([0-9.]+) ms")
@@ -144,21 +143,6 @@ def copy_seconds(dsn: str, statement: sql.Composed) -> float:
         return time.perf_counter() - started
 
 
-def spark_literal(value: Any) -> str:
-    """A key value as a Spark SQL literal (the key types of the workloads' views)."""
-    if isinstance(value, bool) or value is None:
-        raise ValueError(f"no literal for the key value {value!r}")
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, decimal.Decimal):
-        return f"{value}BD"
-    if isinstance(value, dt.datetime):
-        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
-    if isinstance(value, dt.date):
-        return f"DATE '{value.isoformat()}'"
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def keys_predicate(columns: Sequence[str], types: Sequence[str], keys: Sequence[tuple],
                    hashes: Sequence[int] = ()) -> str:
     """``columns IN (keys)`` as Spark SQL, literals cast to the columns' ``types``; for a composite
@@ -168,6 +152,11 @@ def keys_predicate(columns: Sequence[str], types: Sequence[str], keys: Sequence[
     if len(columns) == 1:
         return f"`{columns[0]}` IN ({', '.join(f'CAST({spark_literal(k[0])} AS {types[0]})' for k in keys)})"
     return f"xxhash64({', '.join(f'`{c}`' for c in columns)}) IN ({', '.join(str(h) for h in hashes)})"
+
+
+def latest_version(spark: Any, location: str) -> int:
+    """The latest version of the Delta table at ``location``."""
+    return int(spark.sql(f"DESCRIBE HISTORY delta.`{location}` LIMIT 1").collect()[0]["version"])
 
 
 def changed_keys(spark: Any, location: str, columns: Sequence[str], before: int, after: int) -> list[tuple]:
@@ -210,7 +199,7 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
         for r in range(p["rounds"] + 1):
             work.change()
             for view, columns in work.keys.items():
-                before = spark.sql(f"DESCRIBE HISTORY delta.`{locations[view]}` LIMIT 1").collect()[0]["version"]
+                before = latest_version(spark, locations[view])
                 offset = log.stat().st_size
                 wall, out = Bench.mvlog(config, "refresh", view, "--json", env=env)
                 (result,) = json.loads(out)
@@ -225,7 +214,7 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
                 seen_as(view, "prepare+record", phases.get("prepare", 0.0) + phases.get("record", 0.0))
                 for app, seconds in server_seconds(log, offset).items():
                     seen_as(view, f"server:{app or '-'}", seconds)
-                after = spark.sql(f"DESCRIBE HISTORY delta.`{locations[view]}` LIMIT 1").collect()[0]["version"]
+                after = latest_version(spark, locations[view])
                 keys = changed_keys(spark, locations[view], columns, before, after)
                 seen_as(view, "keys", len(keys))
                 rows = rows_of_keys_sql(queries[view], columns, keys)
