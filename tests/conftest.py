@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg2
+import psycopg2.errors
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
@@ -275,7 +276,17 @@ def new_database(pg) -> Iterator[Database]:
         yield database
     finally:
         database.conn.close()
-        pg.run_script(f'DROP DATABASE "{name}" WITH (FORCE)')  # a connection of its own: the server may have restarted
+        # A connection of its own (the server may have restarted); a killed scheduler's walsender
+        # holds its slot for a moment after the process is gone, and DROP DATABASE refuses while it does.
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                pg.run_script(f'DROP DATABASE "{name}" WITH (FORCE)')
+                break
+            except psycopg2.errors.ObjectInUse:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
 
 @pytest.fixture

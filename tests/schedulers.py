@@ -211,6 +211,36 @@ def fresh_query(dsn: str, statement: str, params=None) -> list[tuple]:
         conn.close()
 
 
+def diagnosis(dsn: str, process: subprocess.Popen, errors) -> str:
+    """What a scheduler that fell silent was doing, for a failing assertion's message: every
+    thread's stack (SIGUSR1), the capture's position against the server's, the slot, the logs'
+    unstamped rows and mvlog's connections."""
+    from psycopg2 import sql
+
+    said = []
+    if process.poll() is None:
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+    queries = [
+        "SELECT written_lsn, pg_current_wal_lsn() FROM mvlog.capture_state",
+        "SELECT slot_name, active, active_pid, confirmed_flush_lsn, wal_status FROM pg_replication_slots",
+        "SELECT pid, application_name, backend_type, state, wait_event, left(query, 120), "
+        "now() - state_change FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        "SELECT locktype, classid, objid, pid, granted FROM pg_locks WHERE locktype = 'advisory'",
+        "SELECT view_name, status, snaptime, started_at FROM mvlog.refresh_history ORDER BY started_at DESC LIMIT 6",
+    ]
+    try:
+        for query in queries:
+            said.append(f"{query[:60]}…: {fresh_query(dsn, query)}")
+        for (log,) in fresh_query(dsn, "SELECT log_name FROM mvlog.logs"):
+            said.append(f"{log}: " + str(fresh_query(dsn, sql.SQL(
+                'SELECT count(*), count(*) FILTER (WHERE "snaptime$$" > now()), max("xact_time$$") FROM {}')
+                .format(sql.Identifier("mvlog", log)))))
+    except psycopg2.Error as exc:
+        said.append(f"(PostgreSQL: {exc})")
+    return "\n".join([*said, "stderr:", errors.read_text()[-12000:]])
+
+
 def caught_up(dsn: str, since) -> set[str]:
     """The views with a successful refresh whose stamp is at or after ``since`` (database time)."""
     rows = fresh_query(dsn, "SELECT DISTINCT view_name FROM mvlog.refresh_history "
@@ -268,8 +298,8 @@ def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, 
             assert process.poll() is None, (f"the scheduler exited before the last write was applied: {lines[-5:]}; "
                                             f"it said: {errors.read_text()[-3000:]}")
             assert time.monotonic() < deadline, (f"the views did not catch up with the last write (writer stopped: "
-                                                 f"{not writer.is_alive()}): {lines[-8:]}; the scheduler said: "
-                                                 f"{errors.read_text()[-3000:]}")
+                                                 f"{not writer.is_alive()}): {lines[-8:]}; "
+                                                 f"{diagnosis(db.dsn, process, errors)}")
             time.sleep(0.5)
         assert process.poll() is None, lines[-5:]
         process.send_signal(signal.SIGTERM)
@@ -364,7 +394,8 @@ def schedule_through_stalls(cluster, db, tmp_path, spark: dict, capture: str, st
         (done,) = fresh_query(db.dsn, "SELECT now()")[0]
         deadline = time.monotonic() + 60
         while set(names) - caught_up(db.dsn, done):
-            assert time.monotonic() < deadline, f"the views did not catch up with the last write: {said()}"
+            assert time.monotonic() < deadline, (f"the views did not catch up with the last write: {said()}; "
+                                                 f"{diagnosis(db.dsn, process, errors)}")
             time.sleep(0.5)
         if capture == "logical":  # the capture streams again (the walsender of the silent stream ended)
             deadline = time.monotonic() + 60

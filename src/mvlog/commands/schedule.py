@@ -23,6 +23,7 @@ SIGINT, so Ctrl-C does not cut a refresh in half.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import threading
@@ -193,6 +194,10 @@ class Scheduler:
         self.warmer = ThreadPoolExecutor(1, thread_name_prefix="mvlog-warm")
 
     def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT stop the loop (see the module); SIGUSR1 prints every thread's stack
+        on stderr and carries on (what a scheduler that seems stuck is doing)."""
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
         def request_stop(signum: int, _frame: object) -> None:
             if not self.stop.is_set():
                 # A refresh in flight may end for STOP_GRACE seconds; anything else (a look, the
