@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 
 import psycopg2
 import yaml
@@ -53,7 +54,8 @@ VIEWS = [
 
 def write_until(db, stop: threading.Event, done: list[float], seed: int = 7) -> None:
     """Random inserts, updates (some of the key) and deletes, one transaction each, until ``stop``;
-    as an application does, it connects again when the server went away (a restart)."""
+    as an application does, it connects again when the server went away (a restart). ``done``
+    gets the time (this machine's clock, the server's too) after each that changed a row."""
     rng = random.Random(seed)
     conn = None
     while not stop.is_set():
@@ -73,7 +75,8 @@ def write_until(db, stop: threading.Event, done: list[float], seed: int = 7) -> 
                 else:
                     cur.execute("UPDATE h SET id = %s WHERE id = %s AND NOT EXISTS (SELECT FROM h WHERE id = %s)",
                                 (k + 1000, k, k + 1000))
-            done.append(time.time())
+                if cur.rowcount > 0:  # a change (not a key already there, or gone)
+                    done.append(time.time())
         except psycopg2.Error:
             if conn is not None:
                 conn.close()
@@ -211,13 +214,15 @@ def fresh_query(dsn: str, statement: str, params=None) -> list[tuple]:
         conn.close()
 
 
-def diagnosis(dsn: str, process: subprocess.Popen, errors) -> str:
+def diagnosis(dsn: str, process: subprocess.Popen, errors, lines: list[str], writes: list[float]) -> str:
     """What a scheduler that fell silent was doing, for a failing assertion's message: every
     thread's stack (SIGUSR1), the capture's position against the server's, the slot, the logs'
     unstamped rows and mvlog's connections."""
     from psycopg2 import sql
 
-    said = []
+    (errors.parent / "schedule.out").write_text("\n".join(lines))
+    last = f"{datetime.fromtimestamp(writes[-1], UTC):%H:%M:%S.%f}" if writes else None
+    said = [f"changes written: {len(writes)}, the last at {last}"]
     if process.poll() is None:
         process.send_signal(signal.SIGUSR1)
         time.sleep(1.0)
@@ -239,6 +244,13 @@ def diagnosis(dsn: str, process: subprocess.Popen, errors) -> str:
     except psycopg2.Error as exc:
         said.append(f"(PostgreSQL: {exc})")
     return "\n".join([*said, "stderr:", errors.read_text()[-12000:]])
+
+
+def last_change(writes: list[float]) -> datetime:
+    """When the writer's last change had committed: a view refreshed at a stamp after it has applied
+    every change (the last refresh may have been, and then none follows: nothing is pending)."""
+    assert writes, "the writer changed nothing"
+    return datetime.fromtimestamp(writes[-1], UTC)
 
 
 def caught_up(dsn: str, since) -> set[str]:
@@ -292,14 +304,14 @@ def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, 
                 time.sleep(0.5)
         stop.set()
         writer.join(30)
-        (done,) = fresh_query(db.dsn, "SELECT now()")[0]
+        done = last_change(writes)
         deadline = time.monotonic() + 60
         while set(names) - caught_up(db.dsn, done):
             assert process.poll() is None, (f"the scheduler exited before the last write was applied: {lines[-5:]}; "
                                             f"it said: {errors.read_text()[-3000:]}")
             assert time.monotonic() < deadline, (f"the views did not catch up with the last write (writer stopped: "
                                                  f"{not writer.is_alive()}): {lines[-8:]}; "
-                                                 f"{diagnosis(db.dsn, process, errors)}")
+                                                 f"{diagnosis(db.dsn, process, errors, lines, writes)}")
             time.sleep(0.5)
         assert process.poll() is None, lines[-5:]
         process.send_signal(signal.SIGTERM)
@@ -391,11 +403,11 @@ def schedule_through_stalls(cluster, db, tmp_path, spark: dict, capture: str, st
                 time.sleep(0.5)
         stop.set()
         writer.join(30)
-        (done,) = fresh_query(db.dsn, "SELECT now()")[0]
+        done = last_change(writes)
         deadline = time.monotonic() + 60
         while set(names) - caught_up(db.dsn, done):
             assert time.monotonic() < deadline, (f"the views did not catch up with the last write: {said()}; "
-                                                 f"{diagnosis(db.dsn, process, errors)}")
+                                                 f"{diagnosis(db.dsn, process, errors, lines, writes)}")
             time.sleep(0.5)
         if capture == "logical":  # the capture streams again (the walsender of the silent stream ended)
             deadline = time.monotonic() + 60

@@ -1,5 +1,6 @@
 """Spark's reads from PostgreSQL carry the driver settings mvlog gives them — its name in
-``pg_stat_activity`` and its bounds — on a Spark of the process's own and over Spark Connect, where
+``pg_stat_activity``, its bounds, and the server's end of a session left idle in its transaction
+(a cancelled task's, whose goodbye a stalled path lost) — on a Spark of the process's own and over Spark Connect, where
 a reader's camelCase options never reached the driver (its reads ran as "PostgreSQL JDBC Driver",
 without their ``source.timeouts``)."""
 
@@ -20,7 +21,8 @@ def test_a_jdbc_read_runs_with_mvlog_s_driver_settings(db, request, mode):
              else connect_session(request.getfixturevalue("connect_engine").remote, SparkConfig()))
     jdbc = JdbcSource.from_dsn(db.dsn)
     query = ("(SELECT current_setting('application_name') AS app, "
-             "(SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mvlog-spark') AS seen) q")
+             "(SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mvlog-spark') AS seen, "
+             "current_setting('idle_in_transaction_session_timeout') AS idle) q")
     row = (spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", query)
            .options(**jdbc.properties).load().collect()[0])
-    assert (row.app, row.seen) == ("mvlog-spark", 1)
+    assert (row.app, row.seen, row.idle) == ("mvlog-spark", 1, "1min")  # source.timeouts.statement's default

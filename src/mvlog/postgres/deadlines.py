@@ -78,10 +78,16 @@ def libpq_params(timeouts: Timeouts) -> dict[str, int]:
 
 def jdbc_properties(timeouts: Timeouts) -> dict[str, str]:
     """The PostgreSQL JDBC driver's properties for ``timeouts``: Spark's reads are a refresh's
-    reads, which PostgreSQL may compute for long before the first row (the long bound)."""
+    reads, which PostgreSQL may compute for long before the first row (the long bound). A read
+    fetches its rows in batches inside a transaction; a client silent in it for longer than the
+    statement bound has gone (a Spark task cancelled as its path stalled: its goodbye never
+    arrives), and the server ends the session then, its locks with it (a key map's, which the next
+    refresh truncates) — the server cannot reap it for this process as :func:`reap` does libpq's."""
+    idle_ms = max(1000, int(timeouts.statement * 1000))
     return {"connectTimeout": str(max(1, math.ceil(timeouts.connect))),
             "loginTimeout": str(max(1, math.ceil(timeouts.connect))),
-            "socketTimeout": str(max(1, math.ceil(timeouts.long_statement))), "tcpKeepAlive": "true"}
+            "socketTimeout": str(max(1, math.ceil(timeouts.long_statement))), "tcpKeepAlive": "true",
+            "options": f"-c idle_in_transaction_session_timeout={idle_ms}"}
 
 
 class Stalled(psycopg2.OperationalError):
