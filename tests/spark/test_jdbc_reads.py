@@ -1,6 +1,7 @@
 """Spark's reads from PostgreSQL carry the driver settings mvlog gives them — its name in
-``pg_stat_activity``, its bounds, and the server's end of a session left idle in its transaction
-(a cancelled task's, whose goodbye a stalled path lost) — on a Spark of the process's own and over Spark Connect, where
+``pg_stat_activity``, its bounds, and, in a refresh's read at its snapshot, the server's end of a
+session left idle in its transaction (a cancelled task's, whose goodbye a stalled path lost) — on a
+Spark of the process's own and over Spark Connect, where
 a reader's camelCase options never reached the driver (its reads ran as "PostgreSQL JDBC Driver",
 without their ``source.timeouts``)."""
 
@@ -11,18 +12,29 @@ import pytest
 from mvlog.config import SparkConfig
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.spark.session import connect_session
+from mvlog.spark.warehouse import Warehouse
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("mode", ["local", "connect"])
-def test_a_jdbc_read_runs_with_mvlog_s_driver_settings(db, request, mode):
+def test_a_jdbc_read_runs_with_mvlog_s_driver_settings(db, request, mode, tmp_path):
     spark = (request.getfixturevalue("spark") if mode == "local"
              else connect_session(request.getfixturevalue("connect_engine").remote, SparkConfig()))
     jdbc = JdbcSource.from_dsn(db.dsn)
     query = ("(SELECT current_setting('application_name') AS app, "
-             "(SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mvlog-spark') AS seen, "
-             "current_setting('idle_in_transaction_session_timeout') AS idle) q")
+             "(SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mvlog-spark') AS seen) q")
     row = (spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", query)
            .options(**jdbc.properties).load().collect()[0])
-    assert (row.app, row.seen, row.idle) == ("mvlog-spark", 1, "1min")  # source.timeouts.statement's default
+    assert (row.app, row.seen) == ("mvlog-spark", 1)
+    # A read at a snapshot, as a refresh's: the session ends if left idle in its transaction.
+    holder = db.connect()
+    try:
+        with holder.cursor() as cur:
+            cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT pg_export_snapshot()")
+            (snapshot,) = cur.fetchone()
+        read = Warehouse(spark, str(tmp_path)).read(
+            jdbc, "SELECT current_setting('idle_in_transaction_session_timeout') AS idle", snapshot)
+        assert read.collect()[0].idle == "1min"  # source.timeouts.statement's default
+    finally:
+        holder.close()

@@ -9,7 +9,7 @@ from urllib.parse import quote, urlencode
 from psycopg2.extensions import parse_dsn
 
 from mvlog.errors import ConfigError
-from mvlog.postgres.deadlines import jdbc_properties
+from mvlog.postgres.deadlines import jdbc_properties, jdbc_read_settings
 from mvlog.timeouts import Timeouts
 
 
@@ -19,6 +19,7 @@ class JdbcSource:
 
     url: str
     properties: dict[str, str] = field(repr=False)
+    read_settings: tuple[str, ...] = ()  # SET LOCAL statements of a read at a snapshot (jdbc_read_settings)
 
     @classmethod
     def from_dsn(cls, dsn: str, timeouts: Timeouts | None = None) -> JdbcSource:
@@ -49,4 +50,5 @@ class JdbcSource:
         # as a reader's options they are lost over Spark Connect (its reads ran as "PostgreSQL JDBC
         # Driver", unbounded), while the URL reaches the driver as written. No secret goes there.
         driver = {"ApplicationName": "mvlog-spark", **jdbc_properties(timeouts or Timeouts())}
-        return cls(f"jdbc:postgresql://{netloc}/{quote(dbname, safe='')}?{urlencode(driver)}", properties)
+        return cls(f"jdbc:postgresql://{netloc}/{quote(dbname, safe='')}?{urlencode(driver)}", properties,
+                   jdbc_read_settings(timeouts or Timeouts()))

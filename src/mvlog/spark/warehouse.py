@@ -243,12 +243,14 @@ class Warehouse(TableUpkeep):
              partitions: tuple[str, ...] = (), settings: tuple[str, ...] = ()) -> DataFrame:
         """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``; with ``partitions``
         (disjoint WHERE clauses covering every row) one JDBC read per clause, in parallel
-        (``settings``: the caller's ``SET LOCAL`` statements, run in the snapshot's transaction first)."""
+        (``settings``: the caller's ``SET LOCAL`` statements, run in the snapshot's transaction first,
+        after ``jdbc``'s own)."""
         options = {"fetchsize": "10000", "preferTimestampNTZ": "true", **jdbc.properties}
         if snapshot is not None:
             options["sessionInitStatement"] = (
                 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '"
-                + checked_snapshot_id(snapshot) + "'" + "".join(f"; {setting}" for setting in settings)
+                + checked_snapshot_id(snapshot) + "'"
+                + "".join(f"; {setting}" for setting in (*jdbc.read_settings, *settings))
             )
         table = f"({select_sql}\n) AS mvlog_src"
         try:
