@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 import psycopg2
 import yaml
 from conftest import assert_views_match
+from psycopg2 import sql
 
 from mvlog.config import load_config
 from mvlog.postgres.catalog.history import INTERRUPTED
@@ -218,8 +219,6 @@ def diagnosis(dsn: str, process: subprocess.Popen, errors, lines: list[str], wri
     """What a scheduler that fell silent was doing, for a failing assertion's message: every
     thread's stack (SIGUSR1), the capture's position against the server's, the slot, the logs'
     unstamped rows and mvlog's connections."""
-    from psycopg2 import sql
-
     (errors.parent / "schedule.out").write_text("\n".join(lines))
     last = f"{datetime.fromtimestamp(writes[-1], UTC):%H:%M:%S.%f}" if writes else None
     said = [f"changes written: {len(writes)}, the last at {last}"]
@@ -254,7 +253,8 @@ def last_change(writes: list[float]) -> datetime:
 
 
 def caught_up(dsn: str, since) -> set[str]:
-    """The views with a successful refresh whose stamp is at or after ``since`` (database time)."""
+    """The views with a successful refresh whose stamp is at or after ``since`` (the server's clock,
+    this machine's)."""
     rows = fresh_query(dsn, "SELECT DISTINCT view_name FROM mvlog.refresh_history "
                             "WHERE status = 'succeeded' AND snaptime >= %s", (since,))
     return {name for (name,) in rows}

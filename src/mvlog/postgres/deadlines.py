@@ -76,24 +76,6 @@ def libpq_params(timeouts: Timeouts) -> dict[str, int]:
             "tcp_user_timeout": max(1000, int(keepalive * 1000))}
 
 
-def jdbc_properties(timeouts: Timeouts) -> dict[str, str]:
-    """The PostgreSQL JDBC driver's properties for ``timeouts``: Spark's reads are a refresh's
-    reads, which PostgreSQL may compute for long before the first row (the long bound)."""
-    return {"connectTimeout": str(max(1, math.ceil(timeouts.connect))),
-            "loginTimeout": str(max(1, math.ceil(timeouts.connect))),
-            "socketTimeout": str(max(1, math.ceil(timeouts.long_statement))), "tcpKeepAlive": "true"}
-
-
-def jdbc_read_settings(timeouts: Timeouts) -> tuple[str, ...]:
-    """``SET LOCAL`` statements for a refresh's JDBC read, run in its snapshot's transaction. The
-    read fetches its rows in batches inside that transaction; a client silent in it for longer
-    than the statement bound has gone (a Spark task cancelled as its path stalled: its goodbye
-    never arrives), and the server ends the session then, its locks with it (a key map's, which the
-    next refresh truncates): this process cannot reap an executor's sessions as :func:`reap` does
-    its own. In the transaction, not the driver's ``options`` (PgBouncer refuses those)."""
-    return (f"SET LOCAL idle_in_transaction_session_timeout = {max(1000, int(timeouts.statement * 1000))}",)
-
-
 class Stalled(psycopg2.OperationalError):
     """A call PostgreSQL did not answer within its bound: its connection was abandoned."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
@@ -9,8 +10,26 @@ from urllib.parse import quote, urlencode
 from psycopg2.extensions import parse_dsn
 
 from mvlog.errors import ConfigError
-from mvlog.postgres.deadlines import jdbc_properties, jdbc_read_settings
 from mvlog.timeouts import Timeouts
+
+
+def jdbc_properties(timeouts: Timeouts) -> dict[str, str]:
+    """The PostgreSQL JDBC driver's properties for ``timeouts``: Spark's reads are a refresh's
+    reads, which PostgreSQL may compute for long before the first row (the long bound)."""
+    return {"connectTimeout": str(max(1, math.ceil(timeouts.connect))),
+            "loginTimeout": str(max(1, math.ceil(timeouts.connect))),
+            "socketTimeout": str(max(1, math.ceil(timeouts.long_statement))), "tcpKeepAlive": "true"}
+
+
+def jdbc_read_settings(timeouts: Timeouts) -> tuple[str, ...]:
+    """``SET LOCAL`` statements for a refresh's JDBC read, run in its snapshot's transaction. The
+    read fetches its rows in batches inside that transaction; a client silent in it for longer
+    than the statement bound has gone (a Spark task cancelled as its path stalled: its goodbye
+    never arrives), and the server ends the session then, its locks with it (a key map's, which the
+    next refresh truncates): this process cannot reap an executor's sessions as
+    :func:`~mvlog.postgres.deadlines.reap` does its own. In the transaction, not the driver's
+    ``options`` (PgBouncer refuses those)."""
+    return (f"SET LOCAL idle_in_transaction_session_timeout = {max(1000, int(timeouts.statement * 1000))}",)
 
 
 @dataclass(frozen=True)
@@ -49,6 +68,7 @@ class JdbcSource:
         # The driver's camelCase properties (its name in pg_stat_activity, its bounds) go in the URL:
         # as a reader's options they are lost over Spark Connect (its reads ran as "PostgreSQL JDBC
         # Driver", unbounded), while the URL reaches the driver as written. No secret goes there.
-        driver = {"ApplicationName": "mvlog-spark", **jdbc_properties(timeouts or Timeouts())}
+        bounds = timeouts or Timeouts()
+        driver = {"ApplicationName": "mvlog-spark", **jdbc_properties(bounds)}
         return cls(f"jdbc:postgresql://{netloc}/{quote(dbname, safe='')}?{urlencode(driver)}", properties,
-                   jdbc_read_settings(timeouts or Timeouts()))
+                   jdbc_read_settings(bounds))
