@@ -1,6 +1,7 @@
 """Spark's reads from PostgreSQL carry the driver settings mvlog gives them — its name in
 ``pg_stat_activity``, its bounds, and, in a refresh's read at its snapshot, the server's end of a
-session left idle in its transaction (a cancelled task's, whose goodbye a stalled path lost) — on a
+session left idle in its transaction (a cancelled task's, whose goodbye a stalled path lost) and
+serial plans (the driver's batched fetch runs a parallel plan without its workers) — on a
 Spark of the process's own and over Spark Connect, where
 a reader's camelCase options never reached the driver (its reads ran as "PostgreSQL JDBC Driver",
 without their ``source.timeouts``)."""
@@ -27,14 +28,16 @@ def test_a_jdbc_read_runs_with_mvlog_s_driver_settings(db, request, mode, tmp_pa
     row = (spark.read.format("jdbc").option("url", jdbc.url).option("dbtable", query)
            .options(**jdbc.properties).load().collect()[0])
     assert (row.app, row.seen) == ("mvlog-spark", 1)
-    # A read at a snapshot, as a refresh's: the session ends if left idle in its transaction.
+    # A read at a snapshot, as a refresh's: the session ends if left idle in its transaction, and
+    # PostgreSQL plans it serially (the driver's batched fetch runs a parallel plan without workers).
     holder = db.connect()
     try:
         with holder.cursor() as cur:
             cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT pg_export_snapshot()")
             (snapshot,) = cur.fetchone()
         read = Warehouse(spark, str(tmp_path)).read(
-            jdbc, "SELECT current_setting('idle_in_transaction_session_timeout') AS idle", snapshot)
-        assert read.collect()[0].idle == "1min"  # source.timeouts.statement's default
+            jdbc, "SELECT current_setting('idle_in_transaction_session_timeout') AS idle, "
+            "current_setting('max_parallel_workers_per_gather') AS workers", snapshot)
+        assert tuple(read.collect()[0]) == ("1min", "0")  # source.timeouts.statement's default; serial plans
     finally:
         holder.close()

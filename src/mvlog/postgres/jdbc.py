@@ -28,8 +28,15 @@ def jdbc_read_settings(timeouts: Timeouts) -> tuple[str, ...]:
     never arrives), and the server ends the session then, its locks with it (a key map's, which the
     next refresh truncates): this process cannot reap an executor's sessions as
     :func:`~mvlog.postgres.deadlines.reap` does its own. In the transaction, not the driver's
-    ``options`` (PgBouncer refuses those)."""
-    return (f"SET LOCAL idle_in_transaction_session_timeout = {max(1000, int(timeouts.statement * 1000))}",)
+    ``options`` (PgBouncer refuses those).
+
+    And no parallel plans: the driver fetches the rows in batches (a non-zero fetch count), and
+    PostgreSQL runs such a plan without its workers, so a plan costed for three processes runs on
+    one — TPC-H SF 1's fast read took 2.1 s so, 1.0 s planned serially (BENCHMARKS.md, session 47).
+    PostgreSQL's documentation advises this setting for such clients ("When Can Parallel Query Be
+    Used?")."""
+    return (f"SET LOCAL idle_in_transaction_session_timeout = {max(1000, int(timeouts.statement * 1000))}",
+            "SET LOCAL max_parallel_workers_per_gather = 0")
 
 
 @dataclass(frozen=True)
