@@ -94,7 +94,7 @@ def connect_session(url: str, config: SparkConfig, new: bool = False) -> SparkSe
     shared = _connect_sessions.get(url)
     if shared is not None and not new and not shared.is_stopped:
         return cast("SparkSession", shared)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _without_ipython():
         warnings.simplefilter("ignore")  # pyspark's warning about the pandas version
         try:
             from pyspark.sql.connect.session import SparkSession as RemoteSession
@@ -138,6 +138,25 @@ def connect_session(url: str, config: SparkConfig, new: bool = False) -> SparkSe
     if not new:
         _connect_sessions[url] = spark
     return cast("SparkSession", spark)
+
+
+@contextlib.contextmanager
+def _without_ipython() -> Iterator[None]:
+    """Spark Connect's client imports IPython, when it is installed, for the terminal size of a
+    progress bar mvlog never shows (``pyspark.sql.connect.shell.progress``): a command's imports
+    took 2.57 s with it, 2.28 s without (medians of 8 processes; BENCHMARKS.md, session 47), 19 MiB
+    less. Unless IPython is loaded already
+    (a notebook), its import fails while the client loads — pyspark falls back to 80x25 — and
+    works again after."""
+    if "IPython" in sys.modules:
+        yield
+        return
+    sys.modules["IPython"] = None  # type: ignore[assignment]  # None: "import IPython" raises ImportError
+    try:
+        yield
+    finally:
+        if sys.modules.get("IPython", "") is None:
+            del sys.modules["IPython"]
 
 
 def _bound_retries(spark: ConnectSession) -> None:
