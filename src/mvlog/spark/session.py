@@ -145,10 +145,9 @@ def _without_ipython() -> Iterator[None]:
     """Spark Connect's client imports IPython, when it is installed, for the terminal size of a
     progress bar mvlog never shows (``pyspark.sql.connect.shell.progress``): a command's imports
     took 2.57 s with it, 2.28 s without (medians of 8 processes; BENCHMARKS.md, session 47), 19 MiB
-    less. Unless IPython is loaded already
-    (a notebook), its import fails while the client loads — pyspark falls back to 80x25 — and
-    works again after."""
-    if "IPython" in sys.modules:
+    less. Unless IPython is loaded already (a notebook) or the client is (nothing to load), its
+    import fails while the client loads — pyspark falls back to 80x25 — and works again after."""
+    if "IPython" in sys.modules or "pyspark.sql.connect.session" in sys.modules:
         yield
         return
     sys.modules["IPython"] = None  # type: ignore[assignment]  # None: "import IPython" raises ImportError
