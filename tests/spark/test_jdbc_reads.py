@@ -1,10 +1,9 @@
 """Spark's reads from PostgreSQL carry the driver settings mvlog gives them — its name in
 ``pg_stat_activity``, its bounds, and, in a refresh's read at its snapshot, the server's end of a
 session left idle in its transaction (a cancelled task's, whose goodbye a stalled path lost) and
-serial plans (the driver's batched fetch runs a parallel plan without its workers) — on a
-Spark of the process's own and over Spark Connect, where
-a reader's camelCase options never reached the driver (its reads ran as "PostgreSQL JDBC Driver",
-without their ``source.timeouts``)."""
+serial plans (the driver's batched fetch runs a parallel plan without its workers) — on a Spark of
+the process's own and over Spark Connect, where a reader's camelCase options never reached the
+driver (its reads ran as "PostgreSQL JDBC Driver", without their ``source.timeouts``)."""
 
 from __future__ import annotations
 
