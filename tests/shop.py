@@ -118,12 +118,19 @@ def shared_shop(request, pg, directory, views: list[dict], spark_mode: str, rewr
         yield SharedShop(build_shop(db, make, views, spark_mode, rewrite_max_rows), db, views)
 
 
+LARGE_CUSTOMERS = 20_000  # customer c's two orders are c - 1 and c - 1 + LARGE_CUSTOMERS (c - 1 = 0: the last)
+
+
 def build_large_shop(db) -> None:
-    """The shop's tables with 100k customers and 200k orders (two per customer), analyzed: large
-    enough for PostgreSQL's planner to prefer indexes for a handful of keys."""
+    """The shop's tables with 20k customers and 40k orders (two per customer), analyzed: large
+    enough for PostgreSQL's planner to prefer indexes for a handful of keys, and for a sequential
+    scan to show in the tables' statistics as thousands of tuples; small enough that the views'
+    builds and oracles cost the suite's Spark little."""
     db.execute(SCHEMA)
-    db.execute("INSERT INTO customers SELECT g, 'c' || g, 1 + g % 3, 'retail' FROM generate_series(1, 100000) g")
-    db.execute("INSERT INTO orders SELECT g, 1 + g % 100000, 'open', g % 100, g % 7 FROM generate_series(1, 200000) g")
+    db.execute("INSERT INTO customers SELECT g, 'c' || g, 1 + g %% 3, 'retail' FROM generate_series(1, %s) g",
+               (LARGE_CUSTOMERS,))
+    db.execute("INSERT INTO orders SELECT g, 1 + g %% %s, 'open', g %% 100, g %% 7 FROM generate_series(1, %s) g",
+               (LARGE_CUSTOMERS, 2 * LARGE_CUSTOMERS))
     db.execute("ANALYZE")
 
 

@@ -131,7 +131,7 @@ def test_random_dml_then_fast_refresh_equals_postgres(built_shop, sequence):
 
 
 def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
-    """200k orders of 100k customers, a handful changed: the fast read finds them through primary keys and the
+    """40k orders of 20k customers, a handful changed: the fast read finds them through primary keys and the
     orders.customer_id index, never by scanning orders or customers."""
     build_large_shop(db)
     db.execute("INSERT INTO nation VALUES (1, 'France', 1), (2, 'Japan', 2), (3, 'Peru', 1); ANALYZE nation")
@@ -172,7 +172,7 @@ def test_outer_join_refresh_reads_only_affected_rows(db, make_project):
         # hash join whose scan of orders stops at its first tuple when the hash side is empty.
         assert after[table][0] - before[table][0] < 100, f"a sequential scan read {table}"
     # 5 changed order lines and 4 customers of 2 orders each, read by index a few times each (for
-    # the roots, the keys, the rows, the null check and the key map): hundreds, not 200k.
+    # the roots, the keys, the rows, the null check and the key map): hundreds, not 40k.
     fetched = after["orders"][2] - before["orders"][2]
     assert fetched <= 1000, f"{fetched} orders rows fetched"
     assert_views_match(project, ("order_lines", "per_customer", "full_lines", "right_lines", "right_after_left_lines"))
