@@ -33,6 +33,9 @@ class Target:
 AT_LEAST, AT_MOST = operator.ge, operator.le
 # A run over a subset of the views, or with every view fast, measures no target of mvlog refresh of the whole set.
 ALL_VIEWS = {"views": "", "refresh": "force"}
+# The fleet's targets are #75's, measured as its table was: every command a process with a Spark of its
+# own. On one engine the commands share a JVM that warms as they run, and the ratios follow their order.
+OWN_SPARK = {"engine": False}
 # kept in the results, left out of the report
 DETAIL = {"view_phase", "view_complete_phase", "view_rows_read", "refresh_phase"}
 # Labels a scenario's older runs lack, at the value they measured (phase_floor measured pgbench alone).
@@ -61,11 +64,11 @@ TARGETS = [
            "refresh within 1.25× of the primitive it rests on (#75)", AT_MOST, 1.25,
            {"workload": "tpch", "tpch_scale": 1.0, "deletion_vectors": True}),
     Target("fleet", "refresh_every_table_again_over_complete", "the fleet, every table 1 % changed: ≤ 1.0× a "
-           "complete refresh, once force has measured both ways (#75)", AT_MOST, 1.0),
+           "complete refresh, once force has measured both ways (#75)", AT_MOST, 1.0, OWN_SPARK),
     Target("fleet", "refresh_one_table_over_complete", "the fleet, one table 1 % changed: ≤ 0.25× a complete "
-           "refresh (#75)", AT_MOST, 0.25),
+           "refresh (#75)", AT_MOST, 0.25, OWN_SPARK),
     Target("fleet", "refresh_unchanged_over_complete", "the fleet, nothing changed: ≤ 0.05× a complete refresh "
-           "(#47)", AT_MOST, 0.05),
+           "(#47)", AT_MOST, 0.05, OWN_SPARK),
     Target("freshness", "staleness_worst", "5 s freshness targets under pgbench at 50 TPS: every view within "
            "10 s (#60)", AT_MOST, 10.0),
 ]

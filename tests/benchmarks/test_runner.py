@@ -139,3 +139,19 @@ def test_phase_floor_targets_keep_their_workloads_apart(tmp_path):
     assert "| 5.90× |" in pgbench_row
     tpch_row = next(line for line in lines if line.startswith("| TPC-H SF 1, deletion vectors: every phase"))
     assert "| 1.10× |" in tpch_row and "| yes |" in tpch_row
+
+
+def test_the_fleet_targets_take_a_run_with_a_spark_of_each_command_s_own(tmp_path):
+    """#75 measured the fleet with a Spark per command: a newer run on the engine (whose JVM warms
+    as the commands go, so that its ratios follow their order) is shown in its own section and
+    measures none of the fleet's targets."""
+    results = tmp_path / "results"
+    results.mkdir()
+    own = _record("fleet", "refresh_one_table_over_complete", 0.38, parameters={"engine": False})
+    engine = {**_record("fleet", "refresh_one_table_over_complete", 0.2, parameters={"engine": True}),
+              "started": "2026-11-30T00:00:00"}
+    (results / "fleet.jsonl").write_text(json.dumps(own) + "\n" + json.dumps(engine) + "\n")
+    lines = report.section(results).splitlines()
+    row = next(line for line in lines if line.startswith("| the fleet, one table 1 % changed"))
+    assert "| 0.38× |" in row and "| **no** |" in row
+    assert "### fleet (1)" in lines and "### fleet (2)" in lines  # the engine's run is shown too
