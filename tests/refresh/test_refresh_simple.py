@@ -292,6 +292,30 @@ def test_complete_and_force_methods(db, make_project):
     assert_views_match(project, views)
 
 
+def test_a_refresh_s_prepare_phase_counts_its_plan_at_the_stamp(db, make_project, monkeypatch):
+    """A ``force`` view's choice and its Delta table's check come after the stamp: its phases must
+    count them (in ``prepare``, with the lock and the stamp), so that they add up to its seconds."""
+    import time
+
+    from mvlog.pipeline.planning import ViewPlanner
+
+    db.execute(ITEMS)
+    db.execute("INSERT INTO items SELECT g, g % 4, g, g, 'l' || g, true FROM generate_series(1, 20) g")
+    project = make_project(["items"], [{"name": "v_force", "query": "SELECT id, qty FROM items WHERE grp = 1"}])
+    project.apply()
+    db.execute("UPDATE items SET qty = qty + 1 WHERE id = 1")
+    at_stamp = ViewPlanner.at_stamp
+
+    def slow_at_stamp(self, planned, stamped):
+        time.sleep(0.6)
+        return at_stamp(self, planned, stamped)
+
+    monkeypatch.setattr(ViewPlanner, "at_stamp", slow_at_stamp)
+    result = refresh_ok(project)["v_force"]
+    assert result.method == "fast" and result.phases["prepare"] >= 0.6, result.phases
+    assert sum(result.phases.values()) <= result.seconds
+
+
 def test_force_chooses_by_the_share_rule_then_by_what_the_view_s_refreshes_cost(db, make_project, monkeypatch):
     from mvlog.pipeline import cost
 

@@ -162,12 +162,13 @@ class Refresher(ProjectWorker):
         counts, oldest = WriteCounts(), None
         try:
             with self.source.translated():  # a connection lost on the way fails the refresh like any error
-                if planned.after_failure and plan.method is RefreshMethod.FAST:
-                    self._take_back_unrecorded(view, plan)
-                plan = self.plans.at_stamp(planned, stamped)
-                plan = planner.without_missing_groups(plan, planned.group_tables)
-                if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
-                    oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
+                with phases("prepare"):  # the plan at the stamp: force's choice, the Delta table's fit
+                    if planned.after_failure and plan.method is RefreshMethod.FAST:
+                        self._take_back_unrecorded(view, plan)
+                    plan = self.plans.at_stamp(planned, stamped)
+                    plan = planner.without_missing_groups(plan, planned.group_tables)
+                    if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
+                        oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)
                 counts, kept = self._write(plan, stamped, phases, view)
                 if plan.method is RefreshMethod.COMPLETE:
                     row_count = counts.rows_inserted
@@ -204,11 +205,12 @@ class Refresher(ProjectWorker):
         metadata = {"view": plan.view, "snaptime": stamped.time.isoformat(), "method": plan.method.value}
         txn = (f"mvlog:{plan.view}", int(stamped.time.timestamp() * 1_000_000))
         if plan.method is RefreshMethod.FAST:
-            if not any(stamped.window_has_rows(log, plan.since) for log in plan.logs):
-                return WriteCounts(), None
-            self.progress(f"{plan.view}: fast refresh")
-            null_keys = tuple(bool(check and stamped.query(check)[0][0])
-                              for check in strategy_of(plan.shape).null_key_checks(plan.since))
+            with phases("prepare"):
+                if not any(stamped.window_has_rows(log, plan.since) for log in plan.logs):
+                    return WriteCounts(), None
+                self.progress(f"{plan.view}: fast refresh")
+                null_keys = tuple(bool(check and stamped.query(check)[0][0])
+                                  for check in strategy_of(plan.shape).null_key_checks(plan.since))
             with phases("read"):
                 df = self.warehouse.read(self.jdbc, stamped.resolve(plan.read_sql(null_keys)), stamped.snapshot,
                                          settings=(NO_JIT,))
