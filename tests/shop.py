@@ -118,7 +118,8 @@ def shared_shop(request, pg, directory, views: list[dict], spark_mode: str, rewr
         yield SharedShop(build_shop(db, make, views, spark_mode, rewrite_max_rows), db, views)
 
 
-LARGE_CUSTOMERS = 20_000  # customer c's two orders are c - 1 and c - 1 + LARGE_CUSTOMERS (c - 1 = 0: the last)
+# Customer c's two orders are c - 1 and c - 1 + LARGE_CUSTOMERS (customer 1's: LARGE_CUSTOMERS and twice it).
+LARGE_CUSTOMERS = 20_000
 
 
 def build_large_shop(db) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import psycopg2
 import pytest
@@ -295,8 +296,6 @@ def test_complete_and_force_methods(db, make_project):
 def test_a_refresh_s_prepare_phase_counts_its_plan_at_the_stamp(db, make_project, monkeypatch):
     """A ``force`` view's choice and its Delta table's check come after the stamp: its phases must
     count them (in ``prepare``, with the lock and the stamp), so that they add up to its seconds."""
-    import time
-
     from mvlog.pipeline.planning import ViewPlanner
 
     db.execute(ITEMS)
