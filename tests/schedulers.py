@@ -330,21 +330,21 @@ def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, 
     return lines
 
 
+def in_flight(dsn: str) -> bool:
+    """Whether a refresh is running now (a 'running' history row)."""
+    return bool(fresh_query(dsn, "SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0])
+
+
 STALL_VIEWS = [{**view, "freshness": "10s"} for view in RESTART_VIEWS]  # the issue's 10 s target
 STALL_SECONDS = 60.0  # each stall: a minute of silence, every socket left open
 HEALED_WITHIN = 120.0  # every view refreshed again within this of the healing
 STOPPED_WITHIN = 30.0  # SIGTERM ends the scheduler within this, a connection stalled or not
 
 
-def in_flight(dsn: str) -> bool:
-    """Whether a refresh is running now (a 'running' history row)."""
-    return bool(fresh_query(dsn, "SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0])
-
-
 def schedule_through_stalls(cluster, db, tmp_path, spark: dict, capture: str, stalls: list[str],
-                            timeouts: dict | None = None) -> list[str]:
+                            timeouts: dict | None = None, stall_seconds: float = STALL_SECONDS) -> list[str]:
     """``mvlog schedule`` over STALL_VIEWS with a writer, reaching PostgreSQL through a StallProxy
-    that stops forwarding for STALL_SECONDS once per entry of ``stalls`` (``refresh``: while a
+    that stops forwarding for ``stall_seconds`` once per entry of ``stalls`` (``refresh``: while a
     refresh is in flight; ``idle``: while none is), then forwards new connections again while the
     old ones stay silent. The scheduler never exits, each view is refreshed past each healing
     within HEALED_WITHIN, a SIGTERM during a last stall ends it within STOPPED_WITHIN, no refresh is
@@ -386,7 +386,7 @@ def schedule_through_stalls(cluster, db, tmp_path, spark: dict, capture: str, st
                 assert time.monotonic() < deadline, f"never saw the scheduler {when}: {said()}"
                 time.sleep(0.02 if when == "refresh" else 0.2)
             proxy.stall()
-            time.sleep(STALL_SECONDS)
+            time.sleep(stall_seconds)
             proxy.heal()
             (healed,) = fresh_query(db.dsn, "SELECT now()")[0]
             started = time.monotonic()
