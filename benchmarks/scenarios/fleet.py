@@ -17,6 +17,12 @@ is timed as a whole (process start, Spark start, PostgreSQL, Delta). In order:
   refresh of the whole fleet that finds nothing changed); finally a write to one table under the
   cron scheduler, and which views its next tick refreshed.
 
+Beside the one-table refresh, its primitive (``refresh_one_table_primitive``, #75): a new Python
+process that starts Spark as the command does (its own, or a Connect session on the engine) and,
+for each view that refresh did not find fresh, reads the view's query by one Spark JDBC read and
+overwrites a Delta table with the rows, the views at once (a thread each) — nothing of mvlog but its
+Spark settings; the wall from start to exit, the median of ``PRIMITIVE_ROUNDS``.
+
 Every view is checked against PostgreSQL after the changed refreshes (``mvlog verify``).
 """
 
@@ -33,11 +39,34 @@ from typing import Any
 import psycopg2
 import yaml
 
-from benchmarks.harness import Bench
+from benchmarks.harness import Bench, median
 from benchmarks.scenarios import Parameter, Scenario
 from mvlog.postgres.pgtemp import free_port
 
 mvlog = Bench.mvlog
+PRIMITIVE_ROUNDS = 3
+# The one-table refresh's primitive, run as ``python -c PRIMITIVE <JSON arguments>``.
+PRIMITIVE = """
+import json, sys, threading
+from pyspark.sql import SparkSession
+a = json.loads(sys.argv[1])
+builder = SparkSession.builder.remote(a["remote"]) if a["remote"] else SparkSession.builder.master(a["master"])
+for key, value in ({} if a["remote"] else a["conf"]).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+failed = []
+def copy(i, query):
+    try:
+        (spark.read.format("jdbc").option("url", a["url"]).option("driver", "org.postgresql.Driver")
+         .option("user", a["user"]).option("password", a["password"]).option("query", query).load()
+         .write.format("delta").mode("overwrite").save(f"{a['out']}/v{i}"))
+    except Exception as exc:
+        failed.append(str(exc)[:500])
+threads = [threading.Thread(target=copy, args=(i, q)) for i, q in enumerate(a["queries"])]
+[t.start() for t in threads]
+[t.join() for t in threads]
+sys.exit("; ".join(failed) or None)
+"""
 TICKS = 6  # scheduler looks measured per mode
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -92,6 +121,37 @@ def tree_cpu(pid: int) -> float:
         total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
         todo += children.get(p, [])
     return total
+
+
+def primitive(document: dict, dsn: str, names: list[str], out: Path) -> float:
+    """The seconds of the one-table refresh's primitive (see the module's docstring) for the views
+    ``names``: the median wall of ``PRIMITIVE_ROUNDS`` new processes."""
+    from mvlog.config import SparkConfig
+    from mvlog.spark.settings import session_conf
+
+    spark = document["spark"]
+    parts = psycopg2.extensions.parse_dsn(dsn)
+    queries = [v["query"] for v in document["views"] if v["name"] in names]
+    arguments = {"remote": spark.get("remote"), "master": spark.get("master", "local[2]"),
+                 "conf": {} if spark.get("remote") else session_conf(SparkConfig(**spark)),
+                 "url": f"jdbc:postgresql://{parts.get('host', '127.0.0.1')}:{parts['port']}/{parts['dbname']}",
+                 "user": parts["user"], "password": parts.get("password", ""), "out": str(out), "queries": queries}
+    walls = []
+    for _ in range(PRIMITIVE_ROUNDS):
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", PRIMITIVE, json.dumps(arguments)], capture_output=True, text=True)
+        walls.append(time.perf_counter() - started)
+        if done.returncode:
+            raise RuntimeError(f"the one-table refresh's primitive failed: {done.stderr.strip()[-2000:]}")
+    return median(walls)
+
+
+def affected_since(dsn: str, after: int) -> list[str]:
+    """The views refreshed (not found fresh) since the history row ``after``."""
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT view_name FROM mvlog.refresh_history WHERE id > %s AND status = 'succeeded' "
+                    "AND method <> 'fresh' ORDER BY view_name", (after,))
+        return [row[0] for row in cur.fetchall()]
 
 
 def history_ids(dsn: str) -> int:
@@ -193,6 +253,10 @@ def measure(p: dict[str, Any], config: Path, document: dict, dsn: str
     one = refreshed_since(dsn, mark)
     timings.append(("refresh_one_table", f"refresh, {p['changed_percent']:g} % of {p['changed_tables']} table(s) "
                     f"changed ({len(views) - one.get('fresh', 0)} views affected)", seconds))
+    affected = affected_since(dsn, mark)
+    seconds = primitive(document, dsn, affected, config.parent / "primitive")
+    timings.append(("refresh_one_table_primitive", f"its primitive: a new process, Spark started as the command "
+                    f"does, a JDBC read and a Delta overwrite of each of the {len(affected)} views", seconds))
     seconds, _ = every_table_changed(p, config, dsn, 2)
     timings.append(("refresh_every_table", f"refresh, {p['changed_percent']:g} % of every table changed", seconds))
     _, verified = mvlog(config, "verify", "--json")
