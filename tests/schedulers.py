@@ -330,15 +330,15 @@ def schedule_through_restarts(cluster, db, tmp_path, spark: dict, capture: str, 
     return lines
 
 
-def in_flight(dsn: str) -> bool:
-    """Whether a refresh is running now (a 'running' history row)."""
-    return bool(fresh_query(dsn, "SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0])
-
-
 STALL_VIEWS = [{**view, "freshness": "10s"} for view in RESTART_VIEWS]  # the issue's 10 s target
 STALL_SECONDS = 60.0  # each stall: a minute of silence, every socket left open
 HEALED_WITHIN = 120.0  # every view refreshed again within this of the healing
 STOPPED_WITHIN = 30.0  # SIGTERM ends the scheduler within this, a connection stalled or not
+
+
+def in_flight(dsn: str) -> bool:
+    """Whether a refresh is running now (a 'running' history row)."""
+    return bool(fresh_query(dsn, "SELECT count(*) FROM mvlog.refresh_history WHERE status = 'running'")[0][0])
 
 
 def schedule_through_stalls(cluster, db, tmp_path, spark: dict, capture: str, stalls: list[str],
