@@ -300,6 +300,7 @@ class Warehouse(TableUpkeep):
             drops: list[features.Change] = []
             if detail is None:  # a new table takes its properties from the writer
                 writer = writer.options(**wanted.creation_options())
+                writer = writer.option(features.CHECKPOINT_INTERVAL, str(features.checkpoint_interval(view)))
                 if indexed:
                     writer = writer.option(INDEXED_COLUMNS, str(indexed))
             else:
