@@ -146,6 +146,10 @@ class CatalogConfig(_Strict):
         return value
 
 
+# The Delta checkpoint intervals views' new tables take in turn (their mean: Delta's default of 10).
+CHECKPOINT_INTERVALS = (8, 9, 10, 11, 12)
+# Spark's setting that gives every new Delta table an interval (a user's choice wins over mvlog's).
+DEFAULT_CHECKPOINT_INTERVAL_CONF = "spark.databricks.delta.properties.defaults.checkpointInterval"
 REWRITE_MAX_ROWS = 300_000  # see DeltaConfig.rewrite_max_rows (docs/benchmarks-history.md session 19)
 
 
@@ -229,6 +233,16 @@ class Config(_Strict):
         """Whether the view may have column names that need Delta column mapping: its own setting,
         else the warehouse's."""
         return self.delta.column_mapping if view.column_mapping is None else view.column_mapping
+
+    def checkpoint_interval(self, view: ViewConfig) -> int | None:
+        """The Delta checkpoint interval a new table of ``view`` takes: each of
+        :data:`CHECKPOINT_INTERVALS` in turn, by the view's place in ``views:``, so that views
+        refreshed together (their tables' versions in step) write their checkpoints in different
+        refreshes; None (Delta's) when ``spark.conf`` gives new tables an interval of its own."""
+        if DEFAULT_CHECKPOINT_INTERVAL_CONF in self.spark.conf:
+            return None
+        place = next((i for i, v in enumerate(self.views) if v.name == view.name), 0)
+        return CHECKPOINT_INTERVALS[place % len(CHECKPOINT_INTERVALS)]
 
     def view_location(self, name: str) -> str:
         """Where a view's Delta table lives: ``<warehouse>/<view name>``."""

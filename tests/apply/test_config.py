@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mvlog.config import RefreshMethod, load_config, parse_config
+from mvlog.config import CHECKPOINT_INTERVALS, RefreshMethod, load_config, parse_config
 from mvlog.errors import ConfigError
 
 VALID = """\
@@ -151,6 +151,21 @@ def test_deletion_vectors_are_off_unless_the_warehouse_or_the_view_asks():
     assert [config.deletion_vectors(v) for v in config.views] == [True, False]
     with pytest.raises(ConfigError, match="delta: unknown key 'deletion_vector'"):
         parse_config(VALID.replace("logs:", "delta: {deletion_vector: true}\nlogs:"))
+
+
+def test_views_take_the_checkpoint_intervals_in_turn_unless_spark_sets_one():
+    # Views refreshed together commit together: with one interval, every table of a fleet would
+    # write its checkpoint in the same refresh.
+    views = "".join(f"  - name: v{i:02d}\n    query: SELECT id FROM public.orders\n" for i in range(60))
+    config = parse_config(VALID.split("views:")[0] + "views:\n" + views)
+    intervals = [config.checkpoint_interval(v) for v in config.views]
+    assert intervals[:len(CHECKPOINT_INTERVALS)] == list(CHECKPOINT_INTERVALS)
+    assert all(intervals.count(i) == 60 // len(CHECKPOINT_INTERVALS) for i in CHECKPOINT_INTERVALS)
+    assert sum(CHECKPOINT_INTERVALS) / len(CHECKPOINT_INTERVALS) == 10  # as many checkpoints as Delta's default
+    # Spark's default for new tables is the user's: mvlog sets none.
+    config = parse_config(VALID.replace("spark.x.flag: true", "spark.databricks.delta.properties.defaults."
+                                                              "checkpointInterval: 100"))
+    assert [config.checkpoint_interval(v) for v in config.views] == [None, None]
 
 
 def test_a_metastore_directory_is_relative_to_the_file_and_a_uri_is_kept(tmp_path):

@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 from mvlog.spark.features import (
-    CHECKPOINT_INTERVALS,
     MISREADS,
     READS,
     REFUSES,
     TableFeatures,
     changes,
-    checkpoint_interval,
     for_columns,
     needs_column_mapping,
     readers,
@@ -29,19 +27,6 @@ def test_a_new_table_gets_exactly_the_features_asked_for():
         "delta.enableChangeDataFeed": "false", "delta.enableDeletionVectors": "false"}
     assert for_columns(["id", "n n"], True, True).creation_options() == {
         "delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true", "delta.columnMapping.mode": "name"}
-
-
-def test_the_tables_of_a_fleet_spread_their_checkpoints():
-    # Views refreshed together commit together: one interval for all would checkpoint every table
-    # in the same refresh. Names as users write them: each interval taken by about as many views.
-    names = [f"{kind}_{table}" for kind in ("totals", "by_day", "big", "recent") for table in
-             ("orders", "customers", "lineitem", "accounts", "events", "t00", "t01", "t02", "t03", "t04")]
-    counts = {interval: 0 for interval in CHECKPOINT_INTERVALS}
-    for name in names:
-        counts[checkpoint_interval(name)] += 1
-    assert min(counts.values()) >= 3 and max(counts.values()) <= 16, counts
-    assert checkpoint_interval("orders_total") == checkpoint_interval("orders_total")  # by name, not at random
-    assert sum(CHECKPOINT_INTERVALS) / len(CHECKPOINT_INTERVALS) == 10  # Delta's default, on average
 
 
 def test_an_existing_table_is_moved_to_the_features_asked_for_drops_last():

@@ -11,7 +11,6 @@ import pytest
 from conftest import assert_view_matches, assert_views_match, refresh_ok
 
 import mvlog.pipeline.plan
-from mvlog.spark.features import checkpoint_interval
 
 pytestmark = pytest.mark.integration
 
@@ -129,7 +128,7 @@ def test_merge_skips_files_of_a_view_whose_key_comes_after_32_columns(db, make_p
     properties = project.warehouse.spark.sql(f"DESCRIBE DETAIL delta.`{location}`").collect()[0]["properties"]
     assert properties["delta.dataSkippingNumIndexedCols"] == "41"
     # Its own checkpoint interval, from its creation (a rebuild keeps it).
-    assert properties["delta.checkpointInterval"] == str(checkpoint_interval("wide"))
+    assert properties["delta.checkpointInterval"] == str(project.config.checkpoint_interval(project.config.views[-1]))
 
 
 @pytest.mark.parametrize("value", [

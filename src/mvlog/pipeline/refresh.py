@@ -226,7 +226,8 @@ class Refresher(ProjectWorker):
         checkpoint("after_read")
         with phases("write"):
             return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, view.change_feed,
-                                          self.config.deletion_vectors(view), self.config.column_mapping(view)), None
+                                          self.config.deletion_vectors(view), self.config.column_mapping(view),
+                                          self.config.checkpoint_interval(view)), None
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int,
                 checked_at: datetime, kept: KeptRows | None = None) -> None:

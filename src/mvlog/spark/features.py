@@ -17,17 +17,17 @@ Turning a feature off on an existing table drops it (``ALTER TABLE … DROP FEAT
 rewrites what used it (files with deletion vectors; data files under physical column names)
 in that commit, and readers that refused the table open it from then on.
 
-Every new table also gets a **checkpoint interval** of its own (:func:`checkpoint_interval`):
-Delta writes a checkpoint in the commit whose version is a multiple of the interval, and the
-views of one refresh commit together, so with Delta's one default (10) every table of a fleet
-checkpoints in the same refresh (measured: 60 views, every tenth ``refresh --complete`` 100 s
-against 40–53 s around it, docs/benchmarks-history.md session 50).
+Every new table also gets the **checkpoint interval** its view is given
+(:meth:`mvlog.config.Config.checkpoint_interval`): Delta writes a checkpoint in the commit whose
+version is a multiple of the interval, and views refreshed together commit together, so with
+Delta's one default (10) every table of a fleet checkpoints in the same refresh (measured: 60
+views, every tenth ``refresh --complete`` 100 s against 40–53 s around it,
+docs/benchmarks-history.md session 50).
 """
 
 from __future__ import annotations
 
 import re
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +35,6 @@ CHANGE_FEED = "delta.enableChangeDataFeed"
 DELETION_VECTORS = "delta.enableDeletionVectors"
 COLUMN_MAPPING = "delta.columnMapping.mode"
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
-# The intervals views' tables take, centred on Delta's default of 10 (as many checkpoints in all).
-CHECKPOINT_INTERVALS = (8, 9, 10, 11, 12)
 # Characters Delta does not allow in a physical column name (its SchemaUtils.checkFieldNames).
 UNSAFE_NAME_CHARACTERS = frozenset(" ,;{}()\n\t=")
 
@@ -55,13 +53,6 @@ class TableFeatures:
         if self.column_mapping:
             options[COLUMN_MAPPING] = "name"
         return options
-
-
-def checkpoint_interval(view: str) -> int:
-    """The checkpoint interval of the table of ``view``: one of :data:`CHECKPOINT_INTERVALS`,
-    fixed by its name (the same on every machine), so that tables written in the same refreshes
-    spread their checkpoints over several of them."""
-    return CHECKPOINT_INTERVALS[zlib.crc32(view.encode()) % len(CHECKPOINT_INTERVALS)]
 
 
 def needs_column_mapping(columns: list[str]) -> bool:

@@ -276,12 +276,14 @@ class Warehouse(TableUpkeep):
 
     def replace(self, location: str, df: DataFrame, metadata: dict, txn: tuple[str, int] | None = None,
                 key_columns: tuple[str, ...] = (), change_feed: bool = False,
-                deletion_vectors: bool = False, column_mapping: bool = False) -> WriteCounts:
+                deletion_vectors: bool = False, column_mapping: bool = False,
+                checkpoint_interval: int | None = None) -> WriteCounts:
         """Atomically replace the table's contents (and schema) with ``df``: one Delta commit.
 
         The table gets the features the view asks for and its columns need (see
         :mod:`mvlog.spark.features`): a new table from the writer's options; an existing one by
-        metadata commits before the write, and features it no longer needs dropped after it.
+        metadata commits before the write, and features it no longer needs dropped after it. A new
+        table takes ``checkpoint_interval`` (None: Delta's); an existing one keeps its own.
         Delta keeps min/max statistics (which MERGE uses to skip files) for the first 32
         columns only; when a key column comes later (a wide view, or hidden key columns after
         many visible ones), the table is told to index that many columns. Each row gets its
@@ -300,7 +302,8 @@ class Warehouse(TableUpkeep):
             drops: list[features.Change] = []
             if detail is None:  # a new table takes its properties from the writer
                 writer = writer.options(**wanted.creation_options())
-                writer = writer.option(features.CHECKPOINT_INTERVAL, str(features.checkpoint_interval(view)))
+                if checkpoint_interval:
+                    writer = writer.option(features.CHECKPOINT_INTERVAL, str(checkpoint_interval))
                 if indexed:
                     writer = writer.option(INDEXED_COLUMNS, str(indexed))
             else:
