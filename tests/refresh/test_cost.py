@@ -15,6 +15,7 @@ from mvlog.pipeline.cost import (
     FLEET_MIN_VIEWS,
     REMEASURE_WITHIN,
     SAMPLES,
+    SIZE_SPAN,
     choose,
     measured_both,
     predict,
@@ -71,6 +72,20 @@ def test_one_slow_refresh_does_not_move_the_prediction():
     assert choose([*complete, *fast], window(20, 20_000), 20_000).complete
 
 
+def test_sizes_too_close_to_tell_predict_as_one_size():
+    """The fleet's trap (docs/benchmarks-history.md session 50): an aggregate of 95 to 100 groups,
+    refreshed completely in 2.0-2.6 s, made a line of about 1 s a group through zero (its intercept
+    kept non-negative) that predicted 106 s, and force refreshed it fast at twice the cost."""
+    complete = [Measured(COMPLETE, s, None, rows) for s, rows in ((2.0, 95), (2.6, 100), (2.1, 96), (2.5, 99))]
+    assert predict(complete, COMPLETE, 97).seconds == pytest.approx(2.3)  # the median, at or below its size
+    assert predict(complete, COMPLETE, 196).seconds == pytest.approx(2.3 * 196 / 97.5)  # proportional above
+    fast = [Measured(FAST, s, k, None) for s, k in ((3.4, 200), (3.9, 210))]
+    assert choose([*complete, *fast], window(205, 20_000), 98).complete
+    # Sizes far enough apart still give a line.
+    spread = [Measured(FAST, 1.0 + 0.001 * k, k, None) for k in (100, int(SIZE_SPAN * 100))]
+    assert predict(spread, FAST, 1000).seconds == pytest.approx(2.0)
+
+
 def test_force_takes_the_method_predicted_cheaper():
     measured = [Measured(FAST, 1.0 + 0.0005 * k, k, None) for k in (1000, 20_000)] + [
         Measured(COMPLETE, 40.0, None, 1_000_000)]
@@ -86,7 +101,9 @@ def test_force_is_never_predicted_to_pay_more_than_the_cheaper_method():
     for _ in range(200):
         fast_fixed, per_key, complete_seconds = rng.uniform(0.1, 5), rng.uniform(1e-5, 1e-2), rng.uniform(1, 100)
         rows = rng.randint(1, 10**7)
-        measured = [Measured(FAST, fast_fixed + per_key * k, k, None) for k in rng.sample(range(1, 10**5), 3)]
+        low = rng.randint(1, 10**4)  # sizes that span enough to part the fixed cost from the cost per key
+        sizes = [low, rng.randint(int(SIZE_SPAN * low), 10**5), rng.randint(low, 10**5)]
+        measured = [Measured(FAST, fast_fixed + per_key * k, k, None) for k in sizes]
         measured.append(Measured(COMPLETE, complete_seconds, None, rows))
         keys = rng.randint(1, 10**6)
         choice = choose(measured, window(keys), rows)

@@ -46,6 +46,7 @@ COMPLETE_MIN_KEYS = 10_000
 SAMPLES = 8  # a method's latest refreshes that predict its next one; older ones are stale
 REMEASURE_WITHIN = 2.0  # a stale method runs again when predicted within this of the other (<= 11 % more)
 FLEET_MIN_VIEWS = 3  # other views measured both ways before they predict a method a view never ran
+SIZE_SPAN = 2.0  # sizes that span less (largest / smallest) predict as one size: see _one_size
 
 
 @dataclass(frozen=True)
@@ -73,15 +74,27 @@ class Choice:
     full: Prediction | None = None
 
 
+def _one_size(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """(size, seconds) of ``points`` whose sizes are too close to part a fixed cost from a cost per
+    size (the largest under ``SIZE_SPAN`` times the smallest): their medians; None when they span
+    enough. Between sizes that close, the seconds' noise makes the slope: an aggregate's 95 to 100
+    groups, refreshed in 2.0–2.6 s, made a line of 1 s a row that predicted 106 s
+    (docs/benchmarks-history.md session 50)."""
+    sizes = [p[0] for p in points]
+    low, high = min(sizes), max(sizes)
+    if high == low or (low > 0 and high < SIZE_SPAN * low):
+        return median(sizes), median(p[1] for p in points)
+    return None
+
+
 def _fit(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """The line through ``points`` (size, seconds) as (intercept, slope): the median of the pairwise
     slopes and of the intercepts they leave (Theil–Sen), kept non-negative, so that one refresh slowed
-    by something else (a new process's first, a busy machine) does not move it; one size only: the
-    median cost as a slope through zero (a fixed cost that grows in proportion above it, see
-    :func:`_line`)."""
-    sizes = {p[0] for p in points}
-    if len(sizes) == 1:
-        size, seconds = next(iter(sizes)), median(p[1] for p in points)
+    by something else (a new process's first, a busy machine) does not move it; sizes too close to
+    tell (:func:`_one_size`): the median cost as a slope through zero (a fixed cost that grows in
+    proportion above it, see :func:`_line`)."""
+    if one := _one_size(points):
+        size, seconds = one
         return (seconds, 0.0) if size <= 0 else (0.0, seconds / size)
     slopes = [(b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(points) for b in points[i + 1:] if b[0] != a[0]]
     slope = max(0.0, median(slopes))
@@ -89,11 +102,10 @@ def _fit(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
 
 
 def _line(points: Sequence[tuple[float, float]], x: float) -> float:
-    """The seconds at ``x`` on the line through ``points`` (:func:`_fit`); one size only: the median
-    cost as fixed below it, growing in proportion above it."""
-    sizes = {p[0] for p in points}
-    if len(sizes) == 1:
-        size, seconds = next(iter(sizes)), median(p[1] for p in points)
+    """The seconds at ``x`` on the line through ``points`` (:func:`_fit`); sizes too close to tell
+    (:func:`_one_size`): the median cost as fixed below their size, growing in proportion above it."""
+    if one := _one_size(points):
+        size, seconds = one
         return seconds * max(1.0, x / size) if size > 0 else seconds
     intercept, slope = _fit(points)
     return intercept + slope * x
