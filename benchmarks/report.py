@@ -36,6 +36,9 @@ ALL_VIEWS = {"views": "", "refresh": "force"}
 # The fleet's targets are #75's, measured as its table was: every command a process with a Spark of its
 # own. On one engine the commands share a JVM that warms as they run, and the ratios follow their order.
 OWN_SPARK = {"engine": False}
+# Freshness as users get it: the views' checkpoint intervals mvlog's (a run with one interval set for all
+# tables in spark.conf measures what that setting does).
+MVLOG_CHECKPOINTS = {"checkpoint_interval": 0}
 # kept in the results, left out of the report
 DETAIL = {"view_phase", "view_complete_phase", "view_rows_read", "refresh_phase"}
 # Labels a scenario's older runs lack, at the value they measured (phase_floor measured pgbench alone).
@@ -70,7 +73,7 @@ TARGETS = [
     Target("fleet", "refresh_unchanged_over_complete", "the fleet, nothing changed: ≤ 0.05× a complete refresh "
            "(#47)", AT_MOST, 0.05, OWN_SPARK),
     Target("freshness", "staleness_worst", "5 s freshness targets under pgbench at 50 TPS: every view within "
-           "10 s (#60)", AT_MOST, 10.0),
+           "10 s (#60)", AT_MOST, 10.0, MVLOG_CHECKPOINTS),
 ]
 
 
