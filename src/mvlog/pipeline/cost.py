@@ -6,7 +6,8 @@ its window changed (a fast refresh of a ``force`` view) and the rows it left (a 
 :class:`Measured`. Before a ``force`` view is refreshed fast, both are predicted for the window at
 hand, each from the view's own last refreshes of that method (a line by medians, the fast ones over
 their changed keys, the complete ones over their rows, so that one outlier does not move it; one
-size alone is read as a fixed cost that grows in proportion above it), and the cheaper is chosen.
+size, or sizes within ``SIZE_SPAN`` of each other, is read as a fixed cost that grows in proportion
+above it), and the cheaper is chosen.
 
 A view's build (its first refresh, a complete one) creates its table and its state, often in a new
 process: it predicts the view's complete refreshes only until one is measured, and then scaled by
