@@ -73,7 +73,7 @@ def test_one_slow_refresh_does_not_move_the_prediction():
 
 
 def test_sizes_too_close_to_tell_predict_as_one_size():
-    """The fleet's trap (docs/benchmarks-history.md session 50): an aggregate of 95 to 100 groups,
+    """The fleet's trap (BENCHMARKS.md session 50): an aggregate of 95 to 100 groups,
     refreshed completely in 2.0-2.6 s, made a line of about 1 s a group through zero (its intercept
     kept non-negative) that predicted 106 s, and force refreshed it fast at twice the cost."""
     complete = [Measured(COMPLETE, s, None, rows) for s, rows in ((2.0, 95), (2.6, 100), (2.1, 96), (2.5, 99))]

@@ -80,7 +80,7 @@ def _one_size(points: Sequence[tuple[float, float]]) -> tuple[float, float] | No
     size (the largest under ``SIZE_SPAN`` times the smallest): their medians; None when they span
     enough. Between sizes that close, the seconds' noise makes the slope: an aggregate's 95 to 100
     groups, refreshed in 2.0–2.6 s, made a line of 1 s a row that predicted 106 s
-    (docs/benchmarks-history.md session 50)."""
+    (BENCHMARKS.md session 50)."""
     sizes = [p[0] for p in points]
     low, high = min(sizes), max(sizes)
     if high == low or (low > 0 and high < SIZE_SPAN * low):

@@ -22,7 +22,7 @@ Every new table also gets the **checkpoint interval** its view is given
 version is a multiple of the interval, and views refreshed together commit together, so with
 Delta's one default (10) every table of a fleet checkpoints in the same refresh (measured: 60
 views, every tenth ``refresh --complete`` 100 s against 40–53 s around it,
-docs/benchmarks-history.md session 50).
+BENCHMARKS.md session 50).
 """
 
 from __future__ import annotations
