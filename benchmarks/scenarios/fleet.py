@@ -11,7 +11,9 @@ is timed as a whole (process start, Spark start, PostgreSQL, Delta). In order:
 
   apply (creates the logs and builds every view), a refresh with nothing changed, a refresh after
   ``changed_percent`` of ``changed_tables`` tables changed, one after that share of every
-  table changed, ``refresh --complete`` of the fleet, ``status --json``; then ``mvlog schedule``
+  table changed, ``refresh --complete`` of the fleet, ``status --json``; ``rounds`` pairs of a
+  refresh and a ``refresh --complete``, every table changed before each (force has measured both
+  methods of every view by then: the medians of each, and their ratio, #75's target); then ``mvlog schedule``
   with every view under a ``freshness:`` target and no writes (CPU seconds of the scheduler and
   its children per look at the lags), and once more with views on a cron schedule (every look a
   refresh of the whole fleet that finds nothing changed); finally a write to one table under the
@@ -219,6 +221,10 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
     for key, label, seconds in timings:
         bench.measure(key, seconds, "s", command=label)
         bench.measure(key + "_over_complete", seconds / complete, "x", command=label)
+    paired = dict((key, seconds) for key, _, seconds in timings)
+    bench.measure("refresh_every_table_again_over_complete_after_change",
+                  paired["refresh_every_table_again"] / paired["refresh_complete_after_change"], "x",
+                  command="force's refresh against refresh --complete, each after every table changed")
     if p["scheduler"]:
         bench.measure("idle_tick_cpu", fresh_cpu, "s", mode="freshness 30s (a look every 3 s)")
         bench.measure("idle_tick_cpu", cron_cpu, "s", mode="cron every 10 s (a refresh of the quiet fleet)")
@@ -226,11 +232,13 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
             bench.measure("after_one_write", written.get(method, 0), "count", method=method)
 
 
-def every_table_changed(p: dict[str, Any], config: Path, dsn: str, round_: int) -> tuple[float, dict[str, int]]:
-    """``--changed-percent`` of every table changed, then one refresh: its seconds and methods."""
+def every_table_changed(p: dict[str, Any], config: Path, dsn: str, round_: int, *args: str
+                        ) -> tuple[float, dict[str, int]]:
+    """``--changed-percent`` of every table changed, then one refresh (``args``: its options): its
+    seconds and methods."""
     change(dsn, list(range(p['tables'])), p['rows'], p['changed_percent'], round_)
     mark = history_ids(dsn)
-    seconds, _ = mvlog(config, "refresh")
+    seconds, _ = mvlog(config, "refresh", *args)
     return seconds, refreshed_since(dsn, mark)
 
 
@@ -265,10 +273,21 @@ def measure(p: dict[str, Any], config: Path, document: dict, dsn: str
     timings.append(("refresh_complete", f"refresh --complete (all {len(views)})", seconds))
     seconds, _ = mvlog(config, "status", "--json")
     timings.append(("status", "status --json", seconds))
-    # Once more, now that force has measured both methods of every view (its choice by cost).
-    seconds, chosen = every_table_changed(p, config, dsn, 3)
+    # Again, now that force has measured both methods of every view (its choice by cost), in turn with
+    # a complete refresh after the same kind of change: one run of each is within this machine's
+    # noise of the other (60-90 s commands, 0.98-1.21x in single runs of the same 60 complete refreshes).
+    forced, completed, fast, full = [], [], 0, 0
+    for round_ in range(p["rounds"]):
+        seconds, chosen = every_table_changed(p, config, dsn, 3 + 2 * round_)
+        forced.append(seconds)
+        fast, full = fast + chosen.get("fast", 0), full + chosen.get("complete", 0)
+        seconds, _ = every_table_changed(p, config, dsn, 4 + 2 * round_, "--complete")
+        completed.append(seconds)
+    rounds = f"median of {p['rounds']}, each beside a refresh --complete after the same kind of change"
     timings.append(("refresh_every_table_again", f"refresh, {p['changed_percent']:g} % of every table changed, "
-                    f"again (force chose {chosen.get('fast', 0)} fast, {chosen.get('complete', 0)} complete)", seconds))
+                    f"again (force chose {fast} fast, {full} complete in all; {rounds})", median(forced)))
+    timings.append(("refresh_complete_after_change", f"refresh --complete, {p['changed_percent']:g} % of every "
+                    f"table changed ({rounds})", median(completed)))
     if not p['scheduler']:
         return timings, complete, float("nan"), float("nan"), {}
 
@@ -298,5 +317,6 @@ SCENARIO = Scenario("fleet", "a fleet of views: nothing, one table or every tabl
     "changed_percent": Parameter(1.0, 1.0, "share of a changed table's rows"),
     "master": Parameter("local[2]", "local[2]", "spark.master of each command's own Spark"),
     "engine": Parameter(False, False, "every command on one running mvlog engine"),
+    "rounds": Parameter(3, 1, "pairs of force's refresh and refresh --complete, every table changed before each"),
     "scheduler": Parameter(True, False, "measure the idle scheduler too"),
 }, run)
