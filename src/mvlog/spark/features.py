@@ -21,8 +21,8 @@ Every new table also gets the **checkpoint interval** its view is given
 (:meth:`mvlog.config.Config.checkpoint_interval`): Delta writes a checkpoint in the commit whose
 version is a multiple of the interval, and views refreshed together commit together, so with
 Delta's one default (10) every table of a fleet checkpoints in the same refresh (measured: 60
-views, every tenth ``refresh --complete`` 100 s against 40–53 s around it,
-BENCHMARKS.md session 50).
+views on the engine, the tenth ``refresh --complete`` in a row 100 s against 40–53 s around it;
+with the intervals in turn the slowest 67 s; BENCHMARKS.md sessions 49 and 50).
 """
 
 from __future__ import annotations
