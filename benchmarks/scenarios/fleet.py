@@ -221,7 +221,7 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
     for key, label, seconds in timings:
         bench.measure(key, seconds, "s", command=label)
         bench.measure(key + "_over_complete", seconds / complete, "x", command=label)
-    paired = dict((key, seconds) for key, _, seconds in timings)
+    paired = {key: seconds for key, _, seconds in timings}
     bench.measure("refresh_every_table_again_over_complete_after_change",
                   paired["refresh_every_table_again"] / paired["refresh_complete_after_change"], "x",
                   command="force's refresh against refresh --complete, each after every table changed")
