@@ -283,7 +283,7 @@ def measure(p: dict[str, Any], config: Path, document: dict, dsn: str
         fast, full = fast + chosen.get("fast", 0), full + chosen.get("complete", 0)
         seconds, _ = every_table_changed(p, config, dsn, 4 + 2 * round_, "--complete")
         completed.append(seconds)
-    rounds = f"median of {p['rounds']}, each beside a refresh --complete after the same kind of change"
+    rounds = f"median of {p['rounds']} pairs of force's refresh and refresh --complete, each after such a change"
     timings.append(("refresh_every_table_again", f"refresh, {p['changed_percent']:g} % of every table changed, "
                     f"again (force chose {fast} fast, {full} complete in all; {rounds})", median(forced)))
     timings.append(("refresh_complete_after_change", f"refresh --complete, {p['changed_percent']:g} % of every "
