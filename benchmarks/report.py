@@ -28,6 +28,8 @@ class Target:
     compare: Callable[[float, float], bool]
     bound: float
     labels: dict[str, Any] = field(default_factory=dict)
+    # Shown after the figure, from the same run: "{measure}" placeholders (left out when the run lacks one).
+    beside: str = ""
 
 
 AT_LEAST, AT_MOST = operator.ge, operator.le
@@ -47,7 +49,8 @@ TARGETS = [
     Target("tpcds", "complete_over_fast", "one fast refresh of every TPC-DS view ≥ 3× faster than a complete one "
            "(#73)", AT_LEAST, 3.0, ALL_VIEWS),
     Target("tpcds", "fast_slower_than_complete", "no TPC-DS view's fast refresh slower than its complete one (#73)",
-           AT_MOST, 0, ALL_VIEWS),
+           AT_MOST, 0, ALL_VIEWS, "({fast_slower_beyond_spread} slower by more than the same complete refresh "
+           "moves between two commands, {same_work_spread} at the 95th percentile)"),
     Target("tpcds", "queries_fast_capable", "TPC-DS: at least 90 of the 99 queries fast (#73; q90 is left out "
            "of the benchmark: it divides by a count that is 0 on small data)", AT_LEAST, 90, ALL_VIEWS),
     Target("tpch_queries", "views_fast_capable", "TPC-H: all 22 queries and their 5 top-N forms fast (#61)",
@@ -120,6 +123,17 @@ def _defaults(scenario: str) -> dict[str, Any]:
     return found.values() if found else {}
 
 
+def _beside(target: Target, run: Run) -> str:
+    """The target's ``beside`` text filled from ``run`` (empty when the run lacks a measure it names)."""
+    if not target.beside:
+        return ""
+    figures = {r["measure"]: _figure(r["value"], r["unit"], 2) for r in run}
+    try:
+        return " " + target.beside.format(**figures)
+    except KeyError:
+        return ""
+
+
 def _figure(value: float, unit: str, digits: int = 1) -> str:
     if unit == "x":
         return f"{value:.{digits}f}×"
@@ -159,7 +173,8 @@ def section(results: Path) -> str:
         value = records[0]["value"]
         met = "yes" if target.compare(value, target.bound) else "**no**"
         # a ratio to two places beside its target: 5.97× is not met by 6×, and 6.0× would say it is
-        lines.append(f"| {target.goal} | {_figure(value, records[0]['unit'], 2)} | {met} | {_when(records)} |")
+        figure = f"{_figure(value, records[0]['unit'], 2)}{_beside(target, run)}"
+        lines.append(f"| {target.goal} | {figure} | {met} | {_when(records)} |")
     lines += ["", "## The latest run of each scenario (and the run behind each target)", ""]
     for name in sorted(shown):
         for i, records in enumerate(shown[name]):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import report
+from benchmarks.harness import SPREAD_MIN_VIEWS, same_work_spread, slower_by
 from benchmarks.scenarios import scenarios
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,3 +156,27 @@ def test_the_fleet_targets_take_a_run_with_a_spark_of_each_command_s_own(tmp_pat
     row = next(line for line in lines if line.startswith("| the fleet, one table 1 % changed"))
     assert "| 0.38× |" in row and "| **no** |" in row
     assert "### fleet (1)" in lines and "### fleet (2)" in lines  # the engine's run is shown too
+
+
+def test_the_same_work_spread_is_the_95th_percentile_of_a_view_s_two_timings():
+    same = [(1.0, 1.0 + i / 100) for i in range(19)] + [(3.0, 1.0)]  # 20 views: ratios 1.00…1.18, and 3.0
+    assert same_work_spread(same) == pytest.approx(1.18)  # the 19th of 20: the one outlier left out
+    assert same_work_spread(same[:-1] + [(1.0, 3.0)]) == pytest.approx(1.18)  # slower either way round
+    assert same_work_spread(same[:SPREAD_MIN_VIEWS - 1]) is None  # too few views tell no spread
+    per_view = {"near": [({"seconds": 1.1, "method": "fast"}, {"seconds": 1.0})],
+                "far": [({"seconds": 2.0, "method": "fast"}, {"seconds": 1.0})],
+                "complete": [({"seconds": 9.0, "method": "complete"}, {"seconds": 1.0})]}
+    assert slower_by(per_view, 1.0) == 2 and slower_by(per_view, 1.18) == 1  # a complete view is never counted
+
+
+def test_a_target_shows_what_its_run_measured_beside_it(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    records = [_record("tpcds", "fast_slower_than_complete", 5, "count"),
+               _record("tpcds", "fast_slower_beyond_spread", 1, "count"), _record("tpcds", "same_work_spread", 1.5)]
+    (results / "tpcds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    row = next(line for line in report.section(results).splitlines() if "slower than its complete one" in line)
+    assert "| 5 (1 slower by more than the same complete refresh moves between two commands, 1.50× " in row
+    (results / "tpcds.jsonl").write_text(json.dumps(records[0]) + "\n")  # an older run, without the spread
+    row = next(line for line in report.section(results).splitlines() if "slower than its complete one" in line)
+    assert "| 5 | **no** |" in row
