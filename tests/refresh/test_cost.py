@@ -210,7 +210,7 @@ def history(refreshes: list[Measured]) -> list[Measured]:
 
 def test_a_method_not_run_in_the_latest_refreshes_is_measured_again_when_it_is_close():
     """Two slow fast refreshes (a cold process, a busy machine) must not decide for ever (the
-    freshness benchmark's views: complete in 44 of 46 refreshes, BENCHMARKS.md session 43)."""
+    freshness benchmark's views: complete in 44 of 46 refreshes, docs/benchmarks-history.md, session 43)."""
     slow_fast = [Measured(FAST, 4.0, 100, None), Measured(FAST, 4.2, 100, None)]
     completes = [Measured(COMPLETE, 3.0, None, 10_000) for _ in range(SAMPLES)]
     again = choose(history([*slow_fast, *completes]), window(100), 10_000)

@@ -22,7 +22,7 @@ A method that lost ``SAMPLES`` refreshes in a row is run once more when it is pr
 ``REMEASURE_WITHIN`` of the other (:func:`choose`), and a method's refreshes of the latest ``SAMPLES``
 predict it alone: a measurement taken in a cold process, beside another job, or before the data grew
 does not decide for ever (the freshness benchmark's views stayed complete in 44 of 46 refreshes
-after two slow fast ones, BENCHMARKS.md session 43). At most one refresh in ``SAMPLES + 1`` pays for
+after two slow fast ones, docs/benchmarks-history.md, session 43). At most one refresh in ``SAMPLES + 1`` pays for
 it, at most ``REMEASURE_WITHIN`` times the cheaper method.
 
 Pure functions: the history is read by the catalog, the window by the stamp; a refresh records

@@ -38,7 +38,7 @@ ESTIMATED_ROWS = ("SELECT coalesce(sum(greatest(m.reltuples, 0)), 0) FROM pg_cla
 # at the stamp). They are large (a composed view's read is ~20 KB of SQL) over a window's few rows,
 # but PostgreSQL often costs them high (a log's statistics lag a burst of writes) and compiles
 # them: JIT's inlining and optimization of ~1,900 functions took 10.5 s before TPC-DS q58's read,
-# 1.8 s without it, ran at SF 1 (BENCHMARKS.md, session 44). A complete refresh's reads keep the
+# 1.8 s without it, ran at SF 1 (docs/benchmarks-history.md, session 44). A complete refresh's reads keep the
 # server's setting (JIT took q31's 6.9-8.0 s to 5.9-6.7 s).
 NO_JIT = "SET LOCAL jit = off"
 

@@ -203,7 +203,7 @@ class Replacer:
         (:func:`key_predicate`) would name, or more: one scan, files outside the first key column's
         range skipped by their statistics, the rows joined with the staged keys (``keys``) broadcast.
         A join, not the predicate: Spark parses, analyses and optimizes an IN list of 38,000 literals
-        for about a second, each time it meets one (BENCHMARKS.md, session 45). Named by
+        for about a second, each time it meets one (docs/benchmarks-history.md, session 45). Named by
         their tuple hashes (``hashed``), the keys are joined by hash, so that a row sharing a staged
         key's hash is found (:func:`naming`); else column by column, NULL equal to NULL."""
         # DataFrame methods only: pyspark.sql.functions picks classic or Connect columns by how the
