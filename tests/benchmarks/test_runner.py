@@ -180,3 +180,16 @@ def test_a_target_shows_what_its_run_measured_beside_it(tmp_path):
     (results / "tpcds.jsonl").write_text(json.dumps(records[0]) + "\n")  # an older run, without the spread
     row = next(line for line in report.section(results).splitlines() if "slower than its complete one" in line)
     assert "| 5 | **no** |" in row
+
+
+def test_the_phase_floor_counts_each_application_s_statements_seconds_and_sessions(tmp_path):
+    from benchmarks.scenarios.phase_floor import server_work
+
+    log = tmp_path / "server.log"
+    before = "2026-11-30 10:00:00.000 UTC [7] app=mvlog LOG:  duration: 9000.000 ms  statement: SELECT 0\n"
+    log.write_text(before + "".join(
+        f"2026-11-30 10:00:01.000 UTC [{pid}] app={app} LOG:  duration: {ms} ms  statement: SELECT 1\n"
+        for pid, app, ms in ((11, "mvlog", "1.500"), (11, "mvlog", "0.500"), (12, "mvlog", "2.000"),
+                             (13, "mvlog-spark", "40.000"))))
+    assert server_work(log, len(before)) == {"mvlog": (pytest.approx(0.004), 3, 2),
+                                             "mvlog-spark": (pytest.approx(0.04), 1, 1)}
