@@ -18,12 +18,17 @@ after ``apply`` choose too; with fewer than ``FLEET_MIN_VIEWS`` such views the s
 (:func:`share_rule`: a window that changed at least ``COMPLETE_ABOVE_FRACTION`` of a large table
 refreshes completely), and the next refresh measures what it ran. Each prediction says what it rests on.
 
-A method that lost ``SAMPLES`` refreshes in a row is run once more when it is predicted within
-``REMEASURE_WITHIN`` of the other (:func:`choose`), and a method's refreshes of the latest ``SAMPLES``
-predict it alone: a measurement taken in a cold process, beside another job, or before the data grew
-does not decide for ever (the freshness benchmark's views stayed complete in 44 of 46 refreshes
-after two slow fast ones, docs/benchmarks-history.md, session 43). At most one refresh in ``SAMPLES + 1`` pays for
-it, at most ``REMEASURE_WITHIN`` times the cheaper method.
+A method the view never ran is run once when the other views predict it within ``REMEASURE_WITHIN`` of
+the other method: what other views cost says little about one view, and a method never run would
+otherwise never be measured (at TPC-DS scale 0.1 the line through four other composed views predicted
+q11's fast refresh at 1.27x its complete one, 83 s against 65 s, and it ran complete in every round;
+its fast refresh takes 6-10 s, BENCHMARKS.md session 51). A method that lost ``SAMPLES`` refreshes in a
+row is run once more when it is predicted within ``REMEASURE_WITHIN`` of the other (:func:`choose`),
+and a method's refreshes of the latest ``SAMPLES`` predict it alone: a measurement taken in a cold
+process, beside another job, or before the data grew does not decide for ever (the freshness
+benchmark's views stayed complete in 44 of 46 refreshes after two slow fast ones,
+docs/benchmarks-history.md, session 43). At most one refresh in ``SAMPLES + 1`` pays for it, at most
+``REMEASURE_WITHIN`` times the cheaper method.
 
 Pure functions: the history is read by the catalog, the window by the stamp; a refresh records
 what it cost in the history row it ends, so the record survives a crash of the process (a refresh
@@ -207,6 +212,7 @@ def choose(measured: Sequence[Measured], windows: Sequence[WindowSize], rows: in
     ways; else the share rule, then a method the view never ran predicted from the other views
     (``fleet``); else fast, by the share rule."""
     keys = sum(window.changed_keys for window in windows)
+    never_run: RefreshMethod | None = None  # a method the other views predict
     fast = predict(measured, RefreshMethod.FAST, keys)
     full = _from_build(measured, predict(measured, RefreshMethod.COMPLETE, rows or 0), fleet)
     if fast is None or full is None:
@@ -217,15 +223,21 @@ def choose(measured: Sequence[Measured], windows: Sequence[WindowSize], rows: in
             return Choice(True, why + measured_note, fast, full)
         if fast is None and full is not None:
             fast = _from_fleet(fleet, view_class, RefreshMethod.FAST, full)
+            never_run = RefreshMethod.FAST
         elif full is None and fast is not None:
             full = _from_fleet(fleet, view_class, RefreshMethod.COMPLETE, fast)
+            never_run = RefreshMethod.COMPLETE
         if fast is None or full is None:
             return Choice(False, f"{keys:,} changed keys, by the share rule (not measured both ways yet)"
                                  f"{measured_note}", fast, full)
     both = f"fast predicted {fast} for {keys:,} changed keys, complete {full}"
     complete = full.seconds < fast.seconds
     loser, other = (RefreshMethod.FAST, full) if complete else (RefreshMethod.COMPLETE, fast)
-    if _stale_method(measured, loser) and (fast if complete else full).seconds <= REMEASURE_WITHIN * other.seconds:
+    close = (fast if complete else full).seconds <= REMEASURE_WITHIN * other.seconds
+    if close and loser is never_run:
+        return Choice(not complete, f"{loser.value} measured once (never run; predicted from the other views "
+                                    f"within {REMEASURE_WITHIN:g}x): {both}", fast, full)
+    if close and _stale_method(measured, loser):
         return Choice(not complete, f"{loser.value} measured again (not run in the latest {SAMPLES} refreshes, "
                                     f"predicted within {REMEASURE_WITHIN:g}x): {both}", fast, full)
     if complete:
