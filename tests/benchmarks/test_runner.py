@@ -167,6 +167,11 @@ def test_the_same_work_spread_is_the_95th_percentile_of_a_view_s_two_timings():
                 "far": [({"seconds": 2.0, "method": "fast"}, {"seconds": 1.0})],
                 "complete": [({"seconds": 9.0, "method": "complete"}, {"seconds": 1.0})]}
     assert slower_by(per_view, 1.0) == 2 and slower_by(per_view, 1.18) == 1  # a complete view is never counted
+    # Fast in one round of three: that round's seconds, not the complete rounds' median.
+    mixed = {"once": [({"seconds": 9.0, "method": "complete"}, {"seconds": 2.0}),
+                      ({"seconds": 1.5, "method": "fast"}, {"seconds": 2.0}),
+                      ({"seconds": 9.0, "method": "complete"}, {"seconds": 2.0})]}
+    assert slower_by(mixed, 1.0) == 0
 
 
 def test_a_target_shows_what_its_run_measured_beside_it(tmp_path):
