@@ -48,9 +48,10 @@ LABEL_DEFAULTS = {"phase_floor": {"workload": "pgbench"}}
 TARGETS = [
     Target("tpcds", "complete_over_fast", "one fast refresh of every TPC-DS view ≥ 3× faster than a complete one "
            "(#73)", AT_LEAST, 3.0, ALL_VIEWS),
-    Target("tpcds", "fast_slower_than_complete", "no TPC-DS view's fast refresh slower than its complete one (#73)",
-           AT_MOST, 0, ALL_VIEWS, "({fast_slower_beyond_spread} slower by more than the same complete refresh "
-           "moves between two commands, {same_work_spread} at the 95th percentile)"),
+    Target("tpcds", "fast_kept_slower_than_complete", "no TPC-DS view's fast refresh slower than its complete one, "
+           "force choosing complete there (#73; views force still ran fast in the last round)", AT_MOST, 0, ALL_VIEWS,
+           "({fast_slower_than_complete} slower in a round force ran them fast, {fast_slower_beyond_spread} by more "
+           "than the same complete refresh moves between two commands, {same_work_spread} at the 95th percentile)"),
     Target("tpcds", "queries_fast_capable", "TPC-DS: at least 90 of the 99 queries fast (#73; q90 is left out "
            "of the benchmark: it divides by a count that is 0 on small data)", AT_LEAST, 90, ALL_VIEWS),
     Target("tpch_queries", "views_fast_capable", "TPC-H: all 22 queries and their 5 top-N forms fast (#61)",

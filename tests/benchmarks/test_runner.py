@@ -172,19 +172,26 @@ def test_the_same_work_spread_is_the_95th_percentile_of_a_view_s_two_timings():
                       ({"seconds": 1.5, "method": "fast"}, {"seconds": 2.0}),
                       ({"seconds": 9.0, "method": "complete"}, {"seconds": 2.0})]}
     assert slower_by(mixed, 1.0) == 0
+    # Fast and slower once, to be measured, then complete: force chose complete there.
+    measured = {"then_complete": [({"seconds": 3.0, "method": "fast"}, {"seconds": 2.0}),
+                                  ({"seconds": 2.5, "method": "complete"}, {"seconds": 2.0})],
+                "kept_fast": [({"seconds": 2.5, "method": "complete"}, {"seconds": 2.0}),
+                              ({"seconds": 3.0, "method": "fast"}, {"seconds": 2.0})]}
+    assert slower_by(measured, 1.0) == 2 and slower_by(measured, 1.0, kept=True) == 1
 
 
 def test_a_target_shows_what_its_run_measured_beside_it(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
-    records = [_record("tpcds", "fast_slower_than_complete", 5, "count"),
+    records = [_record("tpcds", "fast_kept_slower_than_complete", 2, "count"),
+               _record("tpcds", "fast_slower_than_complete", 5, "count"),
                _record("tpcds", "fast_slower_beyond_spread", 1, "count"), _record("tpcds", "same_work_spread", 1.5)]
     (results / "tpcds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     row = next(line for line in report.section(results).splitlines() if "slower than its complete one" in line)
-    assert "| 5 (1 slower by more than the same complete refresh moves between two commands, 1.50× " in row
-    (results / "tpcds.jsonl").write_text(json.dumps(records[0]) + "\n")  # an older run, without the spread
+    assert "| 2 (5 slower in a round force ran them fast, 1 by more than the same complete refresh moves " in row
+    (results / "tpcds.jsonl").write_text(json.dumps(records[0]) + "\n")  # a run without the others
     row = next(line for line in report.section(results).splitlines() if "slower than its complete one" in line)
-    assert "| 5 | **no** |" in row
+    assert "| 2 | **no** |" in row
 
 
 def test_the_phase_floor_counts_each_application_s_statements_seconds_and_sessions(tmp_path):
