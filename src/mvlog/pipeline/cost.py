@@ -210,7 +210,8 @@ def choose(measured: Sequence[Measured], windows: Sequence[WindowSize], rows: in
     """``force``'s method for a window (``windows``: per base table, its changed keys) of a view
     of ``view_class`` that holds ``rows``: the cheaper predicted, when the view was measured both
     ways; else the share rule, then a method the view never ran predicted from the other views
-    (``fleet``); else fast, by the share rule."""
+    (``fleet``), run once to be measured when predicted within ``REMEASURE_WITHIN`` of the other;
+    else fast, by the share rule."""
     keys = sum(window.changed_keys for window in windows)
     never_run: RefreshMethod | None = None  # a method the other views predict
     fast = predict(measured, RefreshMethod.FAST, keys)
