@@ -196,7 +196,10 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
     so they overlap). ``verify``: ``mvlog verify --full`` after the last fast refresh, which must find
     every view equal to its query; ``require_fast``: every refresh must have been fast; ``env``: added
     to each command's environment; ``labels``: added to the run-level measures. Returns the views as
-    ``mvlog status --json`` has them after the rounds."""
+    ``mvlog status --json`` has them after the rounds. The views slower fast than complete are
+    counted (:func:`slower_by`: all of them, those force still ran fast in the last round, those
+    slower by more than :func:`same_work_spread`, the noise of the same complete refresh timed by
+    both commands)."""
     fast: list[float] = []
     complete: list[float] = []
     per_view: dict[str, list[tuple[dict, dict]]] = {}
