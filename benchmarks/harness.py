@@ -225,10 +225,13 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
     bench.measure("refresh_complete", median(complete), "s", views=len(per_view), **labels)
     bench.measure("complete_over_fast", median(complete) / median(fast), "x", **labels)
     slower = slower_by(per_view, 1.0)
+    both_complete: list[tuple[float, float]] = []  # the same complete refresh timed by both commands
     for name, pairs in per_view.items():
         fs = median([p[0]["seconds"] or 0 for p in pairs])
         cs = median([p[1]["seconds"] or 0 for p in pairs])
         method = "/".join(sorted({p[0]["method"] or p[0]["status"] for p in pairs}))
+        if all(p[0]["method"] == "complete" for p in pairs):
+            both_complete.append((fs, cs))
         bench.measure("view_fast", fs, "s", view=name, method=method, **labels)
         bench.measure("view_complete", cs, "s", view=name, **labels)
         bench.measure("view_rows_read", median([p[0]["keys_read"] or 0 for p in pairs]), "rows", view=name, **labels)
@@ -240,10 +243,7 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
                                         for pairs in per_view.values()), "count", of="views", **labels)
     bench.measure("fast_slower_than_complete", slower, "count", **labels)
     bench.measure("fast_kept_slower_than_complete", slower_by(per_view, 1.0, kept=True), "count", **labels)
-    # The same complete refresh timed by both commands: the noise the comparison above stands in.
-    both_complete = [(median([p[0]["seconds"] or 0 for p in pairs]), median([p[1]["seconds"] or 0 for p in pairs]))
-                     for pairs in per_view.values() if all(p[0]["method"] == "complete" for p in pairs)]
-    spread = same_work_spread(both_complete)
+    spread = same_work_spread(both_complete)  # the noise the comparison above stands in
     if spread is not None:
         bench.measure("same_work_spread", spread, "x", views=len(both_complete), **labels)
         bench.measure("fast_slower_beyond_spread", slower_by(per_view, spread), "count", **labels)
