@@ -73,6 +73,7 @@ def note(text: str) -> None:
 
 from mvlog.config import load_config  # noqa: E402
 from mvlog.model import LogInfo  # noqa: E402
+from mvlog.pipeline.results import PHASES  # noqa: E402
 from mvlog.postgres.pgtemp import SUPERUSER, TempPostgres  # noqa: E402
 from mvlog.postgres.source import log_identifier  # noqa: E402
 from mvlog.project import Project  # noqa: E402
@@ -86,7 +87,6 @@ ACCOUNTS_VIEW = {"name": "accounts", "refresh": "fast", "query": "SELECT aid, bi
 SPARK = {"master": "local[2]", "conf": {"spark.driver.memory": "3g", "spark.sql.shuffle.partitions": "4"}}
 TARGET_KEYS_PER_SECOND = 50_000
 TARGET_REFRESH_DIFFERENCE = 0.5
-PHASES = ("prepare", "read", "write", "record")  # of a refresh, as RefreshResult.phases has them
 
 
 @dataclass

@@ -165,3 +165,20 @@ def test_an_aggregate_whose_group_table_is_missing_or_stale_recomputes_its_group
     assert without_missing_groups(plan, {}).shape.deltas is None  # never read: taken as missing
     complete = plan_refresh(s, "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
     assert without_missing_groups(complete, {}) is complete  # a complete refresh builds the state
+
+
+def test_a_phase_inside_another_counts_its_seconds_once(monkeypatch):
+    """The Delta table's look (``table``) is timed inside ``prepare``: its seconds are taken out of
+    ``prepare``, and what a refresh took before its first phase goes to ``prepare`` by ``rest``."""
+    from mvlog.pipeline import results
+
+    clock = iter([0.0, 1.0, 3.0, 3.5, 10.0, 12.0])  # prepare opens, table opens, table ends, prepare ends, …
+    monkeypatch.setattr(results.time, "monotonic", lambda: next(clock))
+    phases = results.Phases()
+    with phases("prepare"):
+        with phases("table"):
+            pass
+    with phases("write"):
+        pass
+    assert phases.seconds == {"prepare": 1.5, "table": 2.0, "write": 2.0}
+    assert phases.rest("prepare", 6.0).seconds == {"prepare": 2.0, "table": 2.0, "write": 2.0}

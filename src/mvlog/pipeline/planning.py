@@ -17,6 +17,7 @@ from mvlog.pipeline import plan as planner
 from mvlog.pipeline.compile import definition_hash
 from mvlog.pipeline.parts import ProjectWorker
 from mvlog.pipeline.plan import RefreshPlan, plan_refresh, requested_method
+from mvlog.pipeline.results import Phases
 from mvlog.postgres.catalog import ViewState
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.sql.pieces.shape import ViewShape
@@ -48,9 +49,11 @@ class ViewPlanner(ProjectWorker):
                                        planned.state.row_count, self._fleet(view, measured))
         return self._partitioned(plan)
 
-    def planned(self, view: ViewConfig, method: RefreshMethod, for_refresh: bool) -> PlannedView:
+    def planned(self, view: ViewConfig, method: RefreshMethod, for_refresh: bool,
+                phases: Phases | None = None) -> PlannedView:
         """The view's state, checked against the database and (for a refresh that may be fast)
-        against its Delta table, decided into a plan."""
+        against its Delta table, decided into a plan (the look at the table timed as ``phases``'
+        ``table``: it loads the state of the table's newest version, which the write then uses)."""
         state = self.catalog.view_state(view.name)
         if for_refresh and state.definition_hash != definition_hash(view):
             raise RefreshError(f"view {view.name} changed in the configuration; run 'mvlog apply' first")
@@ -70,8 +73,8 @@ class ViewPlanner(ProjectWorker):
                 # look at its table (a Spark job or two: most of a small view's prepare, measured).
                 unchecked = check.columns
             else:
-                columns = self.warehouse.columns(location)
-                table_exists, row_hash, drift = planner.delta_fit(location, columns, check.columns)
+                table_exists, row_hash, drift = planner.delta_fit(location, self._columns(location, phases),
+                                                                  check.columns)
                 needs_complete = needs_complete or drift
             if not needs_complete:
                 needs_complete, group_tables = self._state_tables(check.shape, keymapped)
@@ -79,17 +82,18 @@ class ViewPlanner(ProjectWorker):
                             row_hash)
         return PlannedView(view, state, self._sized(plan, view, state), after_failure, group_tables, unchecked)
 
-    def at_stamp(self, planned: PlannedView, stamped: StampedSnapshot) -> RefreshPlan:
+    def at_stamp(self, planned: PlannedView, stamped: StampedSnapshot, phases: Phases | None = None) -> RefreshPlan:
         """The view's plan again, given what its stamped window holds (:meth:`_after_stamp`) and, if
         force then chose fast, its Delta table (:meth:`_checked`)."""
-        return self._checked(planned, self._after_stamp(planned.view, planned.plan, stamped, planned.state.row_count))
+        plan = self._after_stamp(planned.view, planned.plan, stamped, planned.state.row_count)
+        return self._checked(planned, plan, phases)
 
-    def _checked(self, planned: PlannedView, plan: RefreshPlan) -> RefreshPlan:
+    def _checked(self, planned: PlannedView, plan: RefreshPlan, phases: Phases | None) -> RefreshPlan:
         """A force view's fast plan once its Delta table is looked at (see :meth:`planned`): complete
         if the table is missing or its columns differ, else fast, written as its table allows."""
         if plan.method is not RefreshMethod.FAST or planned.unchecked is None:
             return plan
-        table_exists, row_hash, drift = planner.delta_fit(plan.location, self.warehouse.columns(plan.location),
+        table_exists, row_hash, drift = planner.delta_fit(plan.location, self._columns(plan.location, phases),
                                                        planned.unchecked)
         if table_exists and not drift and row_hash:
             return plan
@@ -97,6 +101,11 @@ class ViewPlanner(ProjectWorker):
         if again.method is RefreshMethod.COMPLETE:
             return self._partitioned(again)
         return self._sized(dataclasses.replace(plan, row_hash=row_hash), planned.view, planned.state)
+
+    def _columns(self, location: str, phases: Phases | None) -> list[str] | None:
+        """The Delta table's columns (None: no table), the look timed as the ``table`` phase."""
+        with (phases or Phases())("table"):
+            return self.warehouse.columns(location)
 
     def _state_tables(self, shape: ViewShape, keymapped: bool) -> tuple[str | None, dict[str, Sequence[str]]]:
         """The view's state tables as they are now, read in one transaction: why its key map's

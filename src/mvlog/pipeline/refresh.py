@@ -99,7 +99,9 @@ class Refresher(ProjectWorker):
             # reads would wait on their silent sockets for source.timeouts.long_statement).
             with self.source.translated(), self.source.on_abandon(self._interrupt), \
                     self.catalog.lock_views(names, wait):
-                planned = [self.plans.planned(view, requested_method(view, complete), for_refresh=True)
+                phases = {v.name: Phases() for v in views}
+                planned = [self.plans.planned(view, requested_method(view, complete), for_refresh=True,
+                                              phases=phases[view.name])
                            for view in views]
                 logs = list({log.log_name: log for p in planned for log in p.plan.logs}.values())
                 self.catalog.close_interrupted(names)
@@ -108,7 +110,7 @@ class Refresher(ProjectWorker):
                     checkpoint("after_stamp")
                     prepared = time.monotonic()
                     results = [self._refresh_one(p, stamped, started[p.view.name],
-                                                 Phases(prepare=prepared - started[p.view.name]))
+                                                 phases[p.view.name].rest("prepare", prepared - started[p.view.name]))
                                for p in planned]
         except ConcurrentRefreshError as exc:
             return [RefreshResult.busy(name, exc, started[name]) for name in names]
@@ -165,7 +167,7 @@ class Refresher(ProjectWorker):
                 with phases("prepare"):  # the plan at the stamp: force's choice, the Delta table's fit
                     if planned.after_failure and plan.method is RefreshMethod.FAST:
                         self._take_back_unrecorded(view, plan)
-                    plan = self.plans.at_stamp(planned, stamped)
+                    plan = self.plans.at_stamp(planned, stamped, phases)
                     plan = planner.without_missing_groups(plan, planned.group_tables)
                     if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
                         oldest = stamped.oldest_change(plan.logs, planned.state.last_snaptime)

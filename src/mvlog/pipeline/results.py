@@ -89,16 +89,33 @@ def _traceback(exc: BaseException) -> str:
     return "".join(parts)
 
 
+# A refresh's phases, in their order: the plan (lock, check, stamp, the plan at the stamp); the look
+# at the Delta table before a fast write (the state of its newest version, which the write then
+# uses); the rows read from PostgreSQL; the Delta commit; the key map and the catalog's record.
+PHASES = ("prepare", "table", "read", "write", "record")
+
+
 class Phases:
-    """Seconds spent per phase of a refresh."""
+    """Seconds spent per phase of a refresh, each second counted once: a phase timed inside
+    another (the Delta table's look, ``table``, inside ``prepare``) is taken out of the outer one."""
 
     def __init__(self, **seconds: float):
         self.seconds = dict(seconds)
+        self._inner: list[float] = []  # per open phase, the seconds its inner phases took
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
         started = time.monotonic()
+        self._inner.append(0.0)
         try:
             yield
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
+            spent = time.monotonic() - started
+            self.seconds[name] = self.seconds.get(name, 0.0) + spent - self._inner.pop()
+            if self._inner:
+                self._inner[-1] += spent
+
+    def rest(self, name: str, seconds: float) -> Phases:
+        """Count as ``name`` what of ``seconds`` (all the refresh took so far) no phase counted."""
+        self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, seconds - sum(self.seconds.values()))
+        return self
