@@ -6,11 +6,11 @@
     python -m benchmarks report
 
 ``run`` measures the code of a git revision (default ``HEAD``) from a frozen copy of it — a
-worktree in a temporary directory, on ``PYTHONPATH`` — so that an editable install never measures
-half-edited code; uncommitted changes are not measured (``--here`` runs the checkout as it is, for
-the test suite). Each run appends its measures as JSON lines to ``benchmarks/results/NAME.jsonl``
-(and to ``--json FILE``); ``report`` writes BENCHMARKS.md's opening section from the latest run of
-every scenario. Run benchmarks on an idle machine, one at a time.
+worktree in a temporary directory, byte-compiled as an install is, on ``PYTHONPATH`` — so that an
+editable install never measures half-edited code; uncommitted changes are not measured (``--here``
+runs the checkout as it is, for the test suite). Each run appends its measures as JSON lines to
+``benchmarks/results/NAME.jsonl`` (and to ``--json FILE``); ``report`` writes BENCHMARKS.md's
+opening section from the latest run of every scenario. Run benchmarks on an idle machine, one at a time.
 """
 
 from __future__ import annotations
@@ -44,6 +44,11 @@ def _frozen(args: argparse.Namespace, argv: list[str]) -> int:
         subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(tree), args.revision], cwd=ROOT,
                        check=True)
         try:
+            # Byte-compiled once, as pip's install of mvlog is: where PYTHONDONTWRITEBYTECODE is set
+            # (this machine), every mvlog process would otherwise compile its ~120 modules again
+            # (~0.15 s of each command's start, BENCHMARKS.md session 52).
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "src"), str(tree / "benchmarks")],
+                           check=True, stdout=subprocess.DEVNULL)
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree)])}
             return subprocess.run([sys.executable, "-m", "benchmarks", *argv, "--here",
                                    "--results", str(args.results)], cwd=tree, env=env).returncode

@@ -75,3 +75,21 @@ def test_every_strategy_over_connect_rewrites_or_merges_exactly(built_shop):
     results = refresh_ok(shop, ["c_simple", "c_by_status"])
     assert {(r.method, r.rows_inserted, r.rows_updated, r.rows_deleted) for r in results.values()} == {
         ("fast", 0, 0, 0)}, results
+
+
+def test_staging_over_connect_counts_its_rows_in_the_checkpoint_s_own_job(built_shop):
+    """Under Spark Connect the staged rows' count, key range and NULL counts come back with the
+    checkpoint's result (observed), not from a second job: the same values that job would give,
+    for rows with and without NULL keys and for no rows at all."""
+    from mvlog.spark.merge import _checkpointed_observing
+
+    spark = built_shop.changed().warehouse.spark
+    assert type(spark).__module__.startswith("pyspark.sql.connect")
+    stats = {"rows": "count(1)", "low": "min(_mvlog_key_0)", "high": "max(_mvlog_key_0)",
+             "non_null": "count(_mvlog_key_0)", "null_key_deletes": "count_if(_mvlog_key_0 IS NULL AND p IS NULL)"}
+    rows = spark.sql("SELECT CASE WHEN id % 5 = 0 THEN NULL ELSE CAST(id * 3 AS decimal(12, 2)) END AS _mvlog_key_0,"
+                     " CASE WHEN id % 2 = 0 THEN 1 END AS p FROM range(1, 50)")
+    for df in (rows, rows.where("false")):
+        checkpointed, found = _checkpointed_observing(df, stats)
+        want = checkpointed.selectExpr(*(f"{sql} AS {key}" for key, sql in stats.items())).collect()[0].asDict()
+        assert found == want and checkpointed.count() == want["rows"]

@@ -70,17 +70,18 @@ class Merger:
         Delta's own source materialization does (Delta refuses a cached source); Spark's
         context cleaner frees its blocks once the DataFrame is gone.
         """
-        # SQL text, not pyspark.sql.functions: those pick classic or Connect by process-wide state.
         first = quote_spark(CHANGED_KEY_PREFIX + "0")
         try:
-            null_key_delete = _null_key_delete(df.columns)
-            checkpointed = df.localCheckpoint(eager=True)
-            rows, low, high, non_null, null_key_deletes = checkpointed.selectExpr(
-                "count(1)", f"min({first})", f"max({first})", f"count({first})",
-                f"count_if({null_key_delete})").collect()[0]
+            stats = {"rows": "count(1)", "low": f"min({first})", "high": f"max({first})",
+                     "non_null": f"count({first})", "null_key_deletes": f"count_if({_null_key_delete(df.columns)})"}
+            checkpointed, found = _checkpointed_observing(df, stats)
+            if found is None:  # a second job over the staged rows
+                found = checkpointed.selectExpr(*(f"{sql} AS {key}" for key, sql in stats.items())) \
+                    .collect()[0].asDict()
         except Exception as exc:
             raise self.delta.fail("reading from PostgreSQL failed", exc) from None
-        return Staged(checkpointed, rows, low, high, non_null < rows, null_key_deletes)
+        return Staged(checkpointed, found["rows"], found["low"], found["high"], found["non_null"] < found["rows"],
+                      found["null_key_deletes"])
 
     def present_values(self, staged: Staged, columns: Sequence[str]) -> list[list[Any]]:
         """Per column of ``columns``, its values in the staged rows that have a row now (those
@@ -234,6 +235,25 @@ def in_table_types(df: DataFrame, schema: StructType, value_columns: list[str]) 
     typed = [f"CAST({quote_spark(c)} AS {types[c]}) AS {quote_spark(c)}" if c in types else quote_spark(c)
              for c in value_columns]
     return df.selectExpr(*keep, *typed)
+
+
+def _checkpointed_observing(df: DataFrame, stats: dict[str, str]) -> tuple[DataFrame, dict[str, Any] | None]:
+    """``df`` checkpointed (eager, local) and, under Spark Connect, the aggregates ``stats`` (name:
+    Spark SQL) of its rows computed by the checkpoint's own job (``DataFrame.observe``: the server
+    returns the observed values with the command's result, as ``executionInfo.flows``) — one Spark
+    job fewer per fast refresh (~0.1 s on a running engine, BENCHMARKS.md session 52). None when
+    they were not returned (a classic session, whose ``pyspark.sql.functions`` pick classic or
+    Connect columns by process-wide state: the caller aggregates the staged rows instead)."""
+    if not type(df).__module__.startswith("pyspark.sql.connect"):
+        return df.localCheckpoint(eager=True), None
+    from pyspark.sql.connect.functions import expr
+
+    name = f"mvlog_staged_{uuid.uuid4().hex}"
+    observed = df.observe(name, *(expr(sql).alias(key) for key, sql in stats.items()))
+    checkpointed = observed.localCheckpoint(eager=True)
+    info = observed.executionInfo
+    found = dict(info.flows).get(name) if info is not None else None
+    return checkpointed, found if found is not None and set(found) == set(stats) else None
 
 
 def _null_key_delete(columns: list[str]) -> str:
