@@ -306,10 +306,3 @@ def test_a_read_from_an_unreachable_postgresql_fails_as_mvlog_s_transient_error_
         project.warehouse.read(away, "SELECT 1 AS one", None)
     assert failed.value.transient, str(failed.value)
     assert str(failed.value).startswith("reading from PostgreSQL failed: "), str(failed.value)
-    # A fast refresh's read is resolved by its staging's checkpoint under Spark Connect (a classic
-    # session resolves it at once): the same error there.
-    with pytest.raises(SourceError) as failed:
-        project.warehouse.stage(project.warehouse.read(away, "SELECT 1 AS _mvlog_key_0, true AS _mvlog_present",
-                                                       None, resolve=False), keys=1)
-    assert failed.value.transient, str(failed.value)
-    assert str(failed.value).startswith("reading from PostgreSQL failed: "), str(failed.value)

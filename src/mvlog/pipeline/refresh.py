@@ -215,8 +215,8 @@ class Refresher(ProjectWorker):
                                   for check in strategy_of(plan.shape).null_key_checks(plan.since))
             with phases("read"):
                 df = self.warehouse.read(self.jdbc, stamped.resolve(plan.read_sql(null_keys)), stamped.snapshot,
-                                         settings=(NO_JIT,), resolve=False)
-                staged = self.warehouse.stage(df, len(plan.key_columns))
+                                         settings=(NO_JIT,))
+                staged = self.warehouse.stage(df)
                 kept = fastwrite.kept_rows(self.warehouse, plan, staged)
             with phases("write"):
                 checkpoint("after_read")

@@ -61,10 +61,8 @@ class Merger:
         self.history = history
         self.spark = delta.spark
 
-    def stage(self, df: DataFrame, keys: int | None = None) -> Staged:
-        """Read ``df`` from PostgreSQL exactly once, into executor memory (spilling to disk)
-        (``keys``: how many changed-key columns it has, if known: then its schema is not asked for
-        before the read, which under Spark Connect is a round trip to the server and to PostgreSQL).
+    def stage(self, df: DataFrame) -> Staged:
+        """Read ``df`` from PostgreSQL exactly once, into executor memory (spilling to disk).
 
         The MERGE then reads the staged rows twice (to find the touched files, then to write)
         without asking PostgreSQL again; the row count tells how to join them, the range of the
@@ -74,9 +72,8 @@ class Merger:
         """
         first = quote_spark(CHANGED_KEY_PREFIX + "0")
         try:
-            columns = df.columns if keys is None else [*(CHANGED_KEY_PREFIX + str(i) for i in range(keys)), PRESENT]
             stats = {"rows": "count(1)", "low": f"min({first})", "high": f"max({first})",
-                     "non_null": f"count({first})", "null_key_deletes": f"count_if({_null_key_delete(columns)})"}
+                     "non_null": f"count({first})", "null_key_deletes": f"count_if({_null_key_delete(df.columns)})"}
             checkpointed, found = _checkpointed_observing(df, stats)
             if found is None:  # a second job over the staged rows
                 found = checkpointed.selectExpr(*(f"{sql} AS {key}" for key, sql in stats.items())) \

@@ -68,9 +68,9 @@ class Warehouse(TableUpkeep):
 
     # -- the parts' operations, as the pipeline calls them ------------------------------
 
-    def stage(self, df: DataFrame, keys: int | None = None) -> Staged:
+    def stage(self, df: DataFrame) -> Staged:
         """See :meth:`Merger.stage`."""
-        return self.merger.stage(df, keys)
+        return self.merger.stage(df)
 
     def present_values(self, staged: Staged, columns: Sequence[str]) -> list[list[Any]]:
         """See :meth:`Merger.present_values`."""
@@ -240,13 +240,11 @@ class Warehouse(TableUpkeep):
         return path.getFileSystem(self.spark._jsc.hadoopConfiguration()), path
 
     def read(self, jdbc: JdbcSource, select_sql: str, snapshot: str | None,
-             partitions: tuple[str, ...] = (), settings: tuple[str, ...] = (), resolve: bool = True) -> DataFrame:
+             partitions: tuple[str, ...] = (), settings: tuple[str, ...] = ()) -> DataFrame:
         """A DataFrame of ``select_sql`` evaluated by PostgreSQL in ``snapshot``; with ``partitions``
         (disjoint WHERE clauses covering every row) one JDBC read per clause, in parallel
         (``settings``: the caller's ``SET LOCAL`` statements, run in the snapshot's transaction first,
-        after ``jdbc``'s own). ``resolve`` False: PostgreSQL is not asked for the columns here (under
-        Spark Connect each such question is a round trip and a JDBC session of its own) — the
-        caller's first action asks, and fails as this would (:meth:`stage`)."""
+        after ``jdbc``'s own)."""
         options = {"fetchsize": "10000", "preferTimestampNTZ": "true", **jdbc.properties}
         if snapshot is not None:
             options["sessionInitStatement"] = (
@@ -263,8 +261,7 @@ class Warehouse(TableUpkeep):
                       .options(**options).load())
             # Under Spark Connect the read is resolved (PostgreSQL asked for its columns) only when its
             # schema is first needed: here, where a failure becomes mvlog's error; the schema is kept.
-            if resolve:
-                _ = df.schema
+            _ = df.schema
             return df
         except Exception as exc:
             raise self.delta.fail("reading from PostgreSQL failed", exc) from None
