@@ -164,7 +164,7 @@ class Refresher(ProjectWorker):
         counts, oldest = WriteCounts(), None
         try:
             with self.source.translated():  # a connection lost on the way fails the refresh like any error
-                with phases("prepare"):  # the plan at the stamp: force's choice, the Delta table's fit
+                with phases("prepare"):  # the plan at the stamp: force's choice (its look at the table: "table")
                     if planned.after_failure and plan.method is RefreshMethod.FAST:
                         self._take_back_unrecorded(view, plan)
                     plan = self.plans.at_stamp(planned, stamped, phases)
