@@ -204,9 +204,24 @@ _ENGINE_OWNER = pytest.StashKey[str]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        _compile_sources()
     if not hasattr(config, "workerinput") and SHARED_ENGINE_ENV not in os.environ:
         os.environ[SHARED_ENGINE_ENV] = tempfile.mkdtemp(prefix="mvlog-test-engine-")
         config.stash[_ENGINE_OWNER] = os.environ[SHARED_ENGINE_ENV]
+
+
+def _compile_sources() -> None:
+    """Byte code for mvlog's and the benchmarks' modules, written beside them (``__pycache__``, as
+    any import does) before the workers start. The suite starts hundreds of ``mvlog`` processes; where
+    the environment sets PYTHONDONTWRITEBYTECODE (this machine does), nothing ever wrote it, and
+    each process compiled every module it imports from source again."""
+    import compileall
+
+    import mvlog
+
+    for directory in (Path(mvlog.__file__).parent, Path(__file__).resolve().parents[1] / "benchmarks"):
+        compileall.compile_dir(directory, quiet=1)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
