@@ -20,8 +20,9 @@ from mvlog.project import Project
 pytestmark = pytest.mark.integration
 
 
-def run(config: Path, *args: str, timeout: int = 300, quiet: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TZ": "UTC"}
+def run(config: Path, *args: str, timeout: int = 300, quiet: bool = True, **env_vars: str
+        ) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TZ": "UTC", **env_vars}
     env.pop("MVLOG_CONFIG", None)
     return subprocess.run([sys.executable, "-m", "mvlog", *(["-q"] if quiet else []), "-c", str(config), *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
@@ -212,8 +213,10 @@ def test_drop_views_and_logs(db, tmp_path):  # a Spark of its own: Connect canno
     db.execute("CREATE TABLE t (id int PRIMARY KEY, a int); INSERT INTO t VALUES (1, 1)")
     config = write_config(tmp_path, db.dsn, ["t"], [{"name": "v1", "query": "SELECT * FROM t"},
                                                     {"name": "v2", "query": "SELECT id FROM t"}])
-    applied = run(config, "apply", quiet=False)  # not a terminal: progress as plain lines on stderr
-    assert applied.returncode == 0
+    # Started from a process that used Spark Connect (a notebook's kernel): pyspark's mark of a
+    # Connect process, inherited, must not stop the command's own Spark from starting.
+    applied = run(config, "apply", quiet=False, SPARK_CONNECT_MODE_ENABLED="1")  # progress as plain lines
+    assert applied.returncode == 0, applied.stderr
     # Views are built concurrently: progress counts them in the order they finish.
     built = re.findall(r"… building ([12])/2: (v[12]) \(complete\)", applied.stderr)
     assert sorted(n for n, _ in built) == ["1", "2"] and sorted(v for _, v in built) == ["v1", "v2"], applied.stderr

@@ -7,6 +7,7 @@ runtime step) failed, 2 bad usage or config.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
@@ -341,6 +342,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
+    """The ``mvlog`` process: ``main`` with what the process inherited that is not its own taken out.
+
+    pyspark marks a process that opened a Spark Connect session by setting ``SPARK_CONNECT_MODE_ENABLED``
+    in its environment, so a process started from it (``!mvlog refresh`` in a notebook that called
+    :func:`mvlog.notebook.session`, a scheduler's script that used Spark Connect) inherits the mark
+    without the session. Then its own Spark on ``spark.master`` cannot start (pyspark asks for a
+    Connect URL), and on an engine each pyspark call captures its Python call site, the first one
+    importing IPython where it is installed (a fast read 0.20 -> 0.65 s, BENCHMARKS.md session 53).
+    mvlog opens its Connect sessions without the mark, as it does when started from a shell."""
+    os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     sys.exit(main())
 
 
