@@ -29,7 +29,13 @@ Medians over ``rounds``, each phase beside its primitive:
   more generous to mvlog.
 - **read** (the changed rows from PostgreSQL, staged in Spark): against PostgreSQL's time for the
   JDBC read mvlog made (application ``mvlog-spark``), and the changed keys' rows of the view's
-  query fetched by ``COPY (…) TO STDOUT`` and by one Spark JDBC read of the same query.
+  query fetched by ``COPY (…) TO STDOUT`` and by one Spark JDBC read of the same query; and, not of
+  record, one Spark JDBC read of the refresh's own read statement (its text from the server's log,
+  in a transaction with the same ``SET LOCAL``s but no snapshot), into ``noop`` and staged by an
+  eager ``localCheckpoint``: the window's log rows, purged by the refresh, are copied before it and
+  put back for the read (then taken out again), so it reads the rows the refresh read. It shows
+  which part of the read's ratio is mvlog's query (the keys found in the log, joined to the
+  view's query) and which its Spark side.
 - **table + write** (the look at the view's Delta table before the write — its fit check, which
   loads the state of the table's newest version, the state the write then uses — and the Delta
   commit; counted together because a write that finds the state loaded skips that load, and the
@@ -48,6 +54,7 @@ Ratios above 1.25 are what #75 asks to explain or remove.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import random
@@ -56,7 +63,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,6 +157,79 @@ def server_work(log: Path, since: int) -> dict[str, tuple[float, int, int]]:
     return {app: (spent[app], statements[app], len(sessions[app])) for app in spent}
 
 
+STATEMENT = re.compile(r"^\S+ \S+ \S+ \[\d+\] app=(\S*) LOG:  duration: [0-9.]+ ms  (?:execute [^:]*|statement): ")
+ENTRY = re.compile(r"^\d{4}-\d\d-\d\d ")
+# The settings of mvlog's reads at a snapshot, by hand: the same SET LOCALs in a read-only transaction.
+READ_SETTINGS = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL jit = off; "
+                 "SET LOCAL max_parallel_workers_per_gather = 0")
+
+
+def executed(log: Path, since: int, app: str) -> list[str]:
+    """The statements ``app`` executed, as PostgreSQL's log after ``since`` has them (a statement
+    of several lines whole)."""
+    found: list[str] = []
+    current: list[str] | None = None
+    with log.open("rb") as f:
+        f.seek(since)
+        for line in f.read().decode(errors="replace").splitlines():
+            if ENTRY.match(line):
+                if current is not None:
+                    found.append("\n".join(current))
+                m = STATEMENT.match(line)
+                current = [line[m.end():]] if m and m.group(1) == app else None
+            elif current is not None:
+                current.append(line)
+    if current is not None:
+        found.append("\n".join(current))
+    return found
+
+
+def the_read(statements: Sequence[str]) -> str:
+    """Of a refresh's JDBC statements, the read of its rows (not the schema's ``WHERE 1=0``)."""
+    reads = [s for s in statements if "AS mvlog_src" in s and not s.rstrip().endswith("WHERE 1=0")]
+    if len(reads) != 1:
+        raise RuntimeError(f"expected one read in the refresh's JDBC statements, found {len(reads)}")
+    return reads[0]
+
+
+def log_tables(dsn: str, tables: Sequence[str]) -> list[str]:
+    """The names (in schema mvlog) of the logs of ``tables``."""
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT log_name FROM mvlog.logs WHERE table_name = ANY(%s) ORDER BY log_name", (list(tables),))
+        return [r[0] for r in cur.fetchall()]
+
+
+def saved(name: str) -> sql.Identifier:
+    return sql.Identifier(f"bench_saved_{name}")
+
+
+def save_logs(dsn: str, logs: Sequence[str]) -> None:
+    """A copy of each log's rows (the window a refresh is about to read; it purges them after)."""
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        for name in logs:
+            cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(saved(name)))
+            cur.execute(sql.SQL("CREATE TABLE {} AS SELECT * FROM mvlog.{}").format(saved(name), sql.Identifier(name)))
+
+
+@contextlib.contextmanager
+def logs_put_back(dsn: str, logs: Sequence[str]) -> Iterator[None]:
+    """The saved rows in their logs again for the block (committed, so that Spark's sessions see
+    them), taken out after it: the next refresh would stamp them as changes."""
+    put: dict[str, list] = {}
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        for name in logs:
+            cur.execute(sql.SQL("INSERT INTO mvlog.{} SELECT * FROM {} RETURNING ctid").format(
+                sql.Identifier(name), saved(name)))
+            put[name] = [r[0] for r in cur.fetchall()]
+    try:
+        yield
+    finally:
+        with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+            for name, rows in put.items():
+                cur.execute(sql.SQL("DELETE FROM mvlog.{} WHERE ctid = ANY(%s::tid[])").format(sql.Identifier(name)),
+                            (rows,))
+
+
 def client_costs(dsn: str, rounds: int = 20) -> tuple[float, float]:
     """Medians of opening a session (the run's password authentication, over TCP) and of an empty
     statement's round trip on an open one, as psycopg2 does them."""
@@ -235,10 +315,12 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
         locations = {v["name"]: v["location"] for v in Bench.mvlog_json(config, "status", env=env)[1]["views"]}
         queries = {v["name"]: v["query"] for v in work.views}
         views.update({view: work for view in work.keys})
+        logs = log_tables(pg.dsn(), [t.split(".")[-1] for t in work.logs])
         for r in range(p["rounds"] + 1):
             work.change()
             for view, columns in work.keys.items():
                 before = latest_version(spark, locations[view])
+                save_logs(pg.dsn(), logs)
                 offset = log.stat().st_size
                 wall, out = Bench.mvlog(config, "refresh", view, "--json", env=env)
                 (result,) = json.loads(out)
@@ -267,6 +349,14 @@ def run(bench: Bench, p: dict[str, Any]) -> None:
                 spark.read.jdbc(jdbc_url, f"({query}) q", properties=jdbc).write.format("noop").mode("overwrite") \
                     .save()
                 seen_as(view, "jdbc_read", time.perf_counter() - started)
+                own = the_read(executed(log, offset, "mvlog-spark"))
+                with logs_put_back(pg.dsn(), logs):
+                    for name, land in (("own_read", lambda df: df.write.format("noop").mode("overwrite").save()),
+                                       ("own_read_staged", lambda df: df.localCheckpoint(eager=True))):
+                        started = time.perf_counter()
+                        land(spark.read.jdbc(jdbc_url, f"({own}) q",
+                                             properties={**jdbc, "sessionInitStatement": READ_SETTINGS}))
+                        seen_as(view, name, time.perf_counter() - started)
                 writes = _writes(bench, spark, locations[view], columns, keys, before, after, f"{view}-{r}")
                 for variant, seconds in writes.items():
                     seen_as(view, f"write:{variant}", seconds)
@@ -317,6 +407,8 @@ def _report(bench: Bench, seen: dict[tuple[str, str], list[float]], views: dict[
                   ("read", "PostgreSQL executing the JDBC read", server(view, "mvlog-spark")),
                   ("read", "COPY (the rows) TO STDOUT", m(view, "copy")),
                   ("read", "one Spark JDBC read of the rows", m(view, "jdbc_read")),
+                  ("read", "one Spark JDBC read of the refresh's own read statement", m(view, "own_read")),
+                  ("read", "the same, its rows staged (localCheckpoint)", m(view, "own_read_staged")),
                   ("table+write", "the fastest of MERGE, DELETE + INSERT and replaceWhere", m(view, "write_best")),
                   ("table+write", "the stored hashes scanned, then replaceWhere", m(view, "write_exact"))]
         for phase, primitive, floor in floors:
