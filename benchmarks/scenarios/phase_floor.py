@@ -185,8 +185,9 @@ def executed(log: Path, since: int, app: str) -> list[str]:
 
 
 def the_read(statements: Sequence[str]) -> str:
-    """Of a refresh's JDBC statements, the read of its rows (not the schema's ``WHERE 1=0``)."""
-    reads = [s for s in statements if "AS mvlog_src" in s and not s.rstrip().endswith("WHERE 1=0")]
+    """Of a refresh's JDBC statements, the read of its rows (not the schema's ``WHERE 1=0``; logged
+    once per batch the driver fetched: ``execute fetch from …``)."""
+    reads = sorted({s for s in statements if "AS mvlog_src" in s and not s.rstrip().endswith("WHERE 1=0")})
     if len(reads) != 1:
         raise RuntimeError(f"expected one read in the refresh's JDBC statements, found {len(reads)}")
     return reads[0]

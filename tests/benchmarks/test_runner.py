@@ -205,3 +205,21 @@ def test_the_phase_floor_counts_each_application_s_statements_seconds_and_sessio
                              (13, "mvlog-spark", "40.000"))))
     assert server_work(log, len(before)) == {"mvlog": (pytest.approx(0.004), 3, 2),
                                              "mvlog-spark": (pytest.approx(0.04), 1, 1)}
+
+
+def test_the_phase_floor_finds_the_refresh_s_read_in_the_server_s_log(tmp_path):
+    from benchmarks.scenarios.phase_floor import executed, the_read
+
+    read = 'SELECT "a" FROM (SELECT a\nFROM t\n) AS mvlog_src'
+    before = f"2026-11-30 10:00:00.000 UTC [7] app=mvlog-spark LOG:  duration: 1.000 ms  execute C_1: {read}x\n"
+    log = tmp_path / "server.log"
+    log.write_text(before + "".join(
+        f"2026-11-30 10:00:01.000 UTC [{pid}] app={app} LOG:  duration: 1.000 ms  {kind}: {text}\n"
+        for pid, app, kind, text in (
+            (11, "mvlog-spark", "execute <unnamed>", "SELECT * FROM (SELECT a\nFROM t\n) AS mvlog_src WHERE 1=0"),
+            (12, "mvlog-spark", "execute C_1", read), (12, "mvlog-spark", "execute fetch from C_1", read),
+            (13, "mvlog", "statement", "SELECT a FROM t) AS mvlog_src"))))
+    statements = executed(log, len(before), "mvlog-spark")
+    assert len(statements) == 3 and the_read(statements) == read  # the schema's and the other app's left out
+    with pytest.raises(RuntimeError, match="found 2"):
+        the_read([read, read + " WHERE x"])
