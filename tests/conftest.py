@@ -213,7 +213,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _compile_sources() -> None:
     """Byte code for mvlog's and the benchmarks' modules, written beside them (``__pycache__``, as
-    any import does) before the workers start. The suite starts hundreds of ``mvlog`` processes; where
+    any import does) before the workers start. The suite starts many ``mvlog`` processes; where
     the environment sets PYTHONDONTWRITEBYTECODE (this machine does), nothing ever wrote it, and
     each process compiled every module it imports from source again."""
     import compileall

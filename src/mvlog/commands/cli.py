@@ -346,7 +346,7 @@ def entry() -> None:
 
     pyspark marks a process that opened a Spark Connect session by setting ``SPARK_CONNECT_MODE_ENABLED``
     in its environment, so a process started from it (``!mvlog refresh`` in a notebook that called
-    :func:`mvlog.notebook.session`, a scheduler's script that used Spark Connect) inherits the mark
+    :func:`mvlog.commands.notebook.session`, a scheduler's script that used Spark Connect) inherits the mark
     without the session. Then its own Spark on ``spark.master`` cannot start (pyspark asks for a
     Connect URL), and on an engine each pyspark call captures its Python call site, the first one
     importing IPython where it is installed (a fast read 0.20 -> 0.65 s, BENCHMARKS.md session 53).
