@@ -84,6 +84,11 @@ from mvlog.spark.sparksql import spark_literal
 CLIENT_FLOOR = "PostgreSQL executing mvlog's statements, a round trip each, its sessions opened"
 LOGGED = {"log_min_duration_statement": "0", "log_line_prefix": "'%m [%p] app=%a '"}
 DURATION = re.compile(r"\[(\d+)\] app=(\S*) LOG:  duration: ([0-9.]+) ms")
+STATEMENT = re.compile(r"^\S+ \S+ \S+ \[\d+\] app=(\S*) LOG:  duration: [0-9.]+ ms  (?:execute [^:]*|statement): ")
+ENTRY = re.compile(r"^\d{4}-\d\d-\d\d ")
+# The settings of mvlog's reads at a snapshot, by hand: the same SET LOCALs in a read-only transaction.
+READ_SETTINGS = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL jit = off; "
+                 "SET LOCAL max_parallel_workers_per_gather = 0")
 # Each phase's primitive of record (the worst ratio among them is the #75 target): what the phase
 # must do at least — a read lands its rows in Spark, so its floor is Spark's JDBC read, not COPY.
 OF_RECORD = {"a new process: Spark Connect, SELECT 1", CLIENT_FLOOR,
@@ -157,13 +162,6 @@ def server_work(log: Path, since: int) -> dict[str, tuple[float, int, int]]:
     return {app: (spent[app], statements[app], len(sessions[app])) for app in spent}
 
 
-STATEMENT = re.compile(r"^\S+ \S+ \S+ \[\d+\] app=(\S*) LOG:  duration: [0-9.]+ ms  (?:execute [^:]*|statement): ")
-ENTRY = re.compile(r"^\d{4}-\d\d-\d\d ")
-# The settings of mvlog's reads at a snapshot, by hand: the same SET LOCALs in a read-only transaction.
-READ_SETTINGS = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL jit = off; "
-                 "SET LOCAL max_parallel_workers_per_gather = 0")
-
-
 def executed(log: Path, since: int, app: str) -> list[str]:
     """The statements ``app`` executed, as PostgreSQL's log after ``since`` has them (a statement
     of several lines whole)."""
@@ -201,6 +199,7 @@ def log_tables(dsn: str, tables: Sequence[str]) -> list[str]:
 
 
 def saved(name: str) -> sql.Identifier:
+    """The table that keeps a copy of the log ``name``'s rows."""
     return sql.Identifier(f"bench_saved_{name}")
 
 
