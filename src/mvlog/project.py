@@ -34,7 +34,7 @@ from mvlog.progress import Reporter
 from mvlog.spark.remote import remote_secrets
 from mvlog.spark.session import remote_url
 from mvlog.spark.settings import conf_secrets
-from mvlog.spark.warehouse import Warehouse, open_warehouse
+from mvlog.spark.warehouse import Warehouse, check_local_root, open_warehouse
 
 if TYPE_CHECKING:
     from mvlog.ops.verify import VerifyResult
@@ -178,6 +178,7 @@ class Project:
     def apply(self) -> ApplyReport:
         """Install the schema, create logs and triggers, register views, build new ones. Idempotent."""
         self.registrar.validate()
+        check_local_root(self.config)  # before Spark starts
         occupants = check_locations(self.config, self.catalog, self.warehouse)
         report = ApplyReport()
         if self.registrar.wants_logical():  # the slot first: it decodes what commits after it is made

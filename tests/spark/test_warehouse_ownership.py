@@ -43,6 +43,25 @@ def test_a_location_may_hold_nothing_or_the_views_own_table():
 
 
 @pytest.mark.integration
+def test_an_unwritable_root_fails_before_spark_starts_and_through_hadoop_once_it_has(spark, tmp_path):
+    from mvlog.config import Config
+    from mvlog.spark.warehouse import Warehouse, check_local_root
+
+    def config(warehouse: str) -> Config:
+        return Config.model_validate({"source": {"dsn": "postgresql://localhost/x"}, "warehouse": warehouse,
+                                      "spark": {"master": "local[1]"}, "logs": [], "views": []})
+
+    check_local_root(config(str(tmp_path / "new" / "root")))  # made, as Spark would make it
+    assert (tmp_path / "new" / "root").is_dir() and not list((tmp_path / "new" / "root").iterdir())
+    for root in ("/proc/mvlog-warehouse", "file:///proc/mvlog-warehouse"):
+        with pytest.raises(WarehouseError, match="^the warehouse .*/proc/mvlog-warehouse is not writable: "):
+            check_local_root(config(root))
+    check_local_root(config("s3a://bucket/warehouse"))  # not this machine's disk: left to Spark
+    with pytest.raises(WarehouseError, match="^the warehouse /proc/mvlog-warehouse is not writable: "):
+        Warehouse(spark, "/proc/mvlog-warehouse").check_writable()
+
+
+@pytest.mark.integration
 def test_apply_refuses_a_warehouse_holding_other_data_and_applies_nothing(db, tmp_path, connect_engine):
     db.execute("CREATE TABLE acct (id int PRIMARY KEY, v int); INSERT INTO acct VALUES (1, 1)")
     warehouse = tmp_path / "shared"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mvlog.config import Config
@@ -326,6 +327,24 @@ class Warehouse(TableUpkeep):
             return int(self.spark.read.format("delta").load(location).count())
         except Exception as exc:
             raise self.delta.fail(f"reading {location} failed", exc) from None
+
+
+def check_local_root(config: Config) -> None:
+    """Before Spark starts: a warehouse on this machine's disk that a Spark of this process's own
+    will write is checked with the operating system's own calls, so that a root that cannot be
+    written fails in a moment rather than after a JVM's start (``Warehouse.check_writable`` checks
+    again, through Hadoop, once Spark is up; object stores and a server's disk are left to it)."""
+    uri = config.warehouse_uri
+    if remote_url(config.spark) or not (uri.startswith("/") or uri.startswith("file:")):
+        return
+    root = Path(uri.removeprefix("file://").removeprefix("file:"))
+    probe = root / ".mvlog-write-probe"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise WarehouseError(f"the warehouse {uri} is not writable: {exc.strerror or exc}") from None
 
 
 def open_warehouse(config: Config, secrets: Sequence[str], progress: Callable[[str], None]) -> Warehouse:
