@@ -2,17 +2,23 @@
 (psycopg2's notice handler is installed only afterwards): what the scheduler's output showed once
 while PostgreSQL restarted under load. A server that sends ReadyForQuery and a FATAL error in one
 packet reproduces it; a long-running command routes that line through its own log, and stderr
-stays empty."""
+stays empty. psycopg2 prints too, through ``sys.excepthook``, when the server ends a connection
+during a COPY: the ``mvlog`` process leaves that print out and reports the error itself."""
 
 from __future__ import annotations
 
+import io
 import socket
 import struct
 import subprocess
 import sys
 import threading
+import time
 
-from mvlog.commands.native_stderr import libpq_line
+import psycopg2
+import pytest
+
+from mvlog.commands.native_stderr import libpq_line, printed_by_psycopg2, without_psycopg2_prints
 
 # Connects to a server that ends the session as the handshake ends, with and without the router.
 SCRIPT = """
@@ -74,3 +80,48 @@ def test_only_libpq_s_lines_are_taken():
         "PostgreSQL said, as a connection was opened: warning: password expires soon")
     assert libpq_line("Exception in thread main\n") is None
     assert libpq_line("FATAL: one space is not libpq's\n") is None
+
+
+def cut_copy(db) -> BaseException:
+    """A large COPY into a table whose connection the server ends while it runs; what the COPY raised."""
+    writer = db.connect()
+    with writer.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        pid = cur.fetchone()[0]
+    lines = io.StringIO("".join(f"{i}\tline {i}\n" for i in range(3_000_000)))
+
+    def cut() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not db.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND query LIKE 'COPY%%' AND state = 'active'", (pid,)):
+            time.sleep(0.01)
+        db.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    cutter = threading.Thread(target=cut)
+    cutter.start()
+    try:
+        with writer.cursor() as cur:
+            cur.copy_expert("COPY lines (n, line) FROM STDIN", lines)
+    except psycopg2.Error as exc:
+        return exc
+    finally:
+        cutter.join()
+        writer.close()
+    raise AssertionError("the COPY was not cut")
+
+
+@pytest.mark.integration
+def test_psycopg2_s_print_of_a_copy_the_server_cut_is_left_out_and_its_error_raised(db, monkeypatch):
+    db.execute("CREATE TABLE lines (n int, line text)")
+    reached, printed = [], []
+    hook = without_psycopg2_prints(lambda kind, exc, tb: reached.append(exc))
+    monkeypatch.setattr(sys, "excepthook", lambda kind, exc, tb: printed.append(exc) or hook(kind, exc, tb))
+    raised = cut_copy(db)
+    assert isinstance(raised, psycopg2.OperationalError), raised  # the caller's error: mvlog words it
+    assert [type(e) for e in printed] == [SystemError], printed  # what psycopg2 handed to the hook itself
+    assert isinstance(printed[0].__cause__, psycopg2.errors.AdminShutdown)
+    assert reached == []  # ... and not on to the process's stderr
+    other = SystemError("something else")
+    hook(SystemError, other, None)
+    assert reached == [other]
+    assert not printed_by_psycopg2(RuntimeError("x"))

@@ -282,8 +282,14 @@ def entry() -> None:
     without the session. Then its own Spark on ``spark.master`` cannot start (pyspark asks for a
     Connect URL), and on an engine each pyspark call captures its Python call site, the first one
     importing IPython where it is installed (a fast read 0.20 -> 0.65 s, BENCHMARKS.md session 53).
-    mvlog opens its Connect sessions without the mark, as it does when started from a shell."""
+    mvlog opens its Connect sessions without the mark, as it does when started from a shell.
+
+    psycopg2's own print of a COPY the server cut (:mod:`mvlog.commands.native_stderr`) is left out
+    of the process's stderr: mvlog reports the error itself."""
+    from mvlog.commands.native_stderr import without_psycopg2_prints
+
     os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    sys.excepthook = without_psycopg2_prints(sys.excepthook)
     sys.exit(main())
 
 

@@ -14,6 +14,13 @@ not in its own words.
 command: a line of libpq's (``SEVERITY:  message``) becomes one log line; anything else (a JVM,
 a C library's warning) passes to the real stderr unchanged. Python's own ``sys.stderr`` keeps
 writing to the real stderr directly.
+
+psycopg2's C code prints too, through ``sys.excepthook``: when the server ends a connection
+during a ``COPY … FROM STDIN`` (the logical capture's writes to the logs, as PostgreSQL restarts),
+it decodes the server's message while that error is already set, and prints the ``SystemError``
+this raises (``<function decode> returned a result with an exception set``, caused by the
+server's error) with its traceback; the COPY's caller gets psycopg2's ``OperationalError`` all the
+same, which mvlog reports in its own words. :func:`without_psycopg2_prints` leaves that print out.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from types import TracebackType
 
 # How libpq's default notice processor prints: the severity, a colon and two spaces.
 LIBPQ_LINE = re.compile(r"^(FATAL|PANIC|ERROR|WARNING|NOTICE|INFO|LOG|DEBUG):  (.+)$")
@@ -73,3 +81,21 @@ def routed_native_stderr(log: Callable[[str], None]) -> Iterator[None]:
         sys.stderr.flush()
         sys.stderr = python_stderr
         os.close(real)
+
+
+ExceptHook = Callable[[type[BaseException], BaseException, TracebackType | None], object]
+
+
+def printed_by_psycopg2(exc: BaseException) -> bool:
+    """Whether an exception handed to ``sys.excepthook`` is the one psycopg2 prints itself when the
+    server ends a connection mid-COPY (see the module): a SystemError caused by psycopg2's error."""
+    cause = exc.__cause__
+    return isinstance(exc, SystemError) and cause is not None and type(cause).__module__.startswith("psycopg2")
+
+
+def without_psycopg2_prints(hook: ExceptHook) -> ExceptHook:
+    """``hook`` (the process's ``sys.excepthook``) for everything but psycopg2's own print (see the module)."""
+    def filtered(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> object:
+        return None if printed_by_psycopg2(exc) else hook(kind, exc, tb)
+
+    return filtered
