@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import psycopg2
 import psycopg2.errors
 import pytest
+from file_order import load_seconds, longest_files_first
 from hypothesis import HealthCheck, Phase, settings
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 and item.get_closest_marker("integration") is None]
     if unmarked:
         raise pytest.UsageError(f"mark these tests integration (they use PostgreSQL or Spark): {', '.join(unmarked)}")
+    items[:] = longest_files_first(items, lambda item: item.nodeid, load_seconds())
 
 
 @pytest.fixture(scope="session")
@@ -206,6 +208,8 @@ _ENGINE_OWNER = pytest.StashKey[str]()
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         _compile_sources()
+        if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: files in collection order (file_order.py)
+            config.option.loadscopereorder = False
     if not hasattr(config, "workerinput") and SHARED_ENGINE_ENV not in os.environ:
         os.environ[SHARED_ENGINE_ENV] = tempfile.mkdtemp(prefix="mvlog-test-engine-")
         config.stash[_ENGINE_OWNER] = os.environ[SHARED_ENGINE_ENV]

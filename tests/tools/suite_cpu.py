@@ -7,7 +7,9 @@ Spark JVM, the ``mvlog`` processes a test starts; those already reaped count thr
 ``RUSAGE_CHILDREN``) and of the run's shared Spark Connect server (``$MVLOG_TEST_ENGINE_DIR``). The
 server serves both workers, so its CPU during a test may be partly the other worker's. At the end
 the process that runs pytest prints a markdown table of the test files by CPU (and writes every
-test's numbers to ``suite_cpu.json`` in the current directory).
+test's numbers to ``suite_cpu.json`` in the current directory, and each file's wall seconds to
+``file_seconds.json``: copied over ``tests/file_seconds.json``, they set the order in which later
+runs hand the files out, longest first: ``tests/file_order.py``).
 """
 
 from __future__ import annotations
@@ -106,6 +108,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         sums = by_file.setdefault(result["test"].split("::")[0], [0.0] * len(columns))
         for i, key in enumerate(columns):
             sums[i] += result[key]
+    # Each file's wall seconds: copied over tests/file_seconds.json, the order later runs hand files out in.
+    Path("file_seconds.json").write_text(
+        json.dumps({name: round(sums[0], 1) for name, sums in sorted(by_file.items())}, indent=1) + "\n")
     write = terminalreporter.write_line
     write("")
     write("| test file | wall s | worker Python CPU-s | descendants CPU-s | server CPU-s |")
