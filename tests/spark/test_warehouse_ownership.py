@@ -49,7 +49,8 @@ def test_an_unwritable_root_fails_before_spark_starts_and_through_hadoop_once_it
 
     def config(warehouse: str) -> Config:
         return Config.model_validate({"source": {"dsn": "postgresql://localhost/x"}, "warehouse": warehouse,
-                                      "spark": {"master": "local[1]"}, "logs": [], "views": []})
+                                      "spark": {"master": "local[1]"}, "logs": [{"table": "t"}],
+                                      "views": [{"name": "v", "query": "SELECT * FROM t"}]})
 
     check_local_root(config(str(tmp_path / "new" / "root")))  # made, as Spark would make it
     assert (tmp_path / "new" / "root").is_dir() and not list((tmp_path / "new" / "root").iterdir())

@@ -335,8 +335,8 @@ def check_local_root(config: Config) -> None:
     written fails in a moment rather than after a JVM's start (``Warehouse.check_writable`` checks
     again, through Hadoop, once Spark is up; object stores and a server's disk are left to it)."""
     uri = config.warehouse_uri
-    if remote_url(config.spark) or not (uri.startswith("/") or uri.startswith("file:")):
-        return
+    if not config.views or remote_url(config.spark) or not (uri.startswith("/") or uri.startswith("file:")):
+        return  # nothing to write there (as check_locations), or not this process's disk
     root = Path(uri.removeprefix("file://").removeprefix("file:"))
     probe = root / ".mvlog-write-probe"
     try:
