@@ -49,7 +49,8 @@ class Timeouts(BaseModel):
     # A short call: the catalog, a stamp, a lock, a key-map step, status, metrics, the dashboard.
     statement: float = 60.0
     # A call that may run long by what it is: a refresh's reads through Spark's JDBC (the longest
-    # PostgreSQL may stay silent while it computes them), a complete refresh's key-map rebuild, a purge.
+    # PostgreSQL may stay silent while it computes them) and a fast read's null-key checks, a complete
+    # refresh's key-map rebuild, a purge.
     long_statement: float = 1800.0
     # The replication stream of the logical capture: silent (no data, no keepalive) for longer and
     # it is closed and opened again from the recorded position.
