@@ -12,6 +12,7 @@ import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, get_args
+from urllib.parse import unquote, urlparse
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -31,6 +32,16 @@ class _Strict(BaseModel):
 CaptureKind = Literal["trigger", "logical"]
 CAPTURE_KINDS: tuple[str, ...] = get_args(CaptureKind)  # the kinds, declared once (here)
 
+
+URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # a location with a scheme: an object store, file://, …
+
+
+def local_path(location: str) -> str | None:
+    """``location``'s path on this machine's disk — a path as it is, a ``file:`` URI's path
+    unquoted —; None for a location with another scheme (an object store)."""
+    if location.startswith("file:"):
+        return unquote(urlparse(location).path)
+    return None if URI.match(location) else location
 
 class SourceConfig(_Strict):
     dsn: str = Field(min_length=1)
@@ -214,7 +225,7 @@ class Config(_Strict):
     @property
     def warehouse_uri(self) -> str:
         """The warehouse root as Spark should see it (local paths made absolute)."""
-        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", self.warehouse):
+        if URI.match(self.warehouse):
             return self.warehouse.rstrip("/")
         path = Path(self.warehouse).expanduser()
         if not path.is_absolute():

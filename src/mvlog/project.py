@@ -31,10 +31,11 @@ from mvlog.postgres.catalog import Catalog, HistoryRow
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.source import Source, dsn_secrets
 from mvlog.progress import Reporter
+from mvlog.spark.opening import check_local_root, open_warehouse
 from mvlog.spark.remote import remote_secrets
 from mvlog.spark.session import remote_url
 from mvlog.spark.settings import conf_secrets
-from mvlog.spark.warehouse import Warehouse, check_local_root, open_warehouse
+from mvlog.spark.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from mvlog.ops.verify import VerifyResult

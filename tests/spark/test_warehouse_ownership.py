@@ -45,7 +45,8 @@ def test_a_location_may_hold_nothing_or_the_views_own_table():
 @pytest.mark.integration
 def test_an_unwritable_root_fails_before_spark_starts_and_through_hadoop_once_it_has(spark, tmp_path):
     from mvlog.config import Config
-    from mvlog.spark.warehouse import Warehouse, check_local_root
+    from mvlog.spark.opening import check_local_root
+    from mvlog.spark.warehouse import Warehouse
 
     def config(warehouse: str) -> Config:
         return Config.model_validate({"source": {"dsn": "postgresql://localhost/x"}, "warehouse": warehouse,

@@ -16,17 +16,17 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+from mvlog.config import local_path
 from mvlog.errors import WarehouseError
 
 COMMIT = re.compile(r"(\d{20})\.json")
 CLASSIC = re.compile(r"(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet")  # single or multi-part
 V2 = re.compile(r"(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)")  # sidecars in _delta_log/_sidecars
-URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # The fields of a checkpoint the summary needs (its add stats, often most of it, are not read).
 WANTED = {"add": ("path", "size", "deletionVector"),
           "metaData": ("schemaString", "partitionColumns", "configuration"),
@@ -121,13 +121,12 @@ def _type_name(kind: Any) -> str:
 
 def _root(location: str, filesystem: Any) -> tuple[Any, str]:
     """The filesystem and the path on it of a table's ``location``."""
-    if location.startswith("file:"):
-        return filesystem or pafs.LocalFileSystem(), unquote(urlparse(location).path).rstrip("/")
-    if URI.match(location):
-        if filesystem is None:
-            raise WarehouseError(f"reading {location} needs a filesystem for it (see filesystem_for)")
-        return filesystem, location.split("://", 1)[1].rstrip("/")
-    return filesystem or pafs.LocalFileSystem(), location.rstrip("/")
+    local = local_path(location)
+    if local is not None:
+        return filesystem or pafs.LocalFileSystem(), local.rstrip("/")
+    if filesystem is None:
+        raise WarehouseError(f"reading {location} needs a filesystem for it (see filesystem_for)")
+    return filesystem, location.split("://", 1)[1].rstrip("/")
 
 
 def _read_actions(fs: Any, path: str, state: _State, checkpoint: bool = False) -> None:
@@ -219,7 +218,7 @@ def filesystem_for(warehouse_uri: str, spark_conf: dict[str, str]) -> pafs.FileS
     ``file:`` URI; for ``s3a://``, an S3FileSystem set up as Hadoop's s3a is in ``spark_conf``
     (``spark.hadoop.fs.s3a.*``, per-bucket settings first); credentials not in it come from the
     environment, as for s3a's default providers."""
-    if not URI.match(warehouse_uri) or warehouse_uri.startswith("file:"):
+    if local_path(warehouse_uri) is not None:
         return None
     parsed = urlparse(warehouse_uri)
     if parsed.scheme.lower() not in ("s3a", "s3"):

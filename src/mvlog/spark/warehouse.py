@@ -7,21 +7,17 @@ and imports it before reading.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mvlog.config import Config
 from mvlog.errors import WarehouseError, redact
 from mvlog.model import FOREIGN_FILES_SHOWN, ROW_HASH_COLUMN, Occupant, checked_snapshot_id
 from mvlog.spark import features
 from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata
 from mvlog.spark.merge import Merger, Staged, WriteCounts
-from mvlog.spark.remote import configured_remote, remote_address
 from mvlog.spark.replace import Replacer, unreplaceable
-from mvlog.spark.session import build_session, is_connect, remote_url
-from mvlog.spark.settings import for_project
+from mvlog.spark.session import is_connect
 from mvlog.spark.sparksql import (
     delta_table,
     error_class,
@@ -38,6 +34,7 @@ if TYPE_CHECKING:
 
     from mvlog.postgres.jdbc import JdbcSource  # handed in by the caller: this layer does not import psycopg2
 
+LOCAL_PROBE = ".mvlog-write-probe"  # what check_writable writes and deletes at the root of its own
 WRITE_PROBE = "_mvlog_write_probe"  # what check_writable leaves over Spark Connect (Spark ignores _ paths)
 OWNER_COMMITS = 100  # newest commits searched for the view mvlog wrote a table for
 # What Spark says when a path holds no Delta table (or nothing at all).
@@ -208,7 +205,7 @@ class Warehouse(TableUpkeep):
                 self.spark.range(0).write.mode("overwrite").format("parquet").save(f"{self.root}/{WRITE_PROBE}")
                 return
             fs, path = self._hadoop_path(self.root)
-            _, probe = self._hadoop_path(f"{self.root}/.mvlog-write-probe")
+            _, probe = self._hadoop_path(f"{self.root}/{LOCAL_PROBE}")
             fs.mkdirs(path)
             fs.create(probe, True).close()
             fs.delete(probe, False)
@@ -327,36 +324,3 @@ class Warehouse(TableUpkeep):
             return int(self.spark.read.format("delta").load(location).count())
         except Exception as exc:
             raise self.delta.fail(f"reading {location} failed", exc) from None
-
-
-def check_local_root(config: Config) -> None:
-    """Before Spark starts: a warehouse on this machine's disk that a Spark of this process's own
-    will write is checked with the operating system's own calls, so that a root that cannot be
-    written fails in a moment rather than after a JVM's start (``Warehouse.check_writable`` checks
-    again, through Hadoop, once Spark is up; object stores and a server's disk are left to it)."""
-    uri = config.warehouse_uri
-    if not config.views or remote_url(config.spark) or not (uri.startswith("/") or uri.startswith("file:")):
-        return  # nothing to write there (as check_locations), or not this process's disk
-    root = Path(uri.removeprefix("file://").removeprefix("file:"))
-    probe = root / ".mvlog-write-probe"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        probe.touch()
-        probe.unlink()
-    except OSError as exc:
-        raise WarehouseError(f"the warehouse {uri} is not writable: {exc.strerror or exc}") from None
-
-
-def open_warehouse(config: Config, secrets: Sequence[str], progress: Callable[[str], None]) -> Warehouse:
-    """The warehouse of ``config`` on the Spark it names — a session of mvlog's own, its Spark
-    Connect server, or the running ``mvlog engine`` — saying which (``progress``)."""
-    url = remote_url(config.spark)
-    if url and not configured_remote(config.spark):
-        progress(f"using the running mvlog engine at {remote_address(url)} "
-                 "(set spark.master for a Spark of this command's own)")
-    else:
-        progress(f"connecting to Spark Connect at {remote_address(url)}" if url else "starting Spark")
-    spark_config, notes = for_project(config)  # with what the warehouse and the catalog need
-    for note in notes:
-        progress(note)
-    return Warehouse(build_session(spark_config), config.warehouse_uri, list(secrets))
