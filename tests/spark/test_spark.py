@@ -28,7 +28,7 @@ def test_a_config_without_master_or_remote_uses_the_running_engine_and_says_so(m
     import json
     import os
 
-    import mvlog.spark.warehouse
+    import mvlog.spark.opening
     from mvlog.config import load_config
     from mvlog.project import Project
     from mvlog.spark import engine
@@ -45,7 +45,7 @@ def test_a_config_without_master_or_remote_uses_the_running_engine_and_says_so(m
 
     (tmp_path / "mvlog.yaml").write_text("source: {dsn: 'host=127.0.0.1 port=1 dbname=x'}\nwarehouse: ./wh\n")
     opened = []
-    monkeypatch.setattr(mvlog.spark.warehouse, "build_session",
+    monkeypatch.setattr(mvlog.spark.opening, "build_session",
                         lambda config: opened.append(remote_url(config)) or object())
     lines: list[str] = []
     _ = Project(load_config(tmp_path / "mvlog.yaml"), progress=lines.append).warehouse
