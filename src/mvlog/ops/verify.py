@@ -195,10 +195,8 @@ class Verifier(ProjectWorker):
         """Fingerprints of the view keys that changes logged after the view's stamp affect: the
         keys a fast refresh would read now."""
         plan = plan_refresh(shape, location, RefreshMethod.FAST, at.time, None, True)
-        checks = strategy_of(shape).null_key_checks(at.time)
-        null_keys = tuple(bool(check and at.query(check)[0][0]) for check in checks)
         key_columns = [Column(f"{CHANGED_KEY_PREFIX}{i}", k.spark_type) for i, k in enumerate(keys)]
-        hashed = fingerprint.pg_hashes(plan.read_sql(null_keys), key_columns, key_columns)
+        hashed = fingerprint.pg_hashes(plan.read_sql(strategy_of(shape).null_safe(at.time)), key_columns, key_columns)
         distinct = exp.select(exp.column(KEY_HASH, quoted=True)).distinct().from_(fingerprint.subquery(hashed, "p"))
         return [r[0] for r in at.query(distinct.sql(dialect=fingerprint.DIALECT))]
 

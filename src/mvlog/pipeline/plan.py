@@ -67,8 +67,8 @@ class RefreshPlan:
     def read_sql(self, null_keys: tuple[bool, ...] = ()) -> str:
         """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
 
-        ``null_keys``: per aggregate (the view, or each UNION ALL branch), whether some affected
-        key holds a NULL (see :meth:`mvlog.sql.strategies.strategy.Strategy.null_key_checks`).
+        ``null_keys``: per aggregate (the view, or each UNION ALL branch), whether its keys are
+        matched null-safely too (see :meth:`mvlog.sql.strategies.strategy.Strategy.null_safe`).
         """
         if self.method is RefreshMethod.COMPLETE:
             return self.shape.select_sql

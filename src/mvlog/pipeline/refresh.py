@@ -211,13 +211,9 @@ class Refresher(ProjectWorker):
                 if not any(stamped.window_has_rows(log, plan.since) for log in plan.logs):
                     return WriteCounts(), None
                 self.progress(f"{plan.view}: fast refresh")
-                # Each check computes the affected keys as the read does (q80's took 49 s at TPC-DS
-                # scale 0.2, BENCHMARKS.md session 54): bounded as the read is, not as a short call.
-                with stamped.source.bounded("long_statement"):
-                    null_keys = tuple(bool(check and stamped.query(check)[0][0])
-                                      for check in strategy_of(plan.shape).null_key_checks(plan.since))
             with phases("read"):
-                df = self.warehouse.read(self.jdbc, stamped.resolve(plan.read_sql(null_keys)), stamped.snapshot,
+                null_safe = strategy_of(plan.shape).null_safe(plan.since)
+                df = self.warehouse.read(self.jdbc, stamped.resolve(plan.read_sql(null_safe)), stamped.snapshot,
                                          settings=(NO_JIT,))
                 staged = self.warehouse.stage(df)
                 kept = fastwrite.kept_rows(self.warehouse, plan, staged)

@@ -45,6 +45,11 @@ def test_keyed_fast_sql_joins_on_plain_equality_so_postgresql_can_hash_it():
     assert len(null_safe) == 1
     restricted = null_safe[0].this.this  # the right side: the view restricted to NULL keys
     assert restricted.args["where"].find(sqlglot.exp.Is) is not None
+    # ... and opened by a condition on the affected keys alone (PostgreSQL's One-Time Filter), so
+    # that where no affected key holds a NULL it reads nothing and needs no check run first.
+    gate = next(restricted.args["where"].this.flatten())
+    assert isinstance(gate, sqlglot.exp.Exists) and not gate.find(sqlglot.exp.NullSafeEQ)
+    assert {t.name for t in gate.find_all(sqlglot.exp.Table)} == {changes.AFFECTED}
 
 
 def test_an_outer_join_view_is_read_by_its_roots():

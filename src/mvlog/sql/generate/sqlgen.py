@@ -198,13 +198,21 @@ def rows_of_units(shape: ViewShape, select_sql: str, null_keys: bool) -> list[ex
 def _null_safe_match(keys: Sequence[exp.Expr], names: list[str], cte: str = AFFECTED) -> exp.Expr:
     """A row whose key holds a NULL and equals an affected key null-safely. Only such rows can
     match (an index on a key column finds them); the affected keys' alias must not shadow a
-    table alias of the view's query (``a`` once did: ``a.branch`` then named the affected keys)."""
-    a_any_null = _any_null(names, AFFECTED_ALIAS)
+    table alias of the view's query (``a`` once did: ``a.branch`` then named the affected keys).
+
+    It opens with a condition on ``cte`` alone, "some affected key holds a NULL": PostgreSQL
+    evaluates it once, before the rest of the query level (an InitPlan's One-Time Filter), so
+    where no key holds a NULL the null-safe part reads nothing, and the read needs no separate
+    check computing the affected keys a second time (q80's took 49 s at TPC-DS scale 0.2)."""
+    def affected() -> exp.Select:
+        return exp.select(exp.Literal.number(1)).from_(
+            exp.Table(this=ident(cte), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS))))
+
+    some_key_null = exp.Exists(this=affected().where(_any_null(names, AFFECTED_ALIAS)))
     matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, AFFECTED_ALIAS)) for k, n in zip(keys, names)]
     key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k in keys])
-    return exp.and_(key_has_null, exp.Exists(this=exp.select(exp.Literal.number(1)).from_(
-        exp.Table(this=ident(cte), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS)))
-    ).where(exp.and_(a_any_null, *matches))))
+    return exp.and_(some_key_null, key_has_null,
+                    exp.Exists(this=affected().where(exp.and_(_any_null(names, AFFECTED_ALIAS), *matches))))
 
 
 def join_affected(current: exp.Query, nullish: exp.Query | None, key_columns: tuple[str, ...]) -> exp.Query:

@@ -233,10 +233,6 @@ class ComposedRows(Strategy):
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
         return [check for checks in self._piece_checks(since) for check in checks]
 
-    def null_safe(self, since: datetime | None) -> tuple[bool, ...]:
-        """Every part whose keys may hold a NULL read null-safely (the reads a record step repeats)."""
-        return tuple(check is not None for check in self.null_key_checks(since))
-
     def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
         checks = self.null_key_checks(since)
         return read_sql(self.composition, self._reads(since, null_keys or (False,) * len(checks)))

@@ -101,6 +101,13 @@ class Strategy:
         """Per part whose keys may hold a NULL, the query telling whether one does (None: cannot)."""
         return [None]
 
+    def null_safe(self, since: datetime | None) -> tuple[bool, ...]:
+        """Per part, whether its read matches keys null-safely: every part whose keys may hold a
+        NULL. The read's null-safe branch is gated on an affected key holding a NULL (see
+        :func:`mvlog.sql.generate.sqlgen.rows_of_keys`), so it costs nothing where none does, and
+        a refresh runs no check first (each computed the affected keys a second time)."""
+        return tuple(check is not None for check in self.null_key_checks(since))
+
     def union_part(self, branch: int, select_sql: str, since: datetime | None, null_keys: bool) -> exp.Query:
         """This view as branch ``branch`` of a UNION ALL view (``select_sql``: its SELECT with the
         union's hidden branch and row-key columns): its affected keys as (branch, row text) LEFT
@@ -190,11 +197,6 @@ class Layered(Strategy):
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
         return self.under.null_key_checks(since)
-
-    def null_safe(self, since: datetime | None) -> tuple[bool, ...]:
-        """Every part whose keys may hold a NULL read null-safely (exact either way): the reads
-        a record step repeats, without the checks' answers."""
-        return tuple(check is not None for check in self.null_key_checks(since))
 
     def keymapped(self) -> list[ViewShape]:
         return self.under.keymapped()
