@@ -137,7 +137,7 @@ class Project:
         """Give up every call in flight to PostgreSQL in this process (each raises a transient
         error with ``reason``) and interrupt this project's Spark work: a long-running command that
         was asked to stop while a connection stalls ends within seconds, not at its bounds."""
-        from mvlog.postgres.deadlines import abandon_all
+        from mvlog.postgres.abandoning import abandon_all
 
         abandon_all(reason)
         if self._warehouse is not None:

@@ -46,11 +46,12 @@ class Timeouts(BaseModel):
     # A peer that stops acknowledging (TCP keepalives and tcp_user_timeout), and the refresh's
     # heartbeat: the view-lock session is asked every third of this and must answer within it.
     keepalive: float = 30.0
-    # A short call: the catalog, a stamp, a lock, a key-map step, status, metrics, the dashboard.
+    # A short call: the catalog, a stamp, a lock, a key-map step, status, metrics, the dashboard
+    # (past it, a call the server is still computing gets it again, up to long_statement).
     statement: float = 60.0
     # A call that may run long by what it is: a refresh's reads through Spark's JDBC (the longest
-    # PostgreSQL may stay silent while it computes them) and a fast read's null-key checks, a complete
-    # refresh's key-map rebuild, a purge.
+    # PostgreSQL may stay silent while it computes them), a complete refresh's key-map rebuild, a
+    # purge; and the longest any call the server is still computing may take.
     long_statement: float = 1800.0
     # The replication stream of the logical capture: silent (no data, no keepalive) for longer and
     # it is closed and opened again from the recorded position.

@@ -9,31 +9,32 @@ a proxy or a NAT in between goes on acknowledging. So every call that waits for 
 watched:
 
 - a :class:`BoundedConnection` (every connection a :class:`~mvlog.postgres.source.Source` opens)
-  arms the :class:`Watchdog` around each statement, commit and rollback with the bound its owner
-  gives (``source.timeouts.statement``, or another where the call is of another kind);
-- past the deadline the watchdog *abandons* the connection (:func:`abandon`): it shuts the socket
-  down, which ends libpq's wait at once, and the call raises :class:`Stalled` (transient: the
-  scheduler tries again). Its owner abandons its other connections with it (they share the
-  network path, and the work they do together cannot finish);
+  arms the watchdog (:mod:`mvlog.postgres.watchdog`) around each statement, commit and rollback
+  with the bound its owner gives (``source.timeouts.statement``, or another where the call is of
+  another kind);
+- past the deadline the watchdog first asks the server, on a connection of its own, whether the
+  call's backend is still computing it (:func:`backend_computing`: active, and not waiting on
+  the client): a server that is busy is not a silent one, so the call gets its bound again, until
+  ``source.timeouts.long_statement`` in all (a TPC-DS check once ran 49 s, near the statement
+  bound of 60 s, with three refreshes beside it). When the server cannot be asked, or the
+  backend is idle or waiting on the network, the watchdog *abandons* the connection
+  (:mod:`mvlog.postgres.abandoning`): it shuts the socket down, which ends libpq's wait at once,
+  and the call raises :class:`Stalled` (transient: the scheduler tries again). Its owner abandons
+  its other connections with it (they share the network path, and the work they do together
+  cannot finish);
 - the server may keep an abandoned connection's backend for ever (a proxy in between keeps its
   socket open), and with it the backend's advisory locks and transaction: the next connection
-  this process opens to that server ends those backends (:func:`reap`), so that a lock held by a
-  connection that will never answer never blocks the next refresh.
+  this process opens to that server ends those backends (``abandoning.reap``), so that a lock
+  held by a connection that will never answer never blocks the next refresh.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
-import itertools
 import math
-import os
-import socket
 import threading
 import time
-import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -41,16 +42,14 @@ import psycopg2
 import psycopg2.extensions
 import psycopg2.extras
 
+from mvlog.postgres.watchdog import WATCHDOG, Deadline
+
 if TYPE_CHECKING:
     from mvlog.timeouts import Timeouts
 
-REAP_WAIT_MS = 5000  # how long the reaper waits for an abandoned backend to end (its slot, its locks)
-REAP_SLACK = 5.0  # seconds of clock and start-up slack when telling an abandoned backend from a new one
-REAP_FORGET = 3600.0  # an abandoned backend not found within this is forgotten
-_KEPT = ("FROM pg_stat_activity WHERE pid = %(pid)s AND coalesce(application_name, '') = %(application)s "
-         "AND backend_start <= now() - make_interval(secs => %(age)s)")
-REAP_WAITING = "SELECT pid, pg_terminate_backend(pid, %(wait)s) " + _KEPT
-REAP = "SELECT pid, pg_terminate_backend(pid) " + _KEPT
+# A backend running a statement, not waiting on its client (ClientRead, ClientWrite: the network).
+COMPUTING = ("SELECT state = 'active' AND wait_event_type IS DISTINCT FROM 'Client' FROM pg_stat_activity "
+             "WHERE pid = %(pid)s AND coalesce(application_name, '') = %(application)s")
 
 
 class Bound(NamedTuple):
@@ -85,6 +84,15 @@ class Owner(Protocol):
 
     def bound(self) -> Bound: ...
 
+    def longest(self) -> Bound:
+        """How long a call the server is still computing may run in all."""
+        ...
+
+    def computing(self, conn: Watched) -> bool:
+        """Whether ``conn``'s backend is computing its call (asked on another connection, within
+        the connect bound; an error is raised when the server cannot be asked)."""
+        ...
+
     def abandon(self, reason: str) -> None: ...
 
 
@@ -94,6 +102,7 @@ class Watched:
 
     owner: Owner | None = None
     abandoned: str | None = None
+    extendable = False  # a call past its bound gets another while the server computes it
     opened_at: float = 0.0
     backend: tuple[tuple[str, str, str], int, str] | None = None  # server, pid, application name
     fd_lock: threading.Lock
@@ -105,17 +114,20 @@ class Watched:
     @contextlib.contextmanager
     def watching(self, what: str = "a statement", bound: Bound | None = None) -> Iterator[None]:
         """Abandon this connection if the block waits on the server longer than ``bound`` (default:
-        its owner's); psycopg2's error of a call the abandon ended is raised as :class:`Stalled`."""
+        its owner's, extended while the server computes the call: :class:`Watchdog`); psycopg2's
+        error of a call the abandon ended is raised as :class:`Stalled`."""
         if self.abandoned:
             raise Stalled(self.abandoned)
         limit = bound or (self.owner.bound() if self.owner is not None else None)
         if limit is None:
             yield
             return
-        sent = datetime.now(UTC)
-        reason = (f"PostgreSQL stopped answering: {what} sent at {sent:%H:%M:%S} UTC had no reply within "
-                  f"{limit.seconds:g} s ({limit.setting}); its connection was abandoned")
-        arm = WATCHDOG.arm(self, limit.seconds, reason)
+        # A call of the owner's bound gets more while the server computes it; one of its own (a
+        # heartbeat, a look at the server) is answered at once by a server that answers at all.
+        extends = bound is None and self.owner is not None and self.extendable
+        longest = self.owner.longest() if extends and self.owner is not None else limit
+        arm = WATCHDOG.arm(self, Deadline(what, datetime.now(UTC), limit,
+                                          longest if longest.seconds > limit.seconds else limit))
         try:
             yield
         except psycopg2.Error:
@@ -153,6 +165,8 @@ class BoundedCursor(psycopg2.extensions.cursor):
 class BoundedConnection(Watched, psycopg2.extensions.connection):
     """psycopg2's connection, watched: statements (through :class:`BoundedCursor`), commit and rollback."""
 
+    extendable = True
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.watch_init()
@@ -184,156 +198,17 @@ class BoundedReplicationConnection(Watched, psycopg2.extras.LogicalReplicationCo
             super().close()
 
 
-@dataclass(order=True)
-class _Arm:
-    deadline: float
-    seq: int
-    conn: Watched = field(compare=False)
-    reason: str = field(compare=False)
-    done: bool = field(default=False, compare=False)
-
-
-class Watchdog:
-    """One thread that abandons connections whose calls passed their deadlines."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._heap: list[_Arm] = []
-        self._seq = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def arm(self, conn: Watched, seconds: float, reason: str) -> _Arm:
-        arm = _Arm(time.monotonic() + seconds, next(self._seq), conn, reason)
-        with self._cond:
-            heapq.heappush(self._heap, arm)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="mvlog-deadlines", daemon=True)
-                self._thread.start()
-            elif self._heap[0] is arm:
-                self._cond.notify()
-        return arm
-
-    def disarm(self, arm: _Arm) -> None:
-        with self._cond:
-            arm.done = True
-
-    def _run(self) -> None:
-        while True:
-            expired: list[_Arm] = []
-            with self._cond:
-                while self._heap and self._heap[0].done:
-                    heapq.heappop(self._heap)
-                if not self._heap:
-                    self._cond.wait(60)
-                    continue
-                wait = self._heap[0].deadline - time.monotonic()
-                if wait > 0:
-                    self._cond.wait(wait)
-                    continue
-                while self._heap and (self._heap[0].done or self._heap[0].deadline <= time.monotonic()):
-                    arm = heapq.heappop(self._heap)
-                    if not arm.done:
-                        arm.done = True
-                        expired.append(arm)
-            for arm in expired:
-                abandon(arm.conn, arm.reason)
-
-
-WATCHDOG = Watchdog()
-
-
-# -- abandoning, and ending the backends the server kept ------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Kept:
-    """The backend a server may still keep for a connection this process abandoned."""
-
-    server: tuple[str, str, str]  # host, port, database
-    pid: int
-    application: str
-    opened_at: float  # monotonic: when the connection was opened
-    abandoned_at: float
-
-
-_kept: list[_Kept] = []
-_kept_lock = threading.Lock()
-_live: weakref.WeakSet[Watched] = weakref.WeakSet()  # every watched connection open in this process
-
-
-def _server(conn: Any) -> tuple[str, str, str]:
-    info = conn.info
-    return (str(info.host), str(info.port), str(info.dbname))
-
-
-def register(conn: Watched, owner: Owner) -> None:
-    """Make ``conn`` (just opened) one of ``owner``'s, and one that :func:`abandon_all` reaches."""
-    info = conn.info  # type: ignore[attr-defined]
-    conn.backend = (_server(conn), int(info.backend_pid), str(info.parameter_status("application_name") or ""))
-    conn.owner = owner
-    with _kept_lock:
-        _live.add(conn)
-
-
-def abandon(conn: Watched, reason: str, cascade: bool = True) -> None:
-    """Give ``conn`` up: shut its socket down (a call waiting on it ends at once, and every later
-    one raises :class:`Stalled` with ``reason``), remember its backend for :func:`reap`, and (with
-    ``cascade``) have its owner abandon its other connections."""
-    with _kept_lock:
-        if conn.abandoned:
-            return
-        conn.abandoned = reason
-    if conn.backend is not None:
-        with _kept_lock:
-            _kept.append(_Kept(*conn.backend, conn.opened_at, time.monotonic()))
-    with conn.fd_lock, contextlib.suppress(psycopg2.Error, OSError, ValueError):
-        if not getattr(conn, "closed", 1):
-            sock = socket.socket(fileno=os.dup(conn.fileno()))  # type: ignore[attr-defined]
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            finally:
-                sock.close()
-    if cascade and conn.owner is not None:
-        conn.owner.abandon(reason)
-
-
-def abandon_all(reason: str) -> None:
-    """Abandon every connection open in this process (a scheduler stopping while a call waits)."""
-    with _kept_lock:
-        live = list(_live)
-    for conn in live:
-        abandon(conn, reason)
-
-
-def kept_backends(conn: Any) -> bool:
-    """Whether this process abandoned connections to ``conn``'s server whose backends may live on."""
-    with _kept_lock:
-        return bool(_kept) and any(kept.server == _server(conn) for kept in _kept)
-
-
-def reap(conn: BoundedConnection) -> list[int]:
-    """End the backends the server still keeps for connections this process abandoned (their locks
-    and transactions with them), from ``conn`` (just opened to the same server); the pids ended.
-    A backend is ended only if it has the abandoned connection's application name and started no
-    later than that connection opened (a new backend that got the same pid is left alone)."""
-    server = _server(conn)
-    now = time.monotonic()
-    with _kept_lock:
-        mine = [kept for kept in _kept if kept.server == server]
-        _kept[:] = [kept for kept in _kept if kept.server != server and now - kept.abandoned_at < REAP_FORGET]
-    ended: list[int] = []
-    if not mine:
-        return ended
-    waits = conn.server_version >= 140000  # pg_terminate_backend(pid, timeout): waits until it has ended
+def backend_computing(dsn: str, timeouts: Timeouts, application: str, backend: tuple[Any, int, str]) -> bool:
+    """Whether ``backend`` (server, pid, application name) is computing a call: asked on a
+    connection of its own (``application``), bounded by the connect bound; raises when the
+    server cannot be asked."""
+    _, pid, name = backend
+    params: dict[str, Any] = {**libpq_params(timeouts), "application_name": application}
+    look = psycopg2.connect(dsn, connection_factory=BoundedConnection, **params)
     try:
-        with conn.cursor() as cur:
-            for kept in mine:
-                cur.execute(REAP_WAITING if waits else REAP,
-                            {"wait": REAP_WAIT_MS, "pid": kept.pid, "application": kept.application,
-                             "age": max(0.0, now - kept.opened_at - REAP_SLACK)})
-                ended += [pid for pid, done in cur.fetchall() if done]
-        conn.commit()
-    except psycopg2.Error:
-        with contextlib.suppress(psycopg2.Error):
-            conn.rollback()  # not allowed to end them (another role's): the server ends them in its time
-    return ended
+        with look.watching("a look at a long call", bound_of(timeouts, "connect")), look.cursor() as cur:
+            cur.execute(COMPUTING, {"pid": pid, "application": name})
+            row = cur.fetchone()
+        return bool(row and row[0])
+    finally:
+        look.close()

@@ -27,7 +27,7 @@ def jdbc_read_settings(timeouts: Timeouts) -> tuple[str, ...]:
     than the statement bound has gone (a Spark task cancelled as its path stalled: its goodbye
     never arrives), and the server ends the session then, its locks with it (a key map's, which the
     next refresh truncates): this process cannot reap an executor's sessions as
-    :func:`~mvlog.postgres.deadlines.reap` does its own. In the transaction, not the driver's
+    :func:`~mvlog.postgres.abandoning.reap` does its own. In the transaction, not the driver's
     ``options`` (PgBouncer refuses those).
 
     And no parallel plans: the driver fetches the rows in batches (a non-zero fetch count), and

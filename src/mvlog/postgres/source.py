@@ -24,8 +24,9 @@ from psycopg2 import sql
 
 from mvlog.errors import ConfigError, SourceError, redact
 from mvlog.model import MVLOG_SCHEMA, ColumnStats, LogInfo, TableInfo, checked_snapshot_id
-from mvlog.postgres import deadlines
-from mvlog.postgres.deadlines import Bound, BoundedConnection, bound_of, kept_backends, libpq_params, reap
+from mvlog.postgres import abandoning, deadlines
+from mvlog.postgres.abandoning import kept_backends, reap
+from mvlog.postgres.deadlines import Bound, BoundedConnection, bound_of, libpq_params
 from mvlog.postgres.inspection import CatalogInspection, Cursor, fetch_row
 from mvlog.postgres.liveness import is_transient, server_gone, snapshot_gone
 from mvlog.timeouts import Timeouts
@@ -148,7 +149,7 @@ class Source(CatalogInspection):
         except psycopg2.Error as exc:
             raise self.error(exc, "cannot connect to PostgreSQL") from None
         if isinstance(conn, deadlines.Watched):
-            deadlines.register(conn, self)
+            abandoning.register(conn, self)
             with self._lock:
                 self._opened.add(conn)
             if isinstance(conn, BoundedConnection) and kept_backends(conn):
@@ -177,6 +178,16 @@ class Source(CatalogInspection):
         finally:
             self._bounds.bound = previous
 
+    def longest(self) -> Bound:
+        """How long a call PostgreSQL is still computing may run in all: ``source.timeouts.long_statement``."""
+        return bound_of(self.timeouts, "long_statement")
+
+    def computing(self, conn: deadlines.Watched) -> bool:
+        """Whether ``conn``'s backend is computing its call, asked on a connection of its own (not
+        one of this source's, which a stall abandons with them) bounded by the connect bound."""
+        return conn.backend is not None and deadlines.backend_computing(
+            self.dsn, self.timeouts, f"{self.application_name}-look", conn.backend)
+
     def abandon(self, reason: str) -> None:
         """Give up every connection this source holds (one of them stopped answering, or the
         process is stopping), and tell those who asked (:meth:`on_abandon`: a refresh interrupts its
@@ -185,7 +196,7 @@ class Source(CatalogInspection):
             opened = list(self._opened)
             hooks = list(self._on_abandon)
         for conn in opened:
-            deadlines.abandon(conn, reason, cascade=False)
+            abandoning.abandon(conn, reason, cascade=False)
         for hook in hooks:  # on threads of their own: the watchdog's thread never waits on Spark
             threading.Thread(target=_quietly, args=(hook, reason), name="mvlog-abandoned", daemon=True).start()
 
