@@ -1,6 +1,6 @@
 CREATE TABLE call_center (
   cc_call_center_sk integer NOT NULL,
-  cc_call_center_id char(16),
+  cc_call_center_id char(16) NOT NULL,
   cc_rec_start_date date,
   cc_rec_end_date date,
   cc_closed_date_sk integer,
@@ -34,7 +34,7 @@ CREATE TABLE call_center (
 );
 CREATE TABLE catalog_page (
   cp_catalog_page_sk integer NOT NULL,
-  cp_catalog_page_id char(16),
+  cp_catalog_page_id char(16) NOT NULL,
   cp_start_date_sk integer,
   cp_end_date_sk integer,
   cp_department varchar(100),
@@ -113,7 +113,7 @@ CREATE TABLE catalog_sales (
 );
 CREATE TABLE customer (
   c_customer_sk integer NOT NULL,
-  c_customer_id char(16),
+  c_customer_id char(16) NOT NULL,
   c_current_cdemo_sk integer,
   c_current_hdemo_sk integer,
   c_current_addr_sk integer,
@@ -134,7 +134,7 @@ CREATE TABLE customer (
 );
 CREATE TABLE customer_address (
   ca_address_sk integer NOT NULL,
-  ca_address_id char(16),
+  ca_address_id char(16) NOT NULL,
   ca_street_number varchar(10),
   ca_street_name varchar(100),
   ca_street_type varchar(100),
@@ -162,7 +162,7 @@ CREATE TABLE customer_demographics (
 );
 CREATE TABLE date_dim (
   d_date_sk integer NOT NULL,
-  d_date_id char(16),
+  d_date_id char(16) NOT NULL,
   d_date date,
   d_month_seq integer,
   d_week_seq integer,
@@ -214,7 +214,7 @@ CREATE TABLE inventory (
 );
 CREATE TABLE item (
   i_item_sk integer NOT NULL,
-  i_item_id char(16),
+  i_item_id char(16) NOT NULL,
   i_rec_start_date date,
   i_rec_end_date date,
   i_item_desc varchar(200),
@@ -239,7 +239,7 @@ CREATE TABLE item (
 );
 CREATE TABLE promotion (
   p_promo_sk integer NOT NULL,
-  p_promo_id char(16),
+  p_promo_id char(16) NOT NULL,
   p_start_date_sk integer,
   p_end_date_sk integer,
   p_item_sk integer,
@@ -261,13 +261,13 @@ CREATE TABLE promotion (
 );
 CREATE TABLE reason (
   r_reason_sk integer NOT NULL,
-  r_reason_id char(16),
+  r_reason_id char(16) NOT NULL,
   r_reason_desc varchar(200),
   PRIMARY KEY (r_reason_sk)
 );
 CREATE TABLE ship_mode (
   sm_ship_mode_sk integer NOT NULL,
-  sm_ship_mode_id char(16),
+  sm_ship_mode_id char(16) NOT NULL,
   sm_type varchar(100),
   sm_code varchar(100),
   sm_carrier varchar(100),
@@ -276,7 +276,7 @@ CREATE TABLE ship_mode (
 );
 CREATE TABLE store (
   s_store_sk integer NOT NULL,
-  s_store_id char(16),
+  s_store_id char(16) NOT NULL,
   s_rec_start_date date,
   s_rec_end_date date,
   s_closed_date_sk integer,
@@ -357,7 +357,7 @@ CREATE TABLE store_sales (
 );
 CREATE TABLE time_dim (
   t_time_sk integer NOT NULL,
-  t_time_id char(16),
+  t_time_id char(16) NOT NULL,
   t_time integer,
   t_hour integer,
   t_minute integer,
@@ -370,7 +370,7 @@ CREATE TABLE time_dim (
 );
 CREATE TABLE warehouse (
   w_warehouse_sk integer NOT NULL,
-  w_warehouse_id char(16),
+  w_warehouse_id char(16) NOT NULL,
   w_warehouse_name varchar(100),
   w_warehouse_sq_ft integer,
   w_street_number varchar(10),
@@ -387,7 +387,7 @@ CREATE TABLE warehouse (
 );
 CREATE TABLE web_page (
   wp_web_page_sk integer NOT NULL,
-  wp_web_page_id char(16),
+  wp_web_page_id char(16) NOT NULL,
   wp_rec_start_date date,
   wp_rec_end_date date,
   wp_creation_date_sk integer,
@@ -468,7 +468,7 @@ CREATE TABLE web_sales (
 );
 CREATE TABLE web_site (
   web_site_sk integer NOT NULL,
-  web_site_id char(16),
+  web_site_id char(16) NOT NULL,
   web_rec_start_date date,
   web_rec_end_date date,
   web_name varchar(100),

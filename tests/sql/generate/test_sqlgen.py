@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import sqlglot
-from facts import CUSTOMERS, LOG, T0, shape
+from facts import CATALOG, CUSTOMERS, LOG, LOGS, T0, shape
 
 from mvlog.config import RefreshMethod
 from mvlog.pipeline.plan import plan_refresh
@@ -62,3 +62,30 @@ def test_an_outer_join_view_is_read_by_its_roots():
     assert '"v"."id" = "k"."_mvlog_key_0" AND "v"."_mvlog_c_id" IS NOT DISTINCT FROM "k"."_mvlog_key_1"' in read
     (update,) = keymap.keymap_update_sql(s, T0)  # one statement: the roots are found before the map changes
     assert update.startswith('WITH "_mvlog_roots" AS (') and "AS (DELETE FROM" in update and "INSERT INTO" in update
+
+
+def test_a_group_key_that_cannot_be_null_is_matched_by_equality_in_the_null_safe_branch():
+    """IS NOT DISTINCT FROM cannot be hashed: where another key holds a NULL (TPC-DS's c_login in
+    every customer row), a key that is a NOT NULL column is matched by = so PostgreSQL hashes it."""
+    from mvlog.model import Column, TableInfo
+
+    orders = TableInfo("public", "orders", 1, (Column("id", "integer", True), Column("customer_id", "integer"),
+                                                Column("amount", "integer"), Column("status", "integer", True)),
+                       (Column("id", "integer"),))
+    query = "SELECT o.status, o.customer_id, stddev(o.amount) AS s FROM orders o GROUP BY o.status, o.customer_id"
+    s = shape_view("v", analyze(query, {(None, "orders"): orders}), {"o": LOG})
+    assert s.null_free_keys == (True, False)
+    strategy = strategy_of(s)
+    read = strategy.read_sql(T0, strategy.null_safe(T0))
+    assert 'o.status = "_mvlog_affected"."_mvlog_key_0"' in read
+    assert 'o.customer_id IS NOT DISTINCT FROM "_mvlog_affected"."_mvlog_key_1"' in read
+    assert 'o.status IS NULL' not in read  # never NULL: only customer_id marks a row of the branch
+    unqualified = analyze("SELECT status, customer_id, stddev(amount) AS s FROM orders GROUP BY status, customer_id",
+                          {(None, "orders"): orders})
+    assert shape_view("v", unqualified, {"orders": LOG}).null_free_keys == (True, False)
+    both = shape_view("v", analyze("SELECT o.status, o.id, stddev(o.amount) AS s FROM orders o GROUP BY o.status, o.id",
+                                   {(None, "orders"): orders}), {"o": LOG})
+    assert both.null_free_keys == (True, True) and strategy_of(both).null_key_checks(T0) == [None]
+    outer = shape_view("v", analyze("SELECT o.status, count(c.id) AS n FROM orders o LEFT JOIN customers c "
+                                    "ON c.id = o.customer_id GROUP BY o.status", CATALOG), LOGS)
+    assert outer.null_free_keys == ()  # over outer joins a column may be NULL-extended: not claimed

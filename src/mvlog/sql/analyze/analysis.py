@@ -9,6 +9,8 @@ Catalog facts (primary keys) are joined in by the planner.
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlglot import exp
 
 from mvlog.sql.analyze import compound
@@ -38,7 +40,7 @@ from mvlog.sql.parse.sqltree import (
     window_parts,
 )
 from mvlog.sql.rewrite import fulljoin, rewrite
-from mvlog.sql.rewrite.normalize import Context, normalize
+from mvlog.sql.rewrite.normalize import Context, normalize, not_null_columns
 
 __all__ = ["AGGREGATE_NOT_MERGED", "DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze",
            "group_expressions", "identifier_name", "join_side", "parse", "parse_query", "partition_by", "root_join",
@@ -61,12 +63,21 @@ def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: li
         return Analysis(query, tree, ViewClass.OTHER, base_table_refs(tree), [str(exc)])
     tree = normalized
     if isinstance(tree, exp.SetOperation):
-        return compound.analyze_set_operation(query, tree, not_null, _analyze_select)
-    if not isinstance(tree, exp.Select):  # e.g. (SELECT …) LIMIT 1
+        analysis = compound.analyze_set_operation(query, tree, not_null, _analyze_select)
+    elif not isinstance(tree, exp.Select):  # e.g. (SELECT …) LIMIT 1
         return Analysis(query, tree, ViewClass.OTHER, base_table_refs(tree),
                         ["a parenthesized query with clauses outside its parentheses is not incrementally "
                          "maintainable"])
-    return _analyze_select(query, tree, not_null)
+    else:
+        analysis = _analyze_select(query, tree, not_null)
+    # The NOT NULL columns, also of a query the rewrites left as it was (its qualified columns match).
+    known = not_null if not_null is not None else not_null_columns(tree, catalog) if catalog is not None else set()
+    return _with_not_null(analysis, frozenset(known))
+
+
+def _with_not_null(analysis: Analysis, not_null: frozenset[tuple[str, str]]) -> Analysis:
+    branches = [_with_not_null(b, not_null) for b in analysis.branches]
+    return dataclasses.replace(analysis, not_null=not_null, branches=branches)
 
 
 def _from_item_reason(item: exp.Expr) -> str:

@@ -47,6 +47,8 @@ class Analysis:
     parameters: list[TableRef] = field(default_factory=list)
     # Uncorrelated scalar subqueries compared with one FROM item's rows (subqueries.range_parameter).
     ranges: list[RangeParameter] = field(default_factory=list)
+    # (alias, column) of the NOT NULL columns of its tables (the catalog's; empty without it)
+    not_null: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def fast_possible(self) -> bool:

@@ -174,7 +174,8 @@ def rows_of_keys(shape: ViewShape, select_sql: str, null_keys: bool = False) -> 
     affected = exp.select(*[col(n) for n in names]).from_(AFFECTED)
     parts = [restricted_query(select_sql).where(in_query([k.copy() for k in keys], affected), copy=False)]
     if null_keys:
-        parts.append(restricted_query(select_sql).where(_null_safe_match(keys, names), copy=False))
+        parts.append(restricted_query(select_sql).where(_null_safe_match(keys, names, AFFECTED, shape.null_free_keys),
+                                                        copy=False))
     return parts
 
 
@@ -195,7 +196,8 @@ def rows_of_units(shape: ViewShape, select_sql: str, null_keys: bool) -> list[ex
     return parts
 
 
-def _null_safe_match(keys: Sequence[exp.Expr], names: list[str], cte: str = AFFECTED) -> exp.Expr:
+def _null_safe_match(keys: Sequence[exp.Expr], names: list[str], cte: str = AFFECTED,
+                     null_free: Sequence[bool] = ()) -> exp.Expr:
     """A row whose key holds a NULL and equals an affected key null-safely. Only such rows can
     match (an index on a key column finds them); the affected keys' alias must not shadow a
     table alias of the view's query (``a`` once did: ``a.branch`` then named the affected keys).
@@ -203,16 +205,26 @@ def _null_safe_match(keys: Sequence[exp.Expr], names: list[str], cte: str = AFFE
     It opens with a condition on ``cte`` alone, "some affected key holds a NULL": PostgreSQL
     evaluates it once, before the rest of the query level (an InitPlan's One-Time Filter), so
     where no key holds a NULL the null-safe part reads nothing, and the read needs no separate
-    check computing the affected keys a second time (q80's took 49 s at TPC-DS scale 0.2)."""
+    check computing the affected keys a second time (q80's took 49 s at TPC-DS scale 0.2).
+
+    ``null_free``: per key, whether it can never be NULL (a NOT NULL column): matched by ``=``,
+    which PostgreSQL can hash; ``IS NOT DISTINCT FROM`` cannot be, and over keys that nearly
+    always hold a NULL somewhere (TPC-DS's ``c_login``) it compared every row with every key."""
+    free = [bool(null_free[i]) if i < len(null_free) else False for i in range(len(keys))]
+    nullable = [name for name, never in zip(names, free) if not never]
+    if not nullable:
+        return exp.false()  # no key can hold a NULL: the part reads nothing
+
     def affected() -> exp.Select:
         return exp.select(exp.Literal.number(1)).from_(
             exp.Table(this=ident(cte), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS))))
 
-    some_key_null = exp.Exists(this=affected().where(_any_null(names, AFFECTED_ALIAS)))
-    matches = [exp.NullSafeEQ(this=k.copy(), expression=col(n, AFFECTED_ALIAS)) for k, n in zip(keys, names)]
-    key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k in keys])
+    some_key_null = exp.Exists(this=affected().where(_any_null(nullable, AFFECTED_ALIAS)))
+    matches = [(exp.EQ if never else exp.NullSafeEQ)(this=k.copy(), expression=col(n, AFFECTED_ALIAS))
+               for k, n, never in zip(keys, names, free)]
+    key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k, never in zip(keys, free) if not never])
     return exp.and_(some_key_null, key_has_null,
-                    exp.Exists(this=affected().where(exp.and_(_any_null(names, AFFECTED_ALIAS), *matches))))
+                    exp.Exists(this=affected().where(exp.and_(_any_null(nullable, AFFECTED_ALIAS), *matches))))
 
 
 def join_affected(current: exp.Query, nullish: exp.Query | None, key_columns: tuple[str, ...]) -> exp.Query:

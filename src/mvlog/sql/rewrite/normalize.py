@@ -146,15 +146,23 @@ def normalize(tree: exp.Query, context: Context) -> tuple[exp.Query, set[tuple[s
 
 
 def not_null_columns(tree: exp.Expr, catalog: rewrite.Catalog) -> set[tuple[str, str]]:
-    """(alias, column) of every NOT NULL column of the (qualified) query's tables."""
+    """(alias, column) of every NOT NULL column of the query's tables (qualified, or as written),
+    and ("", column) for a name NOT NULL in every table of the query that has it (an unqualified
+    column; a table unknown to the catalog makes no name certain)."""
     tables: dict[tuple[str | None, str], TableInfo] = {(t.schema, t.name): t for t in catalog.values()}
-    found = set()
+    found: set[tuple[str, str]] = set()
+    unqualified: dict[str, bool] = {}
+    unknown = False
     for select in tree.find_all(exp.Select):
         for ref in table_refs(select):
-            info = tables.get((ref.schema, ref.name))
-            if info is not None:
-                found |= {(ref.alias, c.name) for c in info.columns if c.not_null}
-    return found
+            info = tables.get((ref.schema, ref.name)) or catalog.get((ref.schema, ref.name))
+            if info is None:
+                unknown = True
+                continue
+            found |= {(ref.alias, c.name) for c in info.columns if c.not_null}
+            for c in info.columns:
+                unqualified[c.name] = unqualified.get(c.name, True) and c.not_null
+    return found | ({("", name) for name, never in unqualified.items() if never} if not unknown else set())
 
 
 def set_operation_branches(tree: exp.Expr, distinct: bool = False) -> list[exp.Expr] | None:

@@ -28,6 +28,8 @@ class _Groups(Strategy):
         return Strategy.read_sql(self, since, null_keys)
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
+        if self.shape.null_free_keys and all(self.shape.null_free_keys):
+            return [None]  # every key a NOT NULL column
         query = sqlgen.any_null_exists(AFFECTED, len(self.shape.key_columns))
         return [sql_text(self.with_affected(query, since))]
 
