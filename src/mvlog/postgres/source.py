@@ -179,8 +179,11 @@ class Source(CatalogInspection):
             self._bounds.bound = previous
 
     def longest(self) -> Bound:
-        """How long a call PostgreSQL is still computing may run in all: ``source.timeouts.long_statement``."""
-        return bound_of(self.timeouts, "long_statement")
+        """How long a call of this thread PostgreSQL is still computing may run in all: a call of
+        the statement bound (a short call that may meet a busy server), ``source.timeouts.long_statement``;
+        another kind keeps its own bound (the capture's stream, a ping: a reply is due at once)."""
+        bound = self.bound()
+        return bound_of(self.timeouts, "long_statement") if bound.setting == "source.timeouts.statement" else bound
 
     def computing(self, conn: deadlines.Watched) -> bool:
         """Whether ``conn``'s backend is computing its call, asked on a connection of its own (not
