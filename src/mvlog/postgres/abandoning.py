@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg2
+import psycopg2.extensions
 
 if TYPE_CHECKING:
-    from mvlog.postgres.deadlines import BoundedConnection, Owner, Watched
+    from mvlog.postgres.watched import Owner, Watchable
 
 REAP_WAIT_MS = 5000  # how long the reaper waits for an abandoned backend to end (its slot, its locks)
 REAP_SLACK = 5.0  # seconds of clock and start-up slack when telling an abandoned backend from a new one
@@ -40,7 +41,7 @@ class _Kept:
 
 _kept: list[_Kept] = []
 _kept_lock = threading.Lock()
-_live: weakref.WeakSet[Watched] = weakref.WeakSet()  # every watched connection open in this process
+_live: weakref.WeakSet[Watchable] = weakref.WeakSet()  # every watched connection open in this process
 
 
 def _server(conn: Any) -> tuple[str, str, str]:
@@ -48,7 +49,7 @@ def _server(conn: Any) -> tuple[str, str, str]:
     return (str(info.host), str(info.port), str(info.dbname))
 
 
-def register(conn: Watched, owner: Owner) -> None:
+def register(conn: Watchable, owner: Owner) -> None:
     """Make ``conn`` (just opened) one of ``owner``'s, and one that :func:`abandon_all` reaches."""
     info = conn.info  # type: ignore[attr-defined]
     conn.backend = (_server(conn), int(info.backend_pid), str(info.parameter_status("application_name") or ""))
@@ -57,7 +58,7 @@ def register(conn: Watched, owner: Owner) -> None:
         _live.add(conn)
 
 
-def abandon(conn: Watched, reason: str, cascade: bool = True) -> None:
+def abandon(conn: Watchable, reason: str, cascade: bool = True) -> None:
     """Give ``conn`` up: shut its socket down (a call waiting on it ends at once, and every later
     one raises :class:`Stalled` with ``reason``), remember its backend for :func:`reap`, and (with
     ``cascade``) have its owner abandon its other connections."""
@@ -93,7 +94,7 @@ def kept_backends(conn: Any) -> bool:
         return bool(_kept) and any(kept.server == _server(conn) for kept in _kept)
 
 
-def reap(conn: BoundedConnection) -> list[int]:
+def reap(conn: psycopg2.extensions.connection) -> list[int]:
     """End the backends the server still keeps for connections this process abandoned (their locks
     and transactions with them), from ``conn`` (just opened to the same server); the pids ended.
     A backend is ended only if it has the abandoned connection's application name and started no

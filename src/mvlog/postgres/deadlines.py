@@ -32,17 +32,16 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any
 
 import psycopg2
 import psycopg2.extensions
 import psycopg2.extras
 
 from mvlog.postgres.watchdog import WATCHDOG, Deadline
+from mvlog.postgres.watched import Bound, Watchable
 
 if TYPE_CHECKING:
     from mvlog.timeouts import Timeouts
@@ -52,11 +51,7 @@ COMPUTING = ("SELECT state = 'active' AND wait_event_type IS DISTINCT FROM 'Clie
              "WHERE pid = %(pid)s AND coalesce(application_name, '') = %(application)s")
 
 
-class Bound(NamedTuple):
-    """How long a call may wait, and the setting that says so (named in the error)."""
-
-    seconds: float
-    setting: str
+EXTENDED = "source.timeouts.statement"  # the bound whose calls get more while the server computes them
 
 
 def bound_of(timeouts: Timeouts, name: str) -> Bound:
@@ -79,37 +74,9 @@ class Stalled(psycopg2.OperationalError):
     """A call PostgreSQL did not answer within its bound: its connection was abandoned."""
 
 
-class Owner(Protocol):
-    """What a watched connection asks of the :class:`~mvlog.postgres.source.Source` that opened it."""
-
-    def bound(self) -> Bound: ...
-
-    def longest(self) -> Bound:
-        """How long a call the server is still computing may run in all."""
-        ...
-
-    def computing(self, conn: Watched) -> bool:
-        """Whether ``conn``'s backend is computing its call (asked on another connection, within
-        the connect bound; an error is raised when the server cannot be asked)."""
-        ...
-
-    def abandon(self, reason: str) -> None: ...
-
-
-class Watched:
-    """What every connection mvlog opens carries: its owner, whether (and why) it was abandoned,
+class Watched(Watchable):
+    """What every connection mvlog opens carries: its state (:class:`~mvlog.postgres.watched.Watchable`)
     and :meth:`watching`, the deadline around one call (a mixin of psycopg2's connection classes)."""
-
-    owner: Owner | None = None
-    abandoned: str | None = None
-    extendable = False  # a call past its bound gets another while the server computes it
-    opened_at: float = 0.0
-    backend: tuple[tuple[str, str, str], int, str] | None = None  # server, pid, application name
-    fd_lock: threading.Lock
-
-    def watch_init(self) -> None:
-        self.opened_at = time.monotonic()
-        self.fd_lock = threading.Lock()
 
     @contextlib.contextmanager
     def watching(self, what: str = "a statement", bound: Bound | None = None) -> Iterator[None]:
@@ -122,9 +89,10 @@ class Watched:
         if limit is None:
             yield
             return
-        # A call of the owner's bound gets more while the server computes it; one of its own (a
-        # heartbeat, a look at the server) is answered at once by a server that answers at all.
-        extends = bound is None and self.owner is not None and self.extendable
+        # A call of the owner's statement bound gets more while the server computes it; one of its
+        # own (a heartbeat, a look at the server) or of another kind (the capture's stream, a ping)
+        # is answered at once by a server that answers at all.
+        extends = bound is None and self.owner is not None and self.extendable and limit.setting == EXTENDED
         longest = self.owner.longest() if extends and self.owner is not None else limit
         arm = WATCHDOG.arm(self, Deadline(what, datetime.now(UTC), limit,
                                           longest if longest.seconds > limit.seconds else limit))

@@ -29,6 +29,7 @@ from mvlog.postgres.abandoning import kept_backends, reap
 from mvlog.postgres.deadlines import Bound, BoundedConnection, bound_of, libpq_params
 from mvlog.postgres.inspection import CatalogInspection, Cursor, fetch_row
 from mvlog.postgres.liveness import is_transient, server_gone, snapshot_gone
+from mvlog.postgres.watched import Watchable
 from mvlog.timeouts import Timeouts
 
 # The planner's estimate of a table's rows (%(oid)s); a partitioned table's are its leaves' rows.
@@ -179,13 +180,10 @@ class Source(CatalogInspection):
             self._bounds.bound = previous
 
     def longest(self) -> Bound:
-        """How long a call of this thread PostgreSQL is still computing may run in all: a call of
-        the statement bound (a short call that may meet a busy server), ``source.timeouts.long_statement``;
-        another kind keeps its own bound (the capture's stream, a ping: a reply is due at once)."""
-        bound = self.bound()
-        return bound_of(self.timeouts, "long_statement") if bound.setting == "source.timeouts.statement" else bound
+        """How long a call PostgreSQL is still computing may run in all: ``source.timeouts.long_statement``."""
+        return bound_of(self.timeouts, "long_statement")
 
-    def computing(self, conn: deadlines.Watched) -> bool:
+    def computing(self, conn: Watchable) -> bool:
         """Whether ``conn``'s backend is computing its call, asked on a connection of its own (not
         one of this source's, which a stall abandons with them) bounded by the connect bound."""
         return conn.backend is not None and deadlines.backend_computing(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from mvlog.postgres.abandoning import abandon
 
 if TYPE_CHECKING:
-    from mvlog.postgres.deadlines import Bound, Watched
+    from mvlog.postgres.watched import Bound, Watchable
 
 
 class Deadline(NamedTuple):
@@ -45,7 +45,7 @@ class Deadline(NamedTuple):
 class _Arm:
     deadline: float
     seq: int
-    conn: Watched = field(compare=False)
+    conn: Watchable = field(compare=False)
     call: Deadline = field(compare=False)
     started: float = field(default=0.0, compare=False)
     computed: float | None = field(default=None, compare=False)  # seconds seen computing, once extended
@@ -63,7 +63,7 @@ class Watchdog:
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def arm(self, conn: Watched, call: Deadline) -> _Arm:
+    def arm(self, conn: Watchable, call: Deadline) -> _Arm:
         now = time.monotonic()
         arm = _Arm(now + call.limit.seconds, next(self._seq), conn, call, now)
         with self._cond:

@@ -50,6 +50,11 @@ class Analysis:
     # (alias, column) of the NOT NULL columns of its tables (the catalog's; empty without it)
     not_null: frozenset[tuple[str, str]] = frozenset()
 
+    def never_null(self, expr: exp.Expr) -> bool:
+        """Whether ``expr`` is a NOT NULL column of one of the tables (never NULL where the table is
+        not NULL-extended: the caller knows, e.g. over inner joins)."""
+        return isinstance(expr, exp.Column) and (expr.table, expr.name) in self.not_null
+
     @property
     def fast_possible(self) -> bool:
         return not self.reasons

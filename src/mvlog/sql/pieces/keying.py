@@ -251,13 +251,8 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
         range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
         deltas=deltas, recompute_reason=recompute_reason, row_keyed=not aggregate, keymap_cores=keymap_cores,
         keymap_ties=keymap_ties,
-        null_free_keys=tuple(_never_null(g, analysis.not_null) for g in groups) if aggregate and not outer else (),
+        null_free_keys=tuple(analysis.never_null(g) for g in groups) if aggregate and not outer else (),
     )
-
-
-def _never_null(expr: exp.Expr, not_null: frozenset[tuple[str, str]]) -> bool:
-    """Whether ``expr`` (a group key over inner joins) is a NOT NULL column of one of the tables."""
-    return isinstance(expr, exp.Column) and (expr.table, expr.name) in not_null
 
 
 def _table_keys(refs: list[TableRef], logs_by_alias: dict[str, LogInfo], from_items: int | None = None
