@@ -92,10 +92,10 @@ class Watched(Watchable):
         # A call of the owner's statement bound gets more while the server computes it; one of its
         # own (a heartbeat, a look at the server) or of another kind (the capture's stream, a ping)
         # is answered at once by a server that answers at all.
-        extends = bound is None and self.owner is not None and self.extendable and limit.setting == EXTENDED
-        longest = self.owner.longest() if extends and self.owner is not None else limit
-        arm = WATCHDOG.arm(self, Deadline(what, datetime.now(UTC), limit,
-                                          longest if longest.seconds > limit.seconds else limit))
+        longest = limit
+        if bound is None and self.owner is not None and self.extendable and limit.setting == EXTENDED:
+            longest = max(limit, self.owner.longest(), key=lambda b: b.seconds)
+        arm = WATCHDOG.arm(self, Deadline(what, datetime.now(UTC), limit, longest))
         try:
             yield
         except psycopg2.Error:

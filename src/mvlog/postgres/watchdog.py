@@ -108,7 +108,8 @@ class Watchdog:
         computed = time.monotonic() - arm.started
         computing = False
         owner = arm.conn.owner
-        if owner is not None and arm.conn.extendable and computed < arm.call.longest.seconds:
+        # (a call never extended has its limit as its longest: past it, no look)
+        if owner is not None and computed < arm.call.longest.seconds:
             with contextlib.suppress(Exception):  # the server cannot be asked: as silent as the call
                 computing = owner.computing(arm.conn)
         with self._cond:
