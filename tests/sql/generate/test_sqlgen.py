@@ -88,4 +88,9 @@ def test_a_group_key_that_cannot_be_null_is_matched_by_equality_in_the_null_safe
     assert both.null_free_keys == (True, True) and strategy_of(both).null_key_checks(T0) == [None]
     outer = shape_view("v", analyze("SELECT o.status, count(c.id) AS n FROM orders o LEFT JOIN customers c "
                                     "ON c.id = o.customer_id GROUP BY o.status", CATALOG), LOGS)
-    assert outer.null_free_keys == ()  # over outer joins a column may be NULL-extended: not claimed
+    assert outer.null_free_keys == (True,)  # the LEFT JOIN's preserved side is never NULL-extended
+    for joined in ("SELECT c.id AS k, count(o.id) AS n FROM orders o LEFT JOIN customers c ON c.id = o.customer_id "
+                   "GROUP BY c.id",  # the NULL-extended side: its NOT NULL key is NULL where no customer matches
+                   "SELECT o.status, count(c.id) AS n FROM orders o RIGHT JOIN customers c ON c.id = o.customer_id "
+                   "GROUP BY o.status"):
+        assert shape_view("v", analyze(joined, CATALOG), LOGS).null_free_keys == (False,), joined

@@ -12,7 +12,7 @@ from sqlglot.errors import ParseError
 
 from mvlog.errors import ConfigError
 from mvlog.sql.analyze.subqueries import RangeParameter, SemiJoin
-from mvlog.sql.parse.sqltree import DIALECT, TableRef, identifier_name
+from mvlog.sql.parse.sqltree import DIALECT, TableRef, from_items, identifier_name, never_extended
 
 
 class ViewClass(str, Enum):
@@ -51,9 +51,13 @@ class Analysis:
     not_null: frozenset[tuple[str, str]] = frozenset()
 
     def never_null(self, expr: exp.Expr) -> bool:
-        """Whether ``expr`` is a NOT NULL column of one of the tables (never NULL where the table is
-        not NULL-extended: the caller knows, e.g. over inner joins)."""
-        return isinstance(expr, exp.Column) and (expr.table, expr.name) in self.not_null
+        """Whether ``expr`` is a NOT NULL column of one of the query's FROM tables that no outer
+        join fills with NULLs."""
+        if not (isinstance(expr, exp.Column) and (expr.table, expr.name) in self.not_null
+                and isinstance(self.tree, exp.Select)):
+            return False
+        kept = never_extended(self.tree)  # unqualified: NOT NULL in every table, so none may be extended
+        return expr.table in kept if expr.table else len(kept) == len(from_items(self.tree))
 
     @property
     def fast_possible(self) -> bool:

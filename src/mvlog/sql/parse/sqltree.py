@@ -87,6 +87,17 @@ def join_side(join: exp.Join) -> str:
     return "INNER"
 
 
+def never_extended(select: exp.Select) -> set[str]:
+    """The aliases of ``select``'s FROM tables whose columns no join fills with NULLs: the first
+    and those joined inner, where no RIGHT or FULL join extends what precedes it."""
+    joins = select.args.get("joins") or []
+    if any(join_side(j) in ("RIGHT", "FULL") for j in joins):
+        return set()
+    first = [select.args["from_"].this] if select.args.get("from_") else []
+    items = first + [j.this for j in joins if join_side(j) != "LEFT"]
+    return {item_alias(item) for item in items if isinstance(item, exp.Table)}
+
+
 def root_join(joins: list[exp.Join]) -> int | None:
     """The position of the join whose table is an outer-join view's root instead of the first
     table (a RIGHT JOIN: only inner joins precede it), or None."""

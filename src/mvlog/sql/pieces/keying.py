@@ -251,7 +251,7 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
         range_key=None if aggregate and not groups else _range_key(key_columns, tables, groups), outer=outer,
         deltas=deltas, recompute_reason=recompute_reason, row_keyed=not aggregate, keymap_cores=keymap_cores,
         keymap_ties=keymap_ties,
-        null_free_keys=tuple(analysis.never_null(g) for g in groups) if aggregate and not outer else (),
+        null_free_keys=tuple(analysis.never_null(g) for g in groups),
     )
 
 

@@ -207,8 +207,8 @@ class ViewShape:
     # Aggregate views: maintained by deltas, or (None) each affected group recomputed, and why.
     deltas: AggregateDeltas | None = None
     recompute_reason: str | None = None
-    # Aggregate views over inner joins: per key column, whether it can never be NULL (a NOT NULL
-    # column of a joined table): matched by = even where another key holds a NULL (hashable).
+    # Aggregate views: per key column, whether it can never be NULL (a NOT NULL column of a table
+    # no outer join extends): matched by = even where another key holds a NULL (hashable).
     null_free_keys: tuple[bool, ...] = ()
     # A join view: keyed by its tables' primary keys, which its key map holds as they are (other
     # key maps map those keys to a view key, or a window view's to a partition).

@@ -162,17 +162,20 @@ def _emptied(table: exp.Table) -> tuple[str, exp.Expr]:
     return HIDDEN_PREFIX + "gone", exp.Delete(this=table)
 
 
-def rebuild_sql(composition: Composition, query: str, empty: bool = False) -> list[str]:
-    """After a complete refresh: each piece's rows, read whole, and the view's keys (``query``: the
-    view's keyed SELECT; ``empty``: stand-ins)."""
+def rebuild_sql(composition: Composition, empty: bool = False) -> list[str]:
+    """After a complete refresh: each piece's rows, read whole, and the view's keys, computed over
+    those rows as a fast refresh computes them (not from the base tables again; ``empty``: stand-ins)."""
     statements = []
     for piece in composition.pieces:
         rows = exp.select(exp.Star()).from_(exp.Subquery(
             this=parsed(piece.inner.select_sql), alias=exp.TableAlias(this=ident("i"))))
         create = exp.Create(this=state_table(piece.table), kind="TABLE", expression=rows.limit(0) if empty else rows)
         statements += [drop_table_sql(piece.table), sql_text(create)]
-    keys = exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(exp.Subquery(
-        this=parsed(query), alias=exp.TableAlias(this=ident("v"))))
+    olds = [_names(i)[1] for i in range(1, len(composition.pieces) + 1)]
+    keys = exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(
+        exp.Subquery(this=_over(composition, olds), alias=exp.TableAlias(this=ident("v"))))
+    with_ctes(keys, [(old, exp.select(*[col(c) for c in piece.columns]).from_(state_table(piece.table)))
+                     for old, piece in zip(olds, composition.pieces)])
     return [*statements, drop_table_sql(composition.keys),
             sql_text(exp.Create(this=state_table(composition.keys), kind="TABLE",
                                 expression=keys.limit(0) if empty else keys))]
@@ -256,11 +259,11 @@ class ComposedRows(Strategy):
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
         return [*(s for piece in self.pieces for s in piece.state_rebuild(columns_of)),
-                *rebuild_sql(self.composition, self.shape.select_sql)]
+                *rebuild_sql(self.composition)]
 
     def stand_in_sql(self) -> list[str]:
         return [*(s for piece in self.pieces for s in piece.stand_in_sql()),
-                *rebuild_sql(self.composition, self.shape.select_sql, empty=True)]
+                *rebuild_sql(self.composition, empty=True)]
 
     def statements(self, since: datetime) -> list[str]:
         checks = [c for c in self.null_key_checks(since) if c]
