@@ -94,3 +94,6 @@ def test_a_group_key_that_cannot_be_null_is_matched_by_equality_in_the_null_safe
                    "SELECT o.status, count(c.id) AS n FROM orders o RIGHT JOIN customers c ON c.id = o.customer_id "
                    "GROUP BY o.status"):
         assert shape_view("v", analyze(joined, CATALOG), LOGS).null_free_keys == (False,), joined
+    unqualified_outer = ("SELECT status, name, count(c.id) AS n FROM orders o LEFT JOIN customers c "
+                         "ON c.id = o.customer_id GROUP BY status, name")  # status: orders'; name: customers'
+    assert shape_view("v", analyze(unqualified_outer, CATALOG), LOGS).null_free_keys == (True, False)

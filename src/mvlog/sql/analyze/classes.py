@@ -12,7 +12,7 @@ from sqlglot.errors import ParseError
 
 from mvlog.errors import ConfigError
 from mvlog.sql.analyze.subqueries import RangeParameter, SemiJoin
-from mvlog.sql.parse.sqltree import DIALECT, TableRef, from_items, identifier_name, never_extended
+from mvlog.sql.parse.sqltree import DIALECT, TableRef, identifier_name, never_extended
 
 
 class ViewClass(str, Enum):
@@ -56,8 +56,12 @@ class Analysis:
         if not (isinstance(expr, exp.Column) and (expr.table, expr.name) in self.not_null
                 and isinstance(self.tree, exp.Select)):
             return False
-        kept = never_extended(self.tree)  # unqualified: NOT NULL in every table, so none may be extended
-        return expr.table in kept if expr.table else len(kept) == len(from_items(self.tree))
+        kept = never_extended(self.tree)
+        if expr.table:
+            return expr.table in kept
+        # unqualified: NOT NULL in every table that has it (one, in a valid query), none extended
+        owners = {alias for alias, name in self.not_null if alias and name == expr.name}
+        return bool(owners) and owners <= kept
 
     @property
     def fast_possible(self) -> bool:
