@@ -171,6 +171,8 @@ def rebuild_sql(composition: Composition, empty: bool = False) -> list[str]:
             this=parsed(piece.inner.select_sql), alias=exp.TableAlias(this=ident("i"))))
         create = exp.Create(this=state_table(piece.table), kind="TABLE", expression=rows.limit(0) if empty else rows)
         statements += [drop_table_sql(piece.table), sql_text(create)]
+        if not empty:  # the keys below join its rows: planned by guesses without statistics
+            statements.append(sql_text(exp.Analyze(tables=[state_table(piece.table)])))
     olds = [_names(i)[1] for i in range(1, len(composition.pieces) + 1)]
     keys = exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(
         exp.Subquery(this=_over(composition, olds), alias=exp.TableAlias(this=ident("v"))))
