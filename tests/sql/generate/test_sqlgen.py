@@ -94,6 +94,13 @@ def test_a_group_key_that_cannot_be_null_is_matched_by_equality_in_the_null_safe
                    "SELECT o.status, count(c.id) AS n FROM orders o RIGHT JOIN customers c ON c.id = o.customer_id "
                    "GROUP BY o.status"):
         assert shape_view("v", analyze(joined, CATALOG), LOGS).null_free_keys == (False,), joined
+    # kept by deltas: the group table's row of a NULL-holding key found by = on the keys that cannot be NULL
+    summed = shape_view("v", analyze("SELECT o.status, o.customer_id, sum(o.amount) AS s FROM orders o "
+                                     "GROUP BY o.status, o.customer_id", {(None, "orders"): orders}), {"o": LOG})
+    deltas = strategy_of(summed).read_sql(T0)
+    assert '"_mvlog_k0" IS NOT DISTINCT FROM "d"."_mvlog_k0"' not in deltas, deltas
+    assert deltas.count('"_mvlog_k0" = "d"."_mvlog_k0"') == 2  # in both parts of the lookup
+    assert '"_mvlog_k1" IS NOT DISTINCT FROM "d"."_mvlog_k1"' in deltas
     unqualified_outer = ("SELECT status, name, count(c.id) AS n FROM orders o LEFT JOIN customers c "
                          "ON c.id = o.customer_id GROUP BY status, name")  # status: orders'; name: customers'
     assert shape_view("v", analyze(unqualified_outer, CATALOG), LOGS).null_free_keys == (True, False)
