@@ -36,6 +36,7 @@ from mvlog.sql.generate.changes import (
     keymap_table,
     log_table,
     logged_after,
+    null_safe_matches,
     touched_rows,
 )
 from mvlog.sql.generate.keymap import qualified
@@ -209,12 +210,10 @@ def _state_sql(shape: ViewShape) -> exp.Select:
     # A key holding NULL matches null-safely, and a key that cannot be NULL by = (the group
     # table's index finds the groups by a leading one): where a key is NULL in nearly every
     # group (TPC-DS's c_login), a scan of the group table per group was q11's 1,230 × 39,450.
-    free = shape.null_free_keys if len(shape.null_free_keys) == len(keys) else (False,) * len(keys)
-    nullable = [k for k, never in zip(keys, free) if not never]
+    matches = null_safe_matches([(col(k), col(k, "d")) for k in keys], shape.null_free_keys)
+    nullable = [k for k, match in zip(keys, matches) if isinstance(match, exp.NullSafeEQ)]
     parts: list[exp.Query] = [equal]
     if nullable:
-        matches = [(exp.EQ if never else exp.NullSafeEQ)(this=col(k), expression=col(k, "d"))
-                   for k, never in zip(keys, free)]
         parts.append(exp.select(*[r.copy() for r in old_row]).from_(table.copy()).where(exp.and_(
             exp.or_(*[exp.Is(this=col(k, "d"), expression=exp.Null()) for k in nullable]), *matches)))
     old = exp.Lateral(this=exp.Subquery(this=union_of(parts, distinct=False)), alias=exp.TableAlias(this=ident("g")))

@@ -43,6 +43,14 @@ def keys_match(keys: Sequence[str], keyed: str, rows: str) -> exp.Expr:
                   expression=text([col(k, rows) for k in keys]))
 
 
+def null_safe_matches(pairs: Sequence[tuple[exp.Expr, exp.Expr]], null_free: Sequence[bool]) -> list[exp.Expr]:
+    """Per key (a pair of sides), ``=`` where it can never be NULL (``null_free``, per key, as
+    ``ViewShape.null_free_keys``: a key past its end may be NULL) and ``IS NOT DISTINCT FROM``
+    otherwise: PostgreSQL hashes or indexes ``=``, never ``IS NOT DISTINCT FROM``."""
+    return [(exp.EQ if i < len(null_free) and null_free[i] else exp.NullSafeEQ)(this=this, expression=that)
+            for i, (this, that) in enumerate(pairs)]
+
+
 def in_query(expressions: Sequence[exp.Expr], query: exp.Query) -> exp.Expr:
     """``(a, b) IN (SELECT ...)``, or ``a IN (SELECT ...)`` for one expression. An expression
     other than a column or literal is parenthesized: IN binds tighter than a comparison in

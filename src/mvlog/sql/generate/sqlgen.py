@@ -31,6 +31,7 @@ from mvlog.sql.generate.changes import (
     key_names,
     keymap_key_columns,
     keymap_table,
+    null_safe_matches,
     root_exprs,
     roots_ref,
     touched_rows,
@@ -220,8 +221,7 @@ def _null_safe_match(keys: Sequence[exp.Expr], names: list[str], cte: str = AFFE
             exp.Table(this=ident(cte), alias=exp.TableAlias(this=ident(AFFECTED_ALIAS))))
 
     some_key_null = exp.Exists(this=affected().where(_any_null(nullable, AFFECTED_ALIAS)))
-    matches = [(exp.EQ if never else exp.NullSafeEQ)(this=k.copy(), expression=col(n, AFFECTED_ALIAS))
-               for k, n, never in zip(keys, names, free)]
+    matches = null_safe_matches([(k.copy(), col(n, AFFECTED_ALIAS)) for k, n in zip(keys, names)], free)
     key_has_null = exp.or_(*[exp.Is(this=k.copy(), expression=exp.Null()) for k, never in zip(keys, free) if not never])
     return exp.and_(some_key_null, key_has_null,
                     exp.Exists(this=affected().where(exp.and_(_any_null(nullable, AFFECTED_ALIAS), *matches))))

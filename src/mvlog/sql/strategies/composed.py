@@ -82,6 +82,11 @@ def _over(composition: Composition, relations: Sequence[str]) -> exp.Select:
     return keyed(tree)
 
 
+def _rows_before(piece: Piece) -> exp.Select:
+    """OLD: piece ``piece``'s rows as the last refresh left them (its table in mvlog)."""
+    return exp.select(*[col(c) for c in piece.columns]).from_(state_table(piece.table))
+
+
 def _new_rows_ctes(composition: Composition, changed: Sequence[str]) -> list[tuple[str, exp.Expr]]:
     """Per piece: CHANGED (its fast read), OLD (its rows before) and NEW (its rows after); then
     OUT_NEW (the view after, keyed)."""
@@ -96,7 +101,7 @@ def _new_rows_ctes(composition: Composition, changed: Sequence[str]) -> list[tup
             this=ident(old), alias=exp.TableAlias(this=ident("o")))).where(unchanged),
             exp.select(*cols).from_(changed_i).where(col(PRESENT)), distinct=False)
         ctes += [(changed_i, parsed(read)),
-                 (old, exp.select(*cols).from_(state_table(piece.table))), (new, rows)]
+                 (old, _rows_before(piece)), (new, rows)]
         news.append(new)
     return [*ctes, (OUT_NEW, _over(composition, news))]
 
@@ -176,8 +181,7 @@ def rebuild_sql(composition: Composition, empty: bool = False) -> list[str]:
     olds = [_names(i)[1] for i in range(1, len(composition.pieces) + 1)]
     keys = exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(
         exp.Subquery(this=_over(composition, olds), alias=exp.TableAlias(this=ident("v"))))
-    with_ctes(keys, [(old, exp.select(*[col(c) for c in piece.columns]).from_(state_table(piece.table)))
-                     for old, piece in zip(olds, composition.pieces)])
+    with_ctes(keys, [(old, _rows_before(piece)) for old, piece in zip(olds, composition.pieces)])
     return [*statements, drop_table_sql(composition.keys),
             sql_text(exp.Create(this=state_table(composition.keys), kind="TABLE",
                                 expression=keys.limit(0) if empty else keys))]
