@@ -38,16 +38,19 @@ GRANT EXECUTE ON FUNCTION mvlog.analyze(regclass) TO mvlog_refresh;
 -- publication, which only the table's owner may).
 GRANT SELECT, UPDATE ON mvlog.capture_state TO mvlog_refresh;
 
--- Logs (stamp = UPDATE, purge = DELETE, read = SELECT), key maps and the group tables of
--- aggregates kept by deltas (maintained with DELETE, UPDATE and INSERT, rebuilt with TRUNCATE and
--- INSERT): the ones that exist now ...
+-- Logs (stamp = UPDATE, purge = DELETE, read = SELECT) and the views' state: key maps, the group
+-- tables of aggregates kept by deltas, top-N margins, composed views' pieces' rows and keys, range
+-- parameters (maintained with DELETE, UPDATE and INSERT, rebuilt with TRUNCATE and INSERT): the
+-- ones that exist now ...
 DO $$
 DECLARE
     t record;
 BEGIN
     FOR t IN SELECT c.relname FROM pg_class AS c
              WHERE c.relnamespace = 'mvlog'::regnamespace AND c.relkind = 'r'
-               AND (c.relname LIKE 'mlog$%' OR c.relname LIKE 'keys$%' OR c.relname LIKE 'groups$%')
+               AND (c.relname LIKE 'mlog$%' OR c.relname LIKE 'keys$%' OR c.relname LIKE 'groups$%'
+                    OR c.relname LIKE 'top$%' OR c.relname LIKE 'inner$%' OR c.relname LIKE 'outer$%'
+                    OR c.relname LIKE 'param$%')
     LOOP
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON mvlog.%I TO mvlog_refresh', t.relname);
     END LOOP;

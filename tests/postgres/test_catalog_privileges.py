@@ -20,6 +20,11 @@ VIEWS = [
      "query": "SELECT o.id, c.name FROM orders o JOIN customers c ON c.id = o.customer_id"},
     {"name": "per_customer", "refresh": "fast",
      "query": "SELECT customer_id, count(*) AS n, sum(amount) AS total FROM orders GROUP BY customer_id"},
+    # composed: two aggregates joined (its record fills temporary tables: PUBLIC's TEMPORARY right)
+    {"name": "counts_and_top", "refresh": "fast",
+     "query": "SELECT a.customer_id, a.n, b.top FROM (SELECT customer_id, count(*) AS n FROM orders "
+              "GROUP BY customer_id) a JOIN (SELECT customer_id, max(amount) AS top FROM orders "
+              "GROUP BY customer_id) b ON a.customer_id = b.customer_id"},
 ]
 
 
@@ -32,7 +37,7 @@ def test_writer_and_refresh_roles(pg, db, make_project):
     db.execute(f'CREATE ROLE "{writer}" LOGIN PASSWORD \'w-pw\'; CREATE ROLE "{etl}" LOGIN PASSWORD \'e-pw\'')
     db.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON customers, orders TO "{writer}"')
     admin = make_project(["customers", "orders"], VIEWS)
-    assert [r.error for r in admin.apply().builds] == [None] * 3
+    assert [r.error for r in admin.apply().builds] == [None] * len(VIEWS)
     db.execute(read_sql("roles.sql"))
     db.execute(f'GRANT mvlog_refresh TO "{etl}"; GRANT SELECT ON customers, orders TO "{etl}"')
 
@@ -58,15 +63,15 @@ def test_writer_and_refresh_roles(pg, db, make_project):
     config = admin.config.model_copy(update={"source": SourceConfig(dsn=pg.dsn(db.name, user=etl, password="e-pw"))})
     with Project(config) as project:
         results = project.refresh()
-        assert [(r.method, r.error) for r in results] == [("fast", None)] * 3
+        assert [(r.method, r.error) for r in results] == [("fast", None)] * len(VIEWS)
         assert_views_match(project, VIEWS)
-        assert [r.error for r in project.refresh(complete=True)] == [None] * 3
+        assert [r.error for r in project.refresh(complete=True)] == [None] * len(VIEWS)
         db.execute("UPDATE orders SET customer_id = 1 WHERE id = 7")
-        assert [(r.method, r.error) for r in project.refresh()] == [("fast", None)] * 3
+        assert [(r.method, r.error) for r in project.refresh()] == [("fast", None)] * len(VIEWS)
         assert_views_match(project, VIEWS)
         assert {v["staleness"] for v in project.status()["views"]} == {"fresh"}
         # verify, which records what it found in the catalog
-        assert [(r.status, r.reason) for r in project.verify()] == [("ok", None)] * 3
+        assert [(r.status, r.reason) for r in project.verify()] == [("ok", None)] * len(VIEWS)
         assert {name: r["status"] for name, r in project.catalog.last_verify([v["name"] for v in VIEWS]).items()} == {
             v["name"]: "ok" for v in VIEWS}
         # A catalog upgraded to them after roles.sql ran (version 7 to 8): the default privileges do.

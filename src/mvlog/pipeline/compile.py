@@ -189,7 +189,8 @@ class Compiler:
                     # as a refresh runs them when the capture wrote rows after its snapshot
                     late = LateRows.stand_in([log for log in shape.logs if is_decoded(log)])
                     statements = [*statements, *(late.resolve(s) for s in statements)] if late else statements
-                    self.source.check_statements(cur, statements, strategy.stand_in_sql())
+                    self.source.check_statements(cur, statements, [
+                        *strategy.stand_in_sql(), *(s.create for s in strategy.scratch(CHECK_SINCE))])
             except ConfigError as exc:  # a shape mvlog claims but writes wrong SQL for: say so, and whose fault
                 shape = downgrade(shape, query, f"mvlog cannot key this view for fast refresh: PostgreSQL refused "
                                                 f"the SQL mvlog wrote for its shape ({shape.view_class.value}): {exc} "

@@ -245,11 +245,13 @@ class Refresher(ProjectWorker):
                 self.catalog.drop_keymap(cur, view.name)
             if complete:
                 statements = strategy.state_rebuild(lambda name: self.source.relation_columns(cur, name))
-            elif kept is not None:
-                cur.execute(kept.keys.statement, kept.values)
-                statements = kept.keys.rest
-            else:
-                statements = strategy.state_update(plan.since)
+            else:  # first the reads the statements share: they read the state before its update
+                for scratch in strategy.scratch(plan.since):
+                    for statement in (scratch.create, scratch.fill, scratch.analyze):
+                        cur.execute(stamped.resolve(statement))
+                if kept is not None:
+                    cur.execute(kept.keys.statement, kept.values)
+                statements = kept.keys.rest if kept is not None else strategy.state_update(plan.since)
             for statement in statements:
                 cur.execute(stamped.resolve(statement) if not complete else statement)
             # A complete refresh wrote the query's columns as they are now: remember them.

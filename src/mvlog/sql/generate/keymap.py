@@ -5,7 +5,7 @@ that build, probe, update and drop it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from sqlglot import exp
@@ -143,10 +143,25 @@ def keymap_rebuild_sql(shape: ViewShape, exists: bool) -> list[str]:
         for name, index_columns in [*indexes, *probe_indexes(shape).items()]:
             columns = ", ".join(sql_text(ident(c)) for c in index_columns)
             statements.append(f"CREATE INDEX {sql_text(ident(name))} ON {table} ({columns})")
+    return [*statements, analyze_sql(table)]
+
+
+def analyze_sql(table: str) -> str:
+    """``SELECT mvlog.analyze('<table>')``: ANALYZE by the catalog's function, which a refresh role
+    may call on a table it does not own (``table``: its quoted, qualified name)."""
     regclass = exp.DataType.build("regclass", dialect=DIALECT, udt=True)
     analyze = exp.Anonymous(this="analyze", expressions=[exp.cast(exp.Literal.string(table), regclass)])
-    statements.append(sql_text(exp.select(exp.Dot(this=exp.to_identifier("mvlog"), expression=analyze))))
-    return statements
+    return sql_text(exp.select(exp.Dot(this=exp.to_identifier("mvlog"), expression=analyze)))
+
+
+def refill_sql(name: str, rows: exp.Query, columns: Sequence[str], current: Sequence[str] | None) -> list[str]:
+    """State table ``name`` holding ``rows`` (of ``columns``): emptied and refilled if it has those
+    columns now (``current``; a refresh role may do that without owning it), else made again."""
+    table = state_table(name)
+    if current is not None and list(current) == list(columns):
+        return [sql_text(exp.TruncateTable(expressions=[table])),
+                sql_text(exp.insert(rows, table.copy(), columns=[ident(c) for c in columns]))]
+    return [drop_table_sql(name), sql_text(exp.Create(this=table, kind="TABLE", expression=rows))]
 
 
 def keymap_update_sql(shape: ViewShape, since: datetime | None) -> list[str]:

@@ -24,7 +24,7 @@ from sqlglot import exp
 from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql.analyze.analysis import ViewClass
 from mvlog.sql.generate.changes import key_names, keys_match
-from mvlog.sql.generate.keymap import drop_table_sql, state_table
+from mvlog.sql.generate.keymap import analyze_sql, qualified, refill_sql, state_table
 from mvlog.sql.parse.sqltree import DIALECT, parsed, sql_text, with_ctes
 from mvlog.sql.pieces.shape import (
     ROW_KEY_COLUMN,
@@ -38,10 +38,11 @@ from mvlog.sql.pieces.shape import (
     piece_name,
     relation,
 )
-from mvlog.sql.strategies.strategy import ColumnsOf, KeptKeys, Strategy, StrategyOf
+from mvlog.sql.strategies.strategy import ColumnsOf, KeptKeys, Scratch, Strategy, StrategyOf
 
 DUP = HIDDEN_PREFIX + "dup"  # a row's number among equal rows
 OUT_NEW = HIDDEN_PREFIX + "out_new"
+SCRATCH = HIDDEN_PREFIX + "scratch"  # + i: piece i's fast read, run once by the record
 
 
 def _names(i: int) -> tuple[str, str, str]:
@@ -80,6 +81,22 @@ def _over(composition: Composition, relations: Sequence[str]) -> exp.Select:
         if table.name in names and not table.db:
             table.set("this", ident(names[table.name]))
     return keyed(tree)
+
+
+def scratch_sql(i: int, read: str) -> Scratch:
+    """Piece ``i``'s fast read ``read`` as a temporary table of the record's session."""
+    table = exp.Table(this=ident(f"{SCRATCH}{i}"))
+    rows = exp.select(exp.Star()).from_(exp.Subquery(this=parsed(read), alias=exp.TableAlias(this=ident("r"))))
+    create = exp.Create(this=table, kind="TABLE", expression=rows.limit(0),
+                        properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+    return Scratch(sql_text(create), sql_text(exp.insert(parsed(read), table.copy())),
+                   sql_text(exp.Analyze(tables=[table.copy()])))
+
+
+def scratch_reads(composition: Composition) -> list[str]:
+    """Each piece's fast read as the record has it: its :func:`scratch_sql` table."""
+    return [sql_text(exp.select(exp.Star()).from_(exp.Table(this=ident(f"{SCRATCH}{i}"))))
+            for i in range(1, len(composition.pieces) + 1)]
 
 
 def _rows_before(piece: Piece) -> exp.Select:
@@ -141,7 +158,7 @@ def update_sql(composition: Composition, changed: Sequence[str], keys: bool = Tr
                                                           .where(keys_match(piece.inner.key_columns, changed_i,
                                                                             "o")))))
         insert = exp.insert(exp.select(*[col(c) for c in piece.columns]).from_(changed_i).where(col(PRESENT)),
-                            table, columns=list(piece.columns))
+                            table, columns=[ident(c) for c in piece.columns])
         statements.append(sql_text(with_ctes(insert, [(changed_i, parsed(read)),
                                                       (HIDDEN_PREFIX + "gone", gone)])))
     return statements
@@ -167,24 +184,27 @@ def _emptied(table: exp.Table) -> tuple[str, exp.Expr]:
     return HIDDEN_PREFIX + "gone", exp.Delete(this=table)
 
 
-def rebuild_sql(composition: Composition, empty: bool = False) -> list[str]:
+def rebuild_sql(composition: Composition, empty: bool = False, columns_of: ColumnsOf | None = None) -> list[str]:
     """After a complete refresh: each piece's rows, read whole, and the view's keys, computed over
-    those rows as a fast refresh computes them (not from the base tables again; ``empty``: stand-ins)."""
+    those rows as a fast refresh computes them (not from the base tables again; ``empty``:
+    stand-ins). A table that has its columns now (``columns_of``) is emptied and refilled, as a
+    refresh role may; one that has not is made again."""
+    def refilled(name: str, rows: exp.Select, columns: Sequence[str]) -> list[str]:
+        return refill_sql(name, rows.limit(0) if empty else rows, columns,
+                          columns_of(qualified(name)) if columns_of else None)
+
     statements = []
     for piece in composition.pieces:
         rows = exp.select(exp.Star()).from_(exp.Subquery(
             this=parsed(piece.inner.select_sql), alias=exp.TableAlias(this=ident("i"))))
-        create = exp.Create(this=state_table(piece.table), kind="TABLE", expression=rows.limit(0) if empty else rows)
-        statements += [drop_table_sql(piece.table), sql_text(create)]
+        statements += refilled(piece.table, rows, piece.columns)
         if not empty:  # the keys below join its rows: planned by guesses without statistics
-            statements.append(sql_text(exp.Analyze(tables=[state_table(piece.table)])))
+            statements.append(analyze_sql(qualified(piece.table)))
     olds = [_names(i)[1] for i in range(1, len(composition.pieces) + 1)]
     keys = exp.select(col(ROW_KEY_COLUMN), col(DUP)).from_(
         exp.Subquery(this=_over(composition, olds), alias=exp.TableAlias(this=ident("v"))))
     with_ctes(keys, [(old, _rows_before(piece)) for old, piece in zip(olds, composition.pieces)])
-    return [*statements, drop_table_sql(composition.keys),
-            sql_text(exp.Create(this=state_table(composition.keys), kind="TABLE",
-                                expression=keys.limit(0) if empty else keys))]
+    return [*statements, *refilled(composition.keys, keys, (ROW_KEY_COLUMN, DUP))]
 
 
 class ComposedRows(Strategy):
@@ -252,9 +272,18 @@ class ComposedRows(Strategy):
     def probe_sql(self) -> list[str]:
         return [probe for piece in self.pieces for probe in piece.probe_sql()]
 
+    def scratch(self, since: datetime | None) -> list[Scratch]:
+        # Each piece's read, once: the view's keys, its rows' update and a top-N margin over the
+        # view each read it (a piece's read is as dear as the refresh's read of it).
+        return [scratch_sql(i, read) for i, read in enumerate(self._reads(since, self.null_safe(since)), start=1)]
+
+    def recorded_read_sql(self, since: datetime | None) -> str:
+        return read_sql(self.composition, scratch_reads(self.composition))
+
     def state_update(self, since: datetime | None, keys: bool = True) -> list[str]:
-        # The pieces' rows are updated from their reads, which read their state as of the last refresh: first.
-        return [*update_sql(self.composition, self._reads(since, self.null_safe(since)), keys),
+        # The pieces' rows are updated from their reads (filled before, by scratch), which read
+        # their state as of the last refresh: first.
+        return [*update_sql(self.composition, scratch_reads(self.composition), keys),
                 *(s for piece in self.pieces for s in piece.state_update(since))]
 
     def kept_keys(self, since: datetime | None) -> KeptKeys:
@@ -265,7 +294,7 @@ class ComposedRows(Strategy):
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
         return [*(s for piece in self.pieces for s in piece.state_rebuild(columns_of)),
-                *rebuild_sql(self.composition)]
+                *rebuild_sql(self.composition, columns_of=columns_of)]
 
     def stand_in_sql(self) -> list[str]:
         return [*(s for piece in self.pieces for s in piece.stand_in_sql()),
@@ -274,7 +303,7 @@ class ComposedRows(Strategy):
     def statements(self, since: datetime) -> list[str]:
         checks = [c for c in self.null_key_checks(since) if c]
         reads = [self.read_sql(since), *([self.read_sql(since, self.null_safe(since))] if checks else [])]
-        return [*reads, *checks, *self.state_update(since)]
+        return [*reads, *checks, *(s.fill for s in self.scratch(since)), *self.state_update(since)]
 
     def any_dml_note(self) -> str:
         return "; ".join(note for piece in self.pieces if (note := piece.any_dml_note()))

@@ -57,6 +57,18 @@ class KeptKeys:
     rest: list[str]
 
 
+@dataclass(frozen=True)
+class Scratch:
+    """A temporary table the record's statements share: a read several of them would otherwise
+    run again (a composed view's piece, read by the view's keys, its rows' update and a top-N
+    margin over it). ``create`` makes it empty (also before apply's check plans the statements),
+    ``fill`` fills it and ``analyze`` gives the planner its rows; it lives in the record's session."""
+
+    create: str
+    fill: str
+    analyze: str
+
+
 class Strategy:
     """A view that cannot be refreshed fast: complete refresh only (the base of every strategy)."""
 
@@ -132,6 +144,14 @@ class Strategy:
         """After a fast refresh's Delta commit: bring the state from the last refresh to this one."""
         return [s for shape in self.keymapped() for s in keymap.keymap_update_sql(shape, since)]
 
+    def scratch(self, since: datetime | None) -> list[Scratch]:
+        """The temporary tables the record fills before :meth:`state_update`'s statements (none here)."""
+        return []
+
+    def recorded_read_sql(self, since: datetime | None) -> str:
+        """The fast read, null-safe, as the record's statements read it (after :meth:`scratch`)."""
+        return self.read_sql(since, self.null_safe(since))
+
     def kept_keys(self, since: datetime | None) -> KeptKeys | None:
         """The state update for a window whose fast read's rows are at hand, if it can take keys
         from them rather than compute them again; None: :meth:`state_update` it is."""
@@ -204,10 +224,13 @@ class Layered(Strategy):
     def probe_sql(self) -> list[str]:
         return self.under.probe_sql()
 
+    def scratch(self, since: datetime | None) -> list[Scratch]:
+        return self.under.scratch(since)
+
     def statements(self, since: datetime) -> list[str]:
         checks = [c for c in self.null_key_checks(since) if c]
         reads = [self.read_sql(since), *([self.read_sql(since, self.null_safe(since))] if checks else [])]
-        return [*reads, *checks, *self.state_update(since)]
+        return [*reads, *checks, *(s.fill for s in self.scratch(since)), *self.state_update(since)]
 
     def any_dml_note(self) -> str:
         return self.under.any_dml_note()

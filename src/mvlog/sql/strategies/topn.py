@@ -244,7 +244,7 @@ class TopRows(Layered):
     def state_update(self, since: datetime | None) -> list[str]:
         # The margin's update reads the full view's state as of the last refresh: first. A key
         # that may hold a NULL is read null-safely (exact either way).
-        return [update_sql(self.top, self.shape.key_columns, self.under.read_sql(since, self.null_safe(since)),
+        return [update_sql(self.top, self.shape.key_columns, self.under.recorded_read_sql(since),
                            self.under.rows_from_state()),
                 *self.under.state_update(since)]
 
