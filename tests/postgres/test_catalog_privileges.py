@@ -25,6 +25,10 @@ VIEWS = [
      "query": "SELECT a.customer_id, a.n, b.top FROM (SELECT customer_id, count(*) AS n FROM orders "
               "GROUP BY customer_id) a JOIN (SELECT customer_id, max(amount) AS top FROM orders "
               "GROUP BY customer_id) b ON a.customer_id = b.customer_id"},
+    # a top-N margin and a range parameter's table: state a refresh role refills, as a key map
+    {"name": "biggest", "refresh": "fast", "query": "SELECT id, amount FROM orders ORDER BY amount DESC, id LIMIT 3"},
+    {"name": "above_average", "refresh": "fast",
+     "query": "SELECT o.id, o.amount FROM orders o WHERE o.amount > (SELECT avg(o2.amount) FROM orders o2)"},
 ]
 
 

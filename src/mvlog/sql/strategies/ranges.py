@@ -16,13 +16,14 @@ rows were computed with.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, LogInfo
 from mvlog.sql.generate.changes import base_table, log_rows, read_logs_as
-from mvlog.sql.generate.keymap import drop_table_sql, state_table
+from mvlog.sql.generate.keymap import drop_table_sql, qualified, refill_sql, state_table
 from mvlog.sql.parse.sqltree import parsed, sql_text
 from mvlog.sql.pieces.shape import Ranged, ViewShape, ident, parameters_name
 from mvlog.sql.strategies.strategy import ColumnsOf, Layered, Strategy, StrategyOf
@@ -97,9 +98,11 @@ def update_sql(shape: ViewShape) -> str:
     return sql_text(exp.update(_table(shape), {value_column(i): _now(r) for i, r in enumerate(shape.ranges)}))
 
 
-def rebuild_sql(shape: ViewShape) -> list[str]:
-    """After a complete refresh: the table of the values, made again."""
-    return [drop_sql(shape.name), sql_text(exp.Create(this=_table(shape), kind="TABLE", expression=_values(shape)))]
+def rebuild_sql(shape: ViewShape, current: Sequence[str] | None = None) -> list[str]:
+    """After a complete refresh: the table of the values (``current``: its columns now, None if it
+    is missing), refilled if it has today's columns, else made again."""
+    columns = [value_column(i) for i in range(len(shape.ranges))]
+    return refill_sql(parameters_name(shape.name), _values(shape), columns, current)
 
 
 def drop_sql(view: str) -> str:
@@ -139,7 +142,8 @@ class Ranges(Layered):
         return [*self._resolved(self.under.state_update(since)), update_sql(self.shape)]
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
-        return [*self.under.state_rebuild(columns_of), *rebuild_sql(self.shape)]
+        return [*self.under.state_rebuild(columns_of),
+                *rebuild_sql(self.shape, columns_of(qualified(parameters_name(self.shape.name))))]
 
     def stand_in_sql(self) -> list[str]:
         return [*self.under.stand_in_sql(), *rebuild_sql(self.shape)]

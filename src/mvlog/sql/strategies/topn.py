@@ -32,7 +32,7 @@ from sqlglot import exp
 
 from mvlog.model import HIDDEN_PREFIX, PRESENT
 from mvlog.sql.generate.changes import key_names, keys_match
-from mvlog.sql.generate.keymap import drop_table_sql, qualified, state_table
+from mvlog.sql.generate.keymap import drop_table_sql, qualified, refill_sql, state_table
 from mvlog.sql.parse.sqltree import parsed, sql_text, with_ctes
 from mvlog.sql.pieces.shape import TopN, ViewShape, col, ident, top_name
 from mvlog.sql.pieces.topspec import TopSpec
@@ -197,12 +197,7 @@ def update_sql(top: TopN, keys: Sequence[str], changed: str, state: exp.Select |
 def rebuild_sql(top: TopN, keys: Sequence[str], current: Sequence[str] | None) -> list[str]:
     """After a complete refresh: the margin from the full view (``current``: the margin table's
     columns now, None if it is missing); a table of other columns is made again."""
-    columns = [*top.columns, RANK, WHOLE]
-    fill = _recomputed(top, keys)
-    if current is not None and list(current) == columns:
-        return [sql_text(exp.Delete(this=_table(top))),
-                sql_text(exp.insert(fill, _table(top), columns=columns))]
-    return [drop_table_sql(top.table), sql_text(exp.Create(this=_table(top), kind="TABLE", expression=fill))]
+    return refill_sql(top.table, _recomputed(top, keys), [*top.columns, RANK, WHOLE], current)
 
 
 def stand_in_sql(top: TopN, keys: Sequence[str]) -> list[str]:
