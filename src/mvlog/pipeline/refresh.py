@@ -246,12 +246,14 @@ class Refresher(ProjectWorker):
             if complete:
                 statements = strategy.state_rebuild(lambda name: self.source.relation_columns(cur, name))
             else:  # first the reads the statements share: they read the state before its update
-                for scratch in strategy.scratch(plan.since):
-                    for statement in (scratch.create, scratch.fill, scratch.analyze):
+                scratch = strategy.scratch(plan.since)
+                for table in scratch:
+                    for statement in (table.create, table.fill, table.analyze):
                         cur.execute(stamped.resolve(statement))
                 if kept is not None:
                     cur.execute(kept.keys.statement, kept.values)
-                statements = kept.keys.rest if kept is not None else strategy.state_update(plan.since)
+                statements = [*(kept.keys.rest if kept is not None else strategy.state_update(plan.since)),
+                              *(table.drop for table in scratch)]
             for statement in statements:
                 cur.execute(stamped.resolve(statement) if not complete else statement)
             # A complete refresh wrote the query's columns as they are now: remember them.

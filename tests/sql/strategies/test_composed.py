@@ -148,12 +148,13 @@ def test_the_record_runs_each_piece_s_read_once_into_a_table_its_statements_shar
     scratch = strategy.scratch(T0)
     assert len(scratch) == 2
     for i, (table, piece) in enumerate(zip(scratch, strategy.pieces), start=1):
-        assert table.create.startswith(f'CREATE TEMPORARY TABLE "_mvlog_scratch{i}" AS ') and table.create.endswith(
-            "LIMIT 0")
+        name = f'"pg_temp"."_mvlog_scratch{i}"'  # never a table of the user's search_path
+        assert table.create.startswith(f"CREATE TEMPORARY TABLE {name} AS ") and table.create.endswith("LIMIT 0")
         fill = sqlglot.parse_one(table.fill, read="postgres")
         assert isinstance(fill, exp.Insert) and fill.this.name == f"_mvlog_scratch{i}"
         assert piece.read_sql(T0, piece.null_safe(T0)) in table.fill
-        assert table.analyze == f'ANALYZE "_mvlog_scratch{i}"'
+        assert table.analyze == f"ANALYZE {name}"
+        assert table.drop == f"DROP TABLE {name}"  # before the commit: a pooler may pass the session on
 
     def tables(statement: str) -> set[str]:
         tree = sqlglot.parse_one(statement, read="postgres")
@@ -167,4 +168,4 @@ def test_the_record_runs_each_piece_s_read_once_into_a_table_its_statements_shar
     assert "orders" in tables(strategy.read_sql(T0))  # the refresh's own read computes them
     # apply's check plans the fills after creating the tables empty
     checked = strategy.statements(T0)
-    assert [t.fill for t in scratch] == [c for c in checked if c.startswith('INSERT INTO "_mvlog_scratch')]
+    assert [t.fill for t in scratch] == [c for c in checked if c.startswith('INSERT INTO "pg_temp"."_mvlog_scratch')]

@@ -83,20 +83,23 @@ def _over(composition: Composition, relations: Sequence[str]) -> exp.Select:
     return keyed(tree)
 
 
+def _scratch_table(i: int) -> exp.Table:
+    return exp.Table(this=ident(f"{SCRATCH}{i}"), db=ident("pg_temp"))
+
+
 def scratch_sql(i: int, read: str) -> Scratch:
     """Piece ``i``'s fast read ``read`` as a temporary table of the record's session."""
-    table = exp.Table(this=ident(f"{SCRATCH}{i}"))
+    table = _scratch_table(i)
     rows = exp.select(exp.Star()).from_(exp.Subquery(this=parsed(read), alias=exp.TableAlias(this=ident("r"))))
     create = exp.Create(this=table, kind="TABLE", expression=rows.limit(0),
                         properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
     return Scratch(sql_text(create), sql_text(exp.insert(parsed(read), table.copy())),
-                   sql_text(exp.Analyze(tables=[table.copy()])))
+                   sql_text(exp.Analyze(tables=[table.copy()])), f"DROP TABLE {sql_text(table)}")
 
 
 def scratch_reads(composition: Composition) -> list[str]:
     """Each piece's fast read as the record has it: its :func:`scratch_sql` table."""
-    return [sql_text(exp.select(exp.Star()).from_(exp.Table(this=ident(f"{SCRATCH}{i}"))))
-            for i in range(1, len(composition.pieces) + 1)]
+    return [sql_text(exp.select(exp.Star()).from_(_scratch_table(i))) for i in range(1, len(composition.pieces) + 1)]
 
 
 def _rows_before(piece: Piece) -> exp.Select:

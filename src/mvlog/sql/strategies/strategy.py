@@ -62,11 +62,13 @@ class Scratch:
     """A temporary table the record's statements share: a read several of them would otherwise
     run again (a composed view's piece, read by the view's keys, its rows' update and a top-N
     margin over it). ``create`` makes it empty (also before apply's check plans the statements),
-    ``fill`` fills it and ``analyze`` gives the planner its rows; it lives in the record's session."""
+    ``fill`` fills it and ``analyze`` gives the planner its rows; ``drop`` drops it before the
+    record commits (a pooler may hand the session to another client)."""
 
     create: str
     fill: str
     analyze: str
+    drop: str
 
 
 class Strategy:
