@@ -241,8 +241,8 @@ class Refresher(ProjectWorker):
         strategy = strategy_of(shape)
         with self.source.bounded("long_statement"), \
                 self.source.snapshot_transaction(stamped.snapshot, jit=complete) as cur:
-            if complete and not strategy.keymapped() and not strategy.state_names(view.name):
-                self.catalog.drop_keymap(cur, view.name)  # state of an earlier shape; one that keeps state refills it
+            if complete and not strategy.keymapped():  # state of an earlier shape, but a layer's own it refills
+                self.catalog.drop_keymap(cur, view.name, keep=strategy.layer_state(view.name))
             if complete:
                 statements = strategy.state_rebuild(lambda name: self.source.relation_columns(cur, name))
             else:  # first the reads the statements share: they read the state before its update

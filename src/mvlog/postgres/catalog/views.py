@@ -12,7 +12,7 @@ naming its table) as its parts; and the verify results (:mod:`~mvlog.postgres.ca
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -138,12 +138,14 @@ class Catalog(CatalogSchema, RefreshHistory):
                 (view.name, log.table_schema, log.table_name),
             )
 
-    def drop_keymap(self, cur: Cursor, view: str) -> None:
+    def drop_keymap(self, cur: Cursor, view: str, keep: Collection[str] = ()) -> None:
         """Drop a view's state: every table a strategy keeps for it
         (:func:`~mvlog.sql.strategies.registry.state_names`), its branches' and pieces' too
-        (``<name>_b<i>``, ``<name>_p<i>``): their columns may no longer fit, or the view is gone."""
+        (``<name>_b<i>``, ``<name>_p<i>``): their columns may no longer fit, or the view is gone.
+        Tables named in ``keep`` stay (a refresh role may refill them, not drop and make them)."""
         for table in state_tables(cur, [view])[view]:
-            cur.execute(drop_table_sql(table))
+            if table not in keep:
+                cur.execute(drop_table_sql(table))
 
     def state_sizes(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Per view, how many tables of state mvlog keeps for it in PostgreSQL and their bytes (key

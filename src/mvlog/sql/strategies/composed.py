@@ -304,9 +304,7 @@ class ComposedRows(Strategy):
                 *rebuild_sql(self.composition, empty=True)]
 
     def statements(self, since: datetime) -> list[str]:
-        checks = [c for c in self.null_key_checks(since) if c]
-        reads = [self.read_sql(since), *([self.read_sql(since, self.null_safe(since))] if checks else [])]
-        return [*reads, *checks, *(s.fill for s in self.scratch(since)), *self.state_update(since)]
+        return self._read_then_record(since)
 
     def any_dml_note(self) -> str:
         return "; ".join(note for piece in self.pieces if (note := piece.any_dml_note()))

@@ -203,6 +203,18 @@ class Strategy:
         """Every statement a fast refresh sends to PostgreSQL for a window after ``since``."""
         return []
 
+    def _read_then_record(self, since: datetime) -> list[str]:
+        """:meth:`statements` of a strategy over others: the read (and its null-safe form where a
+        key may hold a NULL), the null-key checks, the scratch tables' fills, the state's update."""
+        checks = [c for c in self.null_key_checks(since) if c]
+        reads = [self.read_sql(since), *([self.read_sql(since, self.null_safe(since))] if checks else [])]
+        return [*reads, *checks, *(s.fill for s in self.scratch(since)), *self.state_update(since)]
+
+    def layer_state(self, view: str) -> list[str]:
+        """The state tables a layer keeps of its own (a top-N margin, range parameters), which it
+        refills after a complete refresh even when the view keeps no key map; none here."""
+        return []
+
     def any_dml_note(self) -> str:
         """What ``explain`` adds to REFRESH_FAST_AFTER_ANY_DML."""
         return ""
@@ -230,9 +242,10 @@ class Layered(Strategy):
         return self.under.scratch(since)
 
     def statements(self, since: datetime) -> list[str]:
-        checks = [c for c in self.null_key_checks(since) if c]
-        reads = [self.read_sql(since), *([self.read_sql(since, self.null_safe(since))] if checks else [])]
-        return [*reads, *checks, *(s.fill for s in self.scratch(since)), *self.state_update(since)]
+        return self._read_then_record(since)
+
+    def layer_state(self, view: str) -> list[str]:
+        return [*type(self).state_names(view), *self.under.layer_state(view)]
 
     def any_dml_note(self) -> str:
         return self.under.any_dml_note()
