@@ -22,6 +22,16 @@ VIEWS = [
     {"name": "sets_status_customer", "refresh": "fast",
      "query": "SELECT status, customer_id, count(*) AS n, min(amount) AS lo, count(DISTINCT priority) AS priorities "
               "FROM orders GROUP BY GROUPING SETS ((status), (customer_id), ()) HAVING count(*) > 1"},
+    # Under a window: composed views whose piece is the finest level, grouped again on top.
+    {"name": "ranked_rollup", "refresh": "fast",
+     "query": "SELECT c.segment, o.status, sum(o.amount) AS total, count(*) AS n, min(o.amount) AS lo, "
+              "grouping(c.segment, o.status) AS g, rank() OVER (PARTITION BY grouping(c.segment, o.status), "
+              "CASE WHEN grouping(o.status) = 0 THEN c.segment END ORDER BY sum(o.amount) DESC NULLS LAST) AS rk "
+              "FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY ROLLUP (c.segment, o.status)"},
+    {"name": "ranked_cube", "refresh": "fast",
+     "query": "SELECT status, priority, n, total, hi, dense_rank() OVER (PARTITION BY status ORDER BY n DESC) AS r "
+              "FROM (SELECT status, priority, count(*) AS n, sum(amount) AS total, max(amount) AS hi FROM orders "
+              "GROUP BY CUBE (status, priority) HAVING count(*) > 1) t"},
 ]
 
 
@@ -44,6 +54,16 @@ def test_grouping_sets_views_are_fast_with_one_branch_per_set(built_shop):
     built_shop.db.execute("DELETE FROM orders WHERE id = 2")
     from shop import fast_refresh_and_check
     fast_refresh_and_check(project, VIEWS)
+
+
+def test_grouping_sets_under_a_window_keep_only_their_finest_level_as_a_piece(built_shop):
+    project = built_shop.seeded()
+    for name in ("ranked_rollup", "ranked_cube"):
+        explained = project.explain(name).to_json()
+        fast = next(c for c in explained["capabilities"] if c["name"] == "REFRESH_FAST")
+        assert explained["class"] == "composed" and fast["possible"], fast
+        # one plain aggregate, not a UNION ALL of one per grouping set
+        assert "its 1 piece are kept fast" in fast["reason"] and "piece 1 (aggregate)" in fast["reason"], fast
 
 
 @pytest.mark.slow

@@ -226,7 +226,7 @@ class Compiler:
             kept.append((check.shape, list(check.columns)))
             return [c for c in check.columns if c not in check.shape.hidden_columns]
 
-        found = decompose.decompose(query, piece_columns)
+        found = decompose.decompose(query, piece_columns, lambda sql: self.source.output_types(cur, sql))
         if found is None:
             if refused:  # say which piece stops it
                 return dataclasses.replace(shape, fast_reasons=(*shape.fast_reasons, f"none of its parts is fast as a "

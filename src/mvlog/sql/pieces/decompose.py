@@ -8,7 +8,9 @@
 - one it cannot keep is looked into for pieces of its own;
 - first, a SELECT that computes window functions over its own aggregates (a row's share of its
   class, an average over its partition, a rank within a ROLLUP level) is split into the window over
-  an aggregated derived table (:func:`split_windowed_aggregates`), whose aggregate can be a piece.
+  an aggregated derived table (:func:`split_windowed_aggregates`), whose aggregate can be a piece;
+  then a ROLLUP, CUBE or GROUPING SETS aggregate into the same grouping over its finest level, a
+  derived table that can be a piece (:mod:`mvlog.sql.pieces.finest`).
 
 :func:`decompose` takes ``piece_columns``, which compiles a candidate as a view and says its output
 columns (None when it cannot be kept fast): the decisions here are pure and testable with a stub.
@@ -22,6 +24,7 @@ import sqlglot
 from sqlglot import exp
 
 from mvlog.sql.parse.sqltree import own_aggregates, parsed, sql_text
+from mvlog.sql.pieces import finest
 from mvlog.sql.pieces.shape import ident, relation
 
 PieceColumns = Callable[[str], "list[str] | None"]
@@ -188,9 +191,11 @@ def _distinct_operand(node: exp.Expr) -> bool:
             and bool(parent.args.get("distinct")) and not _aggregated(node) and not node.args.get("limit"))
 
 
-def decompose(query: str, piece_columns: PieceColumns) -> tuple[str, list[str]] | None:
+def decompose(query: str, piece_columns: PieceColumns,
+              types_of: finest.TypesOf | None = None) -> tuple[str, list[str]] | None:
     """The query on top (piece ``i`` read from the relation ``relation(i)``) and the pieces' SQL,
-    or None when no piece is found (see the module)."""
+    or None when no piece is found (see the module; ``types_of``: a query's output types, to keep
+    a grouping-sets aggregate's finest level only, :mod:`mvlog.sql.pieces.finest`)."""
 
     try:
         tree = parsed(query)
@@ -199,6 +204,9 @@ def decompose(query: str, piece_columns: PieceColumns) -> tuple[str, list[str]] 
     if not isinstance(tree, exp.Query):
         return None
     tree = split_windowed_aggregates(tree)
+    if types_of is not None:
+        written = _cte_names(tree.copy())
+        tree = finest.split_every_grouping_set(tree, types_of, lambda node: _inlined(node, written))
     ctes = _cte_names(tree)
     pieces: list[str] = []
     numbered: dict[str, tuple[int, list[str]]] = {}
@@ -208,7 +216,7 @@ def decompose(query: str, piece_columns: PieceColumns) -> tuple[str, list[str]] 
             body = candidate.this if isinstance(candidate, exp.Subquery) else candidate
             if _distinct_operand(candidate) and isinstance(body, exp.Select):
                 body = body.copy().distinct()  # INTERSECT, EXCEPT, UNION: the operand's distinct rows are enough
-            if not _aggregated(body):
+            if not _aggregated(body) or finest.is_split(body):
                 visit(candidate)
                 continue
             sql = sql_text(_inlined(body, ctes))
