@@ -35,22 +35,24 @@ def test_a_rollup_groups_its_finest_level_again_keeping_names_and_types():
     assert asked == ['SELECT c.segment AS "mvlog_fg1", o.status AS "mvlog_fg2", SUM(o.amount) AS "mvlog_fa1", '
                      'COUNT(*) AS "mvlog_fa2", MIN(o.amount) AS "mvlog_fa3", MAX(o.day) AS "mvlog_fa4" FROM orders '
                      'AS o JOIN customers AS c ON c.id = o.customer_id WHERE o.amount > 0 GROUP BY c.segment, o.status']
-    assert sql.startswith('SELECT "mvlog_f"."mvlog_fg1" AS "segment", "mvlog_f"."mvlog_fg2" AS "st", '
-                          'CAST(SUM("mvlog_f"."mvlog_fa1") AS DECIMAL) AS "total", '
+    # each output named as written (unquoted names fold as they did)
+    assert sql.startswith('SELECT "mvlog_f"."mvlog_fg1" AS segment, "mvlog_f"."mvlog_fg2" AS st, '
+                          'CAST(SUM("mvlog_f"."mvlog_fa1") AS DECIMAL) AS total, '
                           # a count over no rows is 0, and count's type is bigint, not sum's numeric
-                          'CAST(COALESCE(SUM("mvlog_f"."mvlog_fa2"), 0) AS BIGINT) AS "n", '
-                          'MIN("mvlog_f"."mvlog_fa3") AS "lo", MAX("mvlog_f"."mvlog_fa4") AS "last_day", '
-                          'GROUPING("mvlog_f"."mvlog_fg1", "mvlog_f"."mvlog_fg2") AS "g" FROM (SELECT')
+                          'CAST(COALESCE(SUM("mvlog_f"."mvlog_fa2"), 0) AS BIGINT) AS n, '
+                          'MIN("mvlog_f"."mvlog_fa3") AS lo, MAX("mvlog_f"."mvlog_fa4") AS last_day, '
+                          'GROUPING("mvlog_f"."mvlog_fg1", "mvlog_f"."mvlog_fg2") AS g FROM (SELECT')
     assert sql.endswith('AS "mvlog_f" GROUP BY ROLLUP ("mvlog_f"."mvlog_fg1", "mvlog_f"."mvlog_fg2") '
                         'HAVING CAST(COALESCE(SUM("mvlog_f"."mvlog_fa2"), 0) AS BIGINT) > 1')
     assert finest.is_split(sqlglot.parse_one(sql, read="postgres"))
 
 
 def test_plain_group_keys_beside_a_cube_and_an_unnamed_aggregate_keep_their_names():
-    query = ("SELECT status, priority, region, sum(amount), count(*) FROM orders "
-             "GROUP BY region, CUBE (status, priority)")
+    query = ('SELECT Status, "Priority", region, sum(amount), count(*) FROM orders '
+             'GROUP BY region, CUBE (Status, "Priority")')
     sql, asked = split(query, ["text", "int", "text", "numeric", "bigint"])
-    assert asked[0].endswith("GROUP BY region, status, priority")
+    assert asked[0].endswith('GROUP BY region, Status, "Priority"')
+    assert sql.startswith('SELECT "mvlog_f"."mvlog_fg2" AS Status, "mvlog_f"."mvlog_fg3" AS "Priority", ')
     assert 'AS "sum", CAST(COALESCE(SUM("mvlog_f"."mvlog_fa2"), 0) AS BIGINT) AS "count"' in sql
     assert 'GROUP BY "mvlog_f"."mvlog_fg1", CUBE ("mvlog_f"."mvlog_fg2", "mvlog_f"."mvlog_fg3")' in sql
 

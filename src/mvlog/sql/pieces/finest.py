@@ -63,14 +63,16 @@ def _aggregates(select: exp.Select) -> list[exp.AggFunc] | None:
     return found
 
 
-def _output_name(projection: exp.Expr) -> str | None:
-    """The name PostgreSQL gives ``projection``'s column, kept by the split (an aggregate grouped
-    again is a cast, which PostgreSQL would name after its type); None for a name it makes up
-    (``?column?``)."""
-    if isinstance(projection, (exp.Alias, exp.Column)):
-        return projection.alias_or_name
+def _output_name(projection: exp.Expr) -> exp.Identifier | None:
+    """The name PostgreSQL gives ``projection``'s column (its identifier as written, so that its
+    case folds as it did), kept by the split: an aggregate grouped again is a cast, which PostgreSQL
+    would name after its type. None for a name it makes up (``?column?``)."""
+    if isinstance(projection, exp.Alias):
+        return projection.args["alias"].copy()
+    if isinstance(projection, exp.Column) and isinstance(projection.this, exp.Identifier):
+        return projection.this.copy()
     if isinstance(projection, (*GROUPS_AGAIN, exp.Grouping)):
-        return type(projection).key
+        return ident(type(projection).key)
     return None
 
 
@@ -145,7 +147,7 @@ def split_grouping_sets(select: exp.Select, types_of: TypesOf, inline: Inline) -
         if name is None:
             return None
         expression = projection.this if isinstance(projection, exp.Alias) else projection
-        projections.append(exp.alias_(expression.transform(swap), ident(name)))
+        projections.append(exp.alias_(expression.transform(swap), name))
     outer.set("expressions", projections)
     for arg in ("having", "group", "order"):
         if select.args.get(arg) is not None:
