@@ -163,7 +163,7 @@ def split_grouping_sets(select: exp.Select, types_of: TypesOf, inline: Inline) -
 
 def is_split(node: exp.Expr) -> bool:
     """Whether ``node`` is a grouping over a finest level this module split off: not a piece itself
-    (kept as one, it would be folded back into a grouping of the base tables), only its finest level."""
+    (kept as one, it would be a UNION ALL of one aggregate per set again), only its finest level."""
     source = node.args.get("from_") if isinstance(node, exp.Select) else None
     return (source is not None and isinstance(source.this, exp.Subquery) and source.this.alias == FINEST
             and has_grouping_sets(node.args.get("group")))
