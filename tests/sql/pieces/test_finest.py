@@ -24,6 +24,10 @@ def described(types=TYPES):
     return types_of, asked
 
 
+def split_node(query: str, types=TYPES):
+    return finest.split_grouping_sets(sqlglot.parse_one(query, read="postgres"), described(types)[0], lambda n: n)
+
+
 def split(query: str, types=TYPES):
     types_of, asked = described(types)
     result = finest.split_grouping_sets(sqlglot.parse_one(query, read="postgres"), types_of, lambda n: n)
@@ -44,7 +48,15 @@ def test_a_rollup_groups_its_finest_level_again_keeping_names_and_types():
                           'GROUPING("mvlog_f"."mvlog_fg1", "mvlog_f"."mvlog_fg2") AS g FROM (SELECT')
     assert sql.endswith('AS "mvlog_f" GROUP BY ROLLUP ("mvlog_f"."mvlog_fg1", "mvlog_f"."mvlog_fg2") '
                         'HAVING CAST(COALESCE(SUM("mvlog_f"."mvlog_fa2"), 0) AS BIGINT) > 1')
-    assert finest.is_split(sqlglot.parse_one(sql, read="postgres"))
+    node = split_node(ROLLUP)
+    assert finest.is_split(node) and finest.unsplit(node).sql() == sqlglot.parse_one(ROLLUP, read="postgres").sql()
+    assert finest.finest_level(node).sql(dialect="postgres") == asked[0]
+
+
+def test_an_order_by_is_dropped_and_a_limit_or_a_with_of_its_own_leaves_it_as_it_is():
+    assert "ORDER BY" not in split(f"{ROLLUP} ORDER BY count(*) DESC")[0]  # a derived table's rows have no order
+    assert split(f"{ROLLUP} ORDER BY count(*) DESC LIMIT 3")[0] is None
+    assert split(f"WITH o AS (SELECT * FROM orders) {ROLLUP}")[0] is None  # described without its own WITH
 
 
 def test_plain_group_keys_beside_a_cube_and_an_unnamed_aggregate_keep_their_names():
@@ -62,6 +74,7 @@ def test_what_does_not_group_again_exactly_is_not_split():
     for query in [f"SELECT status, avg(amount) AS a {where}",  # an average of averages is not the average
                   f"SELECT status, count(DISTINCT customer_id) AS c {where}",
                   f"SELECT status, sum(amount) FILTER (WHERE amount > 1) AS s {where}",
+                  f"SELECT status, jsonb_agg(priority) AS ps {where}",  # an aggregate sqlglot does not know
                   f"SELECT status, sum(amount) * 2 + 1 {where}",  # a name PostgreSQL makes up
                   f"SELECT status, rank() OVER (ORDER BY status) AS r, count(*) AS n {where}",
                   f"SELECT status, (SELECT max(id) FROM customers) AS m, count(*) AS n {where}",
@@ -72,7 +85,9 @@ def test_what_does_not_group_again_exactly_is_not_split():
         assert split(query, ["text", "text", "bigint"])[0] is None, query
     floats = f"SELECT status, priority, sum(weight) AS w {where}"
     assert split(floats, ["text", "int", "double precision"])[0] is None  # summed twice, rounded otherwise
-    assert split(floats, ["text", "int", "numeric"])[0] is not None
+    assert split(floats, ["text", "int", "public.money2"])[0] is None  # a type of its own: its sum unknown
+    for exact in ("numeric", "bigint", "interval", "money"):
+        assert split(floats, ["text", "int", exact])[0] is not None
     assert split(f"SELECT status, priority, max(weight) AS w {where}", ["text", "int", "double precision"])[0]
     assert split(floats, None)[0] is None  # not described: as it is
 
@@ -88,9 +103,23 @@ def test_decompose_keeps_the_finest_level_as_the_piece_and_the_grouping_on_top()
 
     outer, pieces = decompose.decompose(query, piece_columns, described()[0])
     assert len(pieces) == 1 and "ROLLUP" not in pieces[0] and pieces[0].endswith("GROUP BY c.segment, o.status")
-    assert not any(finest.is_split(sqlglot.parse_one(sql, read="postgres")) for sql in asked)  # never a piece
+    assert not any("ROLLUP" in sql for sql in asked)  # the grouping over the finest level: never a piece
     assert 'GROUP BY ROLLUP ("mvlog_f"."mvlog_fg1", "mvlog_f"."mvlog_fg2")' in outer
     assert 'FROM (SELECT "mvlog_fg1", "mvlog_fg2", "mvlog_fa1"' in outer and '"_mvlog_piece1"' in outer
     # without types (a stub, or PostgreSQL could not describe it) the grouping sets are the piece
     _, whole = decompose.decompose(query, piece_columns)
     assert "ROLLUP" in whole[0]
+
+
+def test_when_the_finest_level_is_no_piece_the_grouping_sets_are_tried_as_one():
+    query = f"SELECT segment, st, total, rank() OVER (PARTITION BY g ORDER BY total DESC) AS r FROM ({ROLLUP}) t"
+    asked: list[str] = []
+
+    def piece_columns(sql: str):  # refuses the finest level, keeps the grouping sets
+        asked.append(sql)
+        tree = sqlglot.parse_one(sql, read="postgres")
+        return [p.alias_or_name for p in tree.selects] if "ROLLUP" in sql and not tree.find(exp.Window) else None
+
+    outer, pieces = decompose.decompose(query, piece_columns, described()[0])
+    assert pieces == [sqlglot.parse_one(ROLLUP, read="postgres").sql(dialect="postgres")]
+    assert "mvlog_f" not in outer and len(asked) == len(set(asked)) == 2  # the finest level, then the sets

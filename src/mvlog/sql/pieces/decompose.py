@@ -210,24 +210,37 @@ def decompose(query: str, piece_columns: PieceColumns,
     ctes = _cte_names(tree)
     pieces: list[str] = []
     numbered: dict[str, tuple[int, list[str]]] = {}
+    refused: set[str] = set()
+
+    def kept(node: exp.Expr) -> tuple[int, list[str]] | None:
+        """``node`` as a piece: its number and columns (asked once), or None if it cannot be one."""
+        sql = sql_text(_inlined(node, ctes))
+        if sql not in numbered and sql not in refused:
+            columns = piece_columns(sql)
+            if columns is None:
+                refused.add(sql)
+            else:
+                pieces.append(sql)
+                numbered[sql] = (len(pieces), columns)
+        return numbered.get(sql)
 
     def visit(node: exp.Expr) -> None:
         for candidate in _candidates(node):
             body = candidate.this if isinstance(candidate, exp.Subquery) else candidate
             if _distinct_operand(candidate) and isinstance(body, exp.Select):
                 body = body.copy().distinct()  # INTERSECT, EXCEPT, UNION: the operand's distinct rows are enough
+            if finest.is_split(body) and kept(finest.finest_level(body)) is None:
+                original = finest.unsplit(body)  # its finest level is no piece: the grouping sets may be one
+                body.replace(original)
+                candidate, body = (original if candidate is body else candidate), original
             if not _aggregated(body) or finest.is_split(body):
                 visit(candidate)
                 continue
-            sql = sql_text(_inlined(body, ctes))
-            if sql not in numbered:
-                columns = piece_columns(sql)
-                if columns is None:
-                    visit(candidate)
-                    continue
-                pieces.append(sql)
-                numbered[sql] = (len(pieces), columns)
-            i, columns = numbered[sql]
+            found = kept(body)
+            if found is None:
+                visit(candidate)
+                continue
+            i, columns = found
             read = _read(relation(i), columns)
             if isinstance(candidate, exp.Subquery):
                 candidate.set("this", read)

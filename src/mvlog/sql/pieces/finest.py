@@ -11,10 +11,15 @@ the coarser levels are grouped from its rows by the query on top, which a compos
 again on each refresh anyway (:mod:`mvlog.sql.strategies.composed`).
 
 Only aggregates that group again exactly are split: ``sum``, ``count``, ``min`` and ``max``, without
-DISTINCT or FILTER, and no sum of floating-point values (summed twice it would round otherwise
-than the query does). A sum or count grouped again is cast back to the type of the finest level's
-(``sum`` of ``bigint`` is ``numeric``; ``count`` over no rows is 0, not NULL). ``types_of`` says the
-finest level's output types (None: it cannot be described, and nothing is split).
+DISTINCT or FILTER, no other function sqlglot does not know (``jsonb_agg`` would be grouped again
+over the finest level's rows), and a sum only of ``bigint``, ``numeric``, ``interval`` or ``money``
+at the finest level (a sum of floating-point values summed twice would round otherwise than the
+query does). A sum or count grouped again is cast back to the finest level's type (``sum`` of
+``bigint`` is ``numeric``; ``count`` over no rows is 0, not NULL). ``types_of`` says the finest
+level's output types (None: it cannot be described, and nothing is split). An ORDER BY is dropped
+(a derived table's rows have no order), and a select with LIMIT, OFFSET or its own WITH is left as
+it is. The split select remembers the select it was (:func:`unsplit`), which the decomposer tries
+as a piece when the finest level cannot be one.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ TypesOf = Callable[[str], "list[str] | None"]
 Inline = Callable[[exp.Expr], exp.Expr]  # a query with the CTEs it reads inlined, to describe it
 FINEST, GROUP, AGGREGATE = "mvlog_f", "mvlog_fg", "mvlog_fa"
 GROUPS_AGAIN = (exp.Sum, exp.Count, exp.Min, exp.Max)
-FLOATS = {"real", "double precision"}
+SUMMED_AGAIN = {"bigint", "numeric", "interval", "money"}  # a sum's types that sum again exactly
+UNSPLIT = "mvlog_unsplit"  # the meta key under which a split select keeps the select it was
 
 
 def _group_expressions(group: exp.Group) -> list[exp.Expr] | None:
@@ -80,10 +86,10 @@ def _splittable(select: exp.Select) -> bool:
     """Whether ``select`` groups by grouping sets and has nothing the split would change."""
     if not has_grouping_sets(select.args.get("group")):
         return False
-    if any(select.args.get(k) for k in ("distinct", "windows")):
+    if any(select.args.get(k) for k in ("distinct", "windows", "limit", "offset", "fetch", "with_")):
         return False
     parts = [*select.expressions, select.args.get("having")]
-    return not any(part is not None and (part.find(exp.Subquery) or part.find(exp.Window)) for part in parts)
+    return not any(part is not None and part.find(exp.Subquery, exp.Window, exp.Anonymous) for part in parts)
 
 
 def split_grouping_sets(select: exp.Select, types_of: TypesOf, inline: Inline) -> exp.Select | None:
@@ -116,6 +122,9 @@ def split_grouping_sets(select: exp.Select, types_of: TypesOf, inline: Inline) -
     if types is None or len(types) != len(inner_items):
         return None
     typed = {item.alias: kind for item, kind in zip(inner_items, types)}
+    if any(typed[names[text]] not in (SUMMED_AGAIN if isinstance(a, exp.Sum) else {"bigint"})
+           for text, a in again.items() if isinstance(a, (exp.Sum, exp.Count))):
+        return None
 
     def column(name: str) -> exp.Column:
         return exp.column(ident(name), table=ident(FINEST))
@@ -128,9 +137,6 @@ def split_grouping_sets(select: exp.Select, types_of: TypesOf, inline: Inline) -
         if isinstance(aggregate, exp.Count):
             summed = exp.func("coalesce", summed, exp.Literal.number(0))
         return exp.cast(summed, exp.DataType.build(typed[name], dialect=DIALECT))
-
-    if any(typed[names[text]] in FLOATS for text, a in again.items() if isinstance(a, exp.Sum)):
-        return None
 
     def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, (exp.Alias, exp.Identifier)):
@@ -149,24 +155,33 @@ def split_grouping_sets(select: exp.Select, types_of: TypesOf, inline: Inline) -
         expression = projection.this if isinstance(projection, exp.Alias) else projection
         projections.append(exp.alias_(expression.transform(swap), name))
     outer.set("expressions", projections)
-    for arg in ("having", "group", "order"):
+    for arg in ("having", "group"):
         if select.args.get(arg) is not None:
             outer.set(arg, select.args[arg].transform(swap))
-    for arg in ("joins", "where", "laterals", "prewhere"):
+    for arg in ("joins", "where", "laterals", "prewhere", "order"):
         outer.set(arg, None)
     outer.set("from_", exp.From(this=exp.Subquery(this=inner, alias=exp.TableAlias(this=ident(FINEST)))))
     parts = [*outer.expressions, outer.args.get("having"), outer.args["group"]]
     if any(c.table != FINEST for part in parts if part is not None for c in part.find_all(exp.Column)):
         return None  # a column neither grouped nor aggregated (grouped by a key it depends on)
+    outer.meta[UNSPLIT] = select.copy()
     return outer
 
 
 def is_split(node: exp.Expr) -> bool:
     """Whether ``node`` is a grouping over a finest level this module split off: not a piece itself
     (kept as one, it would be a UNION ALL of one aggregate per set again), only its finest level."""
-    source = node.args.get("from_") if isinstance(node, exp.Select) else None
-    return (source is not None and isinstance(source.this, exp.Subquery) and source.this.alias == FINEST
-            and has_grouping_sets(node.args.get("group")))
+    return isinstance(node, exp.Select) and UNSPLIT in node.meta
+
+
+def finest_level(split: exp.Expr) -> exp.Expr:
+    """The finest level a split select (:func:`is_split`) groups again."""
+    return split.args["from_"].this.this
+
+
+def unsplit(split: exp.Expr) -> exp.Expr:
+    """The select a split one (:func:`is_split`) was."""
+    return split.meta[UNSPLIT].copy()
 
 
 def split_every_grouping_set(tree: exp.Expr, types_of: TypesOf, inline: Inline) -> exp.Expr:
