@@ -306,3 +306,75 @@ def test_a_read_from_an_unreachable_postgresql_fails_as_mvlog_s_transient_error_
         project.warehouse.read(away, "SELECT 1 AS one", None)
     assert failed.value.transient, str(failed.value)
     assert str(failed.value).startswith("reading from PostgreSQL failed: "), str(failed.value)
+
+
+def test_a_fence_fails_an_interrupted_refresh_s_write_in_flight_and_skips_one_not_begun(spark, tmp_path):
+    """A Spark Connect server finishes a killed client's MERGE, which may commit after the next
+    refresh looked at the history. The fence (an empty commit of the view's transaction id at a
+    version below the new refresh's) makes such a write of an older stamp fail at its commit
+    while it runs, and be skipped if it begins after; the new refresh's own write commits; and
+    the fence hides no older write from the restore, as it carries no stamp of its own."""
+    import threading
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from pyspark.sql import functions as F
+
+    from mvlog.pipeline.refresh import refresh_txn
+    from mvlog.spark.commits import DeltaSession
+    from mvlog.spark.warehouse import Warehouse
+
+    warehouse = Warehouse(spark, str(tmp_path))
+    location = str(tmp_path / "v")
+    recorded, killed, new = (datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=m) for m in (0, 1, 2))
+    warehouse.replace(location, spark.range(10).selectExpr("id", "id AS a"),
+                      {"view": "v", "snaptime": recorded.isoformat()}, refresh_txn("v", recorded), ("id",))
+
+    @F.udf("long")
+    def slowly(x):
+        time.sleep(8)
+        return x
+
+    orphan = DeltaSession(spark.newSession(), [])  # the killed client's write, running on
+    orphan.spark.range(1).select((slowly(F.col("id")) + 100).alias("id")).createOrReplaceTempView("late")
+    failed: list[BaseException] = []
+
+    def write_late() -> None:
+        try:
+            with orphan.commit_settings({"view": "v", "snaptime": killed.isoformat()}, refresh_txn("v", killed)):
+                orphan.spark.sql(f"MERGE INTO delta.`{location}` t USING late s ON t.id = s.id "
+                                 "WHEN NOT MATCHED THEN INSERT (id, a) VALUES (s.id, s.id)").collect()
+        except Exception as exc:
+            failed.append(exc)
+
+    tracker = spark.sparkContext.statusTracker()
+    writer = threading.Thread(target=write_late)
+    writer.start()
+    deadline = time.monotonic() + 120
+    while not tracker.getActiveJobsIds() and time.monotonic() < deadline:  # the MERGE is running
+        time.sleep(0.1)
+    app, version = refresh_txn("v", new)
+    warehouse.fence(location, "v", (app, version - 1))
+    writer.join()
+    assert failed and "DELTA_CONCURRENT_TRANSACTION" in str(failed[0]), failed
+    table = lambda: sorted(r.id for r in spark.read.format("delta").load(location).collect())  # noqa: E731
+    assert table() == list(range(10))
+    assert warehouse.restore_to_stamp(location, "v", recorded) is None  # nothing unrecorded to take back
+
+    late = spark.createDataFrame([(100, 100, 100, True)], "_mvlog_key_0 long, id long, a long, _mvlog_present boolean")
+    skipped = warehouse.merge(location, warehouse.stage(late), ("id",), {"view": "v", "snaptime": killed.isoformat()},
+                              refresh_txn("v", killed))
+    assert skipped.rows_inserted == 0 and table() == list(range(10))
+    counts = warehouse.merge(location, warehouse.stage(late), ("id",), {"view": "v", "snaptime": new.isoformat()},
+                             (app, version))
+    assert counts.rows_inserted == 1 and table() == [*range(10), 100]
+
+    # An older write that committed before the fence: the restore still finds it newer than the
+    # recorded stamp and takes it back.
+    later = new + timedelta(minutes=1)
+    with orphan.commit_settings({"view": "v", "snaptime": later.isoformat()}, ("mvlog:w", 1)):
+        orphan.spark.sql(f"INSERT INTO delta.`{location}` (id, a) VALUES (200, 200)").collect()
+    assert table() == [*range(10), 100, 200]
+    warehouse.fence(location, "v", ("mvlog:w", 2))
+    assert warehouse.restore_to_stamp(location, "v", new) is not None
+    assert table() == [*range(10), 100]

@@ -166,7 +166,7 @@ class Refresher(ProjectWorker):
             with self.source.translated():  # a connection lost on the way fails the refresh like any error
                 with phases("prepare"):  # the plan at the stamp: force's choice (its look at the table: "table")
                     if planned.after_failure and plan.method is RefreshMethod.FAST:
-                        self._take_back_unrecorded(view, plan)
+                        self._take_back_unrecorded(view, plan, stamped)
                     plan = self.plans.at_stamp(planned, stamped, phases)
                     plan = planner.without_missing_groups(plan, planned.group_tables)
                     if planned.state.last_snaptime is not None:  # the lag this refresh ends (see mvlog status)
@@ -189,12 +189,17 @@ class Refresher(ProjectWorker):
                              counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started,
                              phases=phases.seconds)
 
-    def _take_back_unrecorded(self, view: ViewConfig, plan: RefreshPlan) -> None:
+    def _take_back_unrecorded(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot) -> None:
         """A refresh that died between its Delta commit and the catalog's record left rows in the
         view that the key map does not know, so a fast refresh could never take them out again
         (a row it inserted, deleted before the next refresh). The view's table goes back to the
-        version of the last recorded stamp; this refresh then applies the whole window again."""
+        version of the last recorded stamp; this refresh then applies the whole window again.
+        First the table is fenced off that refresh's writes (its stamp is older than this one's):
+        on a Spark Connect server, a write of a killed client runs on and could commit after the
+        look at the history, with rows no key map knows."""
         assert plan.since is not None
+        app_id, version = refresh_txn(view.name, stamped.time)
+        self.warehouse.fence(plan.location, view.name, (app_id, version - 1))
         version = self.warehouse.restore_to_stamp(plan.location, view.name, plan.since)
         if version is not None:
             self.progress(f"{view.name}: its last refresh wrote Delta but was not recorded: restored to version "
@@ -205,7 +210,7 @@ class Refresher(ProjectWorker):
         """Read the plan's rows at the stamp's snapshot and write them: one Delta commit. A fast
         read's rows may also give the state's update what it would compute again (:class:`KeptRows`)."""
         metadata = {"view": plan.view, "snaptime": stamped.time.isoformat(), "method": plan.method.value}
-        txn = (f"mvlog:{plan.view}", int(stamped.time.timestamp() * 1_000_000))
+        txn = refresh_txn(plan.view, stamped.time)
         if plan.method is RefreshMethod.FAST:
             with phases("prepare"):
                 if not any(stamped.window_has_rows(log, plan.since) for log in plan.logs):
@@ -260,3 +265,8 @@ class Refresher(ProjectWorker):
             signature = self.compiler.signature(cur, view.query) if complete else None
             self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature, checked_at)
 
+
+def refresh_txn(view: str, stamp: datetime) -> tuple[str, int]:
+    """The idempotent-write transaction of a view's refresh at ``stamp``: Delta skips a write whose
+    version is not above the last one committed under the view's id (a refresh applied already)."""
+    return f"mvlog:{view}", int(stamp.timestamp() * 1_000_000)

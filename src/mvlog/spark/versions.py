@@ -74,6 +74,21 @@ class DeltaHistory:
         its commits); None if no version is that old."""
         return next((v for v, s in self._stamped_versions(location) if s is not None and s <= stamp), None)
 
+    def fence(self, location: str, view: str, txn: tuple[str, int]) -> None:
+        """Commit nothing but ``txn`` (an empty append carrying the idempotent-write transaction):
+        a write of the same transaction id at or below its version that began before this commit
+        fails at its own (Delta's conflict check on the transaction ids it read), and one that
+        begins after it is skipped. A Spark Connect server finishes the operations of a client
+        that died, so a refresh killed mid-write may still commit after the next refresh looked
+        at the history; the fence ends that before the look. Its metadata has no stamp: the
+        version keeps the stamp of the commit before it."""
+        try:
+            schema = self.spark.read.format("delta").load(location).schema
+            with self.delta.commit_settings({"view": view, "method": "fence"}, txn):
+                self.spark.createDataFrame([], schema).write.format("delta").mode("append").save(location)
+        except Exception as exc:
+            raise self.delta.fail(f"fencing {location} off the writes of an interrupted refresh failed", exc) from None
+
     def restore_to_stamp(self, location: str, view: str, stamp: datetime) -> int | None:
         """Take back the commits mvlog made after ``stamp`` (a refresh that wrote Delta and died
         before the catalog recorded it): the table is restored, in one commit, to the newest

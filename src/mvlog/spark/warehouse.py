@@ -105,6 +105,10 @@ class Warehouse(TableUpkeep):
         """See :meth:`DeltaHistory.version_at`."""
         return self.commits.version_at(location, stamp)
 
+    def fence(self, location: str, view: str, txn: tuple[str, int]) -> None:
+        """See :meth:`DeltaHistory.fence`."""
+        self.commits.fence(location, view, txn)
+
     def restore_to_stamp(self, location: str, view: str, stamp: datetime) -> int | None:
         """See :meth:`DeltaHistory.restore_to_stamp`."""
         return self.commits.restore_to_stamp(location, view, stamp)
