@@ -198,8 +198,8 @@ class Refresher(ProjectWorker):
         on a Spark Connect server, a write of a killed client runs on and could commit after the
         look at the history, with rows no key map knows."""
         assert plan.since is not None
-        app_id, version = refresh_txn(view.name, stamped.time)
-        self.warehouse.fence(plan.location, view.name, (app_id, version - 1))
+        app_id, own = refresh_txn(view.name, stamped.time)
+        self.warehouse.fence(plan.location, view.name, (app_id, own - 1))
         version = self.warehouse.restore_to_stamp(plan.location, view.name, plan.since)
         if version is not None:
             self.progress(f"{view.name}: its last refresh wrote Delta but was not recorded: restored to version "
