@@ -148,7 +148,7 @@ def test_range_literals_read_back_as_the_value(spark, value):
 
 
 def test_a_merge_that_lost_a_commit_race_is_run_again_and_no_other_failure_is():
-    from mvlog.spark.merge import _lost_commit_race
+    from mvlog.spark.commits import lost_commit_race
 
     class DeltaError(Exception):
         def __init__(self, condition: str):
@@ -159,10 +159,10 @@ def test_a_merge_that_lost_a_commit_race_is_run_again_and_no_other_failure_is():
             return self.condition
 
     for condition in ("DELTA_CONCURRENT_TRANSACTION", "DELTA_CONCURRENT_APPEND", "DELTA_METADATA_CHANGED"):
-        assert _lost_commit_race(DeltaError(condition))
-    assert _lost_commit_race(RuntimeError("[DELTA_CONCURRENT_TRANSACTION] ConcurrentTransactionException: …"))
+        assert lost_commit_race(DeltaError(condition))
+    assert lost_commit_race(RuntimeError("[DELTA_CONCURRENT_TRANSACTION] ConcurrentTransactionException: …"))
     for condition in ("DELTA_MERGE_INCOMPATIBLE_DATATYPE", "JDBC_EXTERNAL_ENGINE_SYNTAX_ERROR"):
-        assert not _lost_commit_race(DeltaError(condition))
+        assert not lost_commit_race(DeltaError(condition))
 
 
 def _merge_scans(spark, run) -> list[str]:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mvlog.errors import SourceError, WarehouseError, redact
-from mvlog.spark.sparksql import JDBC_CONNECTION_LOST, postgres_message, short_error
+from mvlog.spark.sparksql import JDBC_CONNECTION_LOST, error_class, postgres_message, short_error
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -89,3 +89,26 @@ def int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+COMMIT_ATTEMPTS = 3  # a write that lost a commit race to another writer of the table runs again
+_T = TypeVar("_T")
+
+
+def until_committed(attempt: Callable[[], _T]) -> _T:
+    """``attempt()``, run again (up to COMMIT_ATTEMPTS times) while it loses a commit race."""
+    for _ in range(1, COMMIT_ATTEMPTS):
+        try:
+            return attempt()
+        except Exception as exc:
+            if not lost_commit_race(exc):
+                raise
+    return attempt()
+
+
+def lost_commit_race(exc: BaseException) -> bool:
+    """Another commit to the table won Delta's optimistic-concurrency check (an OPTIMIZE, or the
+    MERGE of a killed client that a Spark Connect server finished). Running the MERGE again is
+    safe: it recomputes against the new version, and its transaction version makes Delta skip
+    it if a commit of the same refresh landed already."""
+    condition = error_class(exc) or ""
+    return (condition.startswith("DELTA_CONCURRENT") or "[DELTA_CONCURRENT_" in str(exc)
+            or condition in ("DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED"))

@@ -5,13 +5,13 @@ race (a part of :class:`mvlog.spark.warehouse.Warehouse`, on its :class:`DeltaSe
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
-from mvlog.spark.commits import DeltaSession
-from mvlog.spark.sparksql import delta_table, error_class, quote_spark, row_hash_sql, spark_literal, types_of
+from mvlog.spark.commits import DeltaSession, until_committed
+from mvlog.spark.sparksql import delta_table, quote_spark, row_hash_sql, spark_literal, types_of
 from mvlog.spark.versions import DeltaHistory
 
 if TYPE_CHECKING:
@@ -24,8 +24,6 @@ MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 # (docs/benchmarks-history.md session 14); the staged source is small, so there is nothing to adapt to.
 MERGE_CONF = {MATERIALIZE_SOURCE: "none", "spark.sql.adaptive.enabled": "false"}
 BROADCAST_ROWS = 1_000_000  # staged rows up to which the MERGE broadcasts its source
-MERGE_ATTEMPTS = 3  # a MERGE that lost a commit race to another writer of the table runs again
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -260,27 +258,6 @@ def _null_key_delete(columns: list[str]) -> str:
     """Spark SQL: a staged row that deletes the view row whose key columns are all NULL."""
     keys = [c for c in columns if c.startswith(CHANGED_KEY_PREFIX)]
     return " AND ".join([*(f"{quote_spark(k)} IS NULL" for k in keys), f"{quote_spark(PRESENT)} IS NULL"])
-
-
-def until_committed(attempt: Callable[[], _T]) -> _T:
-    """``attempt()``, run again (up to MERGE_ATTEMPTS times) while it loses a commit race."""
-    for _ in range(1, MERGE_ATTEMPTS):
-        try:
-            return attempt()
-        except Exception as exc:
-            if not _lost_commit_race(exc):
-                raise
-    return attempt()
-
-
-def _lost_commit_race(exc: BaseException) -> bool:
-    """Another commit to the table won Delta's optimistic-concurrency check (an OPTIMIZE, or the
-    MERGE of a killed client that a Spark Connect server finished). Running the MERGE again is
-    safe: it recomputes against the new version, and its transaction version makes Delta skip
-    it if a commit of the same refresh landed already."""
-    condition = error_class(exc) or ""
-    return (condition.startswith("DELTA_CONCURRENT") or "[DELTA_CONCURRENT_" in str(exc)
-            or condition in ("DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED"))
 
 
 RANGE_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "StringType", "DateType")

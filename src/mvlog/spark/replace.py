@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mvlog.model import CHANGED_KEY_PREFIX, PRESENT, ROW_HASH_COLUMN
-from mvlog.spark.commits import DeltaSession
-from mvlog.spark.merge import Staged, WriteCounts, in_table_types, until_committed
+from mvlog.spark.commits import DeltaSession, until_committed
+from mvlog.spark.merge import Staged, WriteCounts, in_table_types
 from mvlog.spark.sparksql import quote_spark, row_hash_sql, spark_literal, types_of
 from mvlog.spark.versions import DeltaHistory
 

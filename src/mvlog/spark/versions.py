@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from mvlog.errors import WarehouseError
-from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata
+from mvlog.spark.commits import DeltaSession, int_or_none, lost_commit_race, mvlog_metadata
 from mvlog.spark.sparksql import delta_table
 
 if TYPE_CHECKING:
@@ -83,10 +83,13 @@ class DeltaHistory:
         at the history; the fence ends that before the look. Its metadata has no stamp: the
         version keeps the stamp of the commit before it."""
         try:
-            schema = self.spark.read.format("delta").load(location).schema
+            nothing = self.spark.read.format("delta").load(location).limit(0)  # the table's own schema
             with self.delta.commit_settings({"view": view, "method": "fence"}, txn):
-                self.spark.createDataFrame([], schema).write.format("delta").mode("append").save(location)
+                nothing.write.format("delta").mode("append").save(location)
         except Exception as exc:
+            if lost_commit_race(exc):
+                raise  # the caller runs it again
+
             raise self.delta.fail(f"fencing {location} off the writes of an interrupted refresh failed", exc) from None
 
     def restore_to_stamp(self, location: str, view: str, stamp: datetime) -> int | None:
