@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from mvlog.config import ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError
@@ -266,7 +266,7 @@ class Refresher(ProjectWorker):
             self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature, checked_at)
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def refresh_txn(view: str, stamp: datetime) -> tuple[str, int]:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from mvlog.errors import WarehouseError
-from mvlog.spark.commits import DeltaSession, int_or_none, lost_commit_race, mvlog_metadata
+from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata, until_committed
 from mvlog.spark.sparksql import delta_table
 
 if TYPE_CHECKING:
@@ -81,15 +81,17 @@ class DeltaHistory:
         begins after it is skipped. A Spark Connect server finishes the operations of a client
         that died, so a refresh killed mid-write may still commit after the next refresh looked
         at the history; the fence ends that before the look. Its metadata has no stamp: the
-        version keeps the stamp of the commit before it."""
-        try:
+        version keeps the stamp of the commit before it. It runs again when it loses the commit
+        race to the very write it fences off: that write landed first, and the restore takes it back."""
+
+        def attempt() -> None:  # run again when it loses the race to the very write it fences off
             nothing = self.spark.read.format("delta").load(location).limit(0)  # the table's own schema
             with self.delta.commit_settings({"view": view, "method": "fence"}, txn):
                 nothing.write.format("delta").mode("append").save(location)
-        except Exception as exc:
-            if lost_commit_race(exc):
-                raise  # the caller runs it again
 
+        try:
+            until_committed(attempt)
+        except Exception as exc:
             raise self.delta.fail(f"fencing {location} off the writes of an interrupted refresh failed", exc) from None
 
     def restore_to_stamp(self, location: str, view: str, stamp: datetime) -> int | None:

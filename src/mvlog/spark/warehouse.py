@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from mvlog.errors import WarehouseError, redact
 from mvlog.model import FOREIGN_FILES_SHOWN, ROW_HASH_COLUMN, Occupant, checked_snapshot_id
 from mvlog.spark import features
-from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata, until_committed
+from mvlog.spark.commits import DeltaSession, int_or_none, mvlog_metadata
 from mvlog.spark.merge import Merger, Staged, WriteCounts
 from mvlog.spark.replace import Replacer, unreplaceable
 from mvlog.spark.session import is_connect
@@ -106,9 +106,8 @@ class Warehouse(TableUpkeep):
         return self.commits.version_at(location, stamp)
 
     def fence(self, location: str, view: str, txn: tuple[str, int]) -> None:
-        """See :meth:`DeltaHistory.fence`; run again when it loses the commit race to the very write
-        it fences off (that write landed first, and the restore after the fence takes it back)."""
-        until_committed(lambda: self.commits.fence(location, view, txn))
+        """See :meth:`DeltaHistory.fence`."""
+        self.commits.fence(location, view, txn)
 
     def restore_to_stamp(self, location: str, view: str, stamp: datetime) -> int | None:
         """See :meth:`DeltaHistory.restore_to_stamp`."""
