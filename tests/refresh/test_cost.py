@@ -12,6 +12,7 @@ from mvlog.model import FleetCost, Measured, RefreshMethod, WindowSize
 from mvlog.pipeline.cost import (
     COMPLETE_ABOVE_FRACTION,
     COMPLETE_MIN_KEYS,
+    FIRST_FAST_WITHIN,
     FLEET_MIN_VIEWS,
     REMEASURE_WITHIN,
     SAMPLES,
@@ -272,3 +273,26 @@ def test_a_method_the_other_views_predict_close_is_measured_once(fast_seconds):
     # Predicted far dearer by the other views: not run.
     far = choose(history(refreshes[:2]), window(100), 10_000, "aggregate", fleet_on_a_line(80.0, 1.0))
     assert far.complete and "measured once" not in far.reason
+
+
+@pytest.mark.parametrize("later_fast", [20.0, 60.0])
+def test_a_cold_first_fast_refresh_is_measured_again_and_then_predicts_no_more(later_fast):
+    """TPC-DS q23 at scale 0.5 (BENCHMARKS.md session 59): its first fast refresh after apply took
+    147.7 s against a complete one of about 50 s; a later one took 34 s. The first fast refresh after
+    a build runs fast once more, and the later one predicts alone."""
+    rng = random.Random()  # examples differ from run to run
+    complete = rng.uniform(40.0, 60.0)
+    first = Measured(FAST, complete * rng.uniform(1.5, FIRST_FAST_WITHIN * 0.95), 50_000, None, first_fast=True)
+    refreshes = [Measured(COMPLETE, complete, None, 10_000)]
+    again = choose([first, *refreshes], window(50_000), 10_000)
+    assert not again.complete and again.reason.startswith("fast measured again (its only measure is its first")
+    later = Measured(FAST, later_fast, 50_000, None)
+    then = choose([later, first, *refreshes], window(50_000), 10_000)
+    assert then.fast is not None and then.fast.seconds == later_fast  # the cold one predicts no more
+    assert then.complete == (later_fast > complete) and "measured again" not in then.reason
+    # Far dearer than complete, even cold: not run again.
+    far = Measured(FAST, complete * FIRST_FAST_WITHIN * 1.1, 50_000, None, first_fast=True)
+    assert choose([far, *refreshes], window(50_000), 10_000).complete
+    # A first fast refresh that was not the only one measured changes nothing: the others predict.
+    warm = [Measured(FAST, complete * 2, 50_000, None), Measured(FAST, complete * 2.1, 50_000, None)]
+    assert choose([*warm, first, *refreshes], window(50_000), 10_000).complete

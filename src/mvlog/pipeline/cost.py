@@ -28,7 +28,11 @@ and a method's refreshes of the latest ``SAMPLES`` predict it alone: a measureme
 process, beside another job, or before the data grew does not decide for ever (the freshness
 benchmark's views stayed complete in 44 of 46 refreshes after two slow fast ones,
 docs/benchmarks-history.md, session 43). At most one refresh in ``SAMPLES + 1`` pays for it, at most
-``REMEASURE_WITHIN`` times the cheaper method.
+``REMEASURE_WITHIN`` times the cheaper method. The first fast refresh after a build is taken cold (the
+view's new state tables, PostgreSQL's caches and plans): like the build for a complete refresh, it
+predicts only until another fast refresh is measured, and when it alone made fast lose, fast runs once
+more if predicted within ``FIRST_FAST_WITHIN`` of complete (BENCHMARKS.md session 59: TPC-DS q23's
+first fast refresh after apply took 147.7 s, a later one 34.3 s, and force kept it complete at 98 s).
 
 Pure functions: the history is read by the catalog, the window by the stamp; a refresh records
 what it cost in the history row it ends, so the record survives a crash of the process (a refresh
@@ -53,6 +57,9 @@ SAMPLES = 8  # a method's latest refreshes that predict its next one; older ones
 REMEASURE_WITHIN = 2.0  # a stale method runs again when predicted within this of the other (<= 11 % more)
 FLEET_MIN_VIEWS = 3  # other views measured both ways before they predict a method a view never ran
 SIZE_SPAN = 2.0  # sizes that span less (largest / smallest) predict as one size: see _one_size
+# A first fast refresh after a build that lost is run once more when predicted within this of the
+# complete one: it is taken cold (TPC-DS q23 at scale 0.5: 147.7 s right after apply, 34.3 s later)
+FIRST_FAST_WITHIN = 4.0
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,8 @@ def predict(measured: Sequence[Measured], method: RefreshMethod, size: float) ->
     samples = [m for m in measured if m.method is method]
     if any(not m.build for m in samples):
         samples = [m for m in samples if not m.build]
+    if any(not m.first_fast for m in samples):
+        samples = [m for m in samples if not m.first_fast]
     fresh = [m for m in samples if not _stale(measured, m)]
     samples = fresh or samples
     sized = ((m.window_keys if method is RefreshMethod.FAST else m.rows, m.seconds) for m in samples)
@@ -144,6 +153,12 @@ def _stale_method(measured: Sequence[Measured], method: RefreshMethod) -> bool:
     """Whether the view ran ``method`` before, but not in its latest ``SAMPLES`` refreshes."""
     runs = [m for m in measured if m.method is method]
     return bool(runs) and all(_stale(measured, m) for m in runs)
+
+
+def _first_fast_only(measured: Sequence[Measured]) -> bool:
+    """Whether the view's only fast refresh measured is its first after its build."""
+    runs = [m for m in measured if m.method is RefreshMethod.FAST]
+    return bool(runs) and all(m.first_fast for m in runs)
 
 
 def _build_ratio(fleet: Sequence[FleetCost]) -> tuple[float, int]:
@@ -238,6 +253,9 @@ def choose(measured: Sequence[Measured], windows: Sequence[WindowSize], rows: in
     if close and loser is never_run:
         return Choice(not complete, f"{loser.value} measured once (never run; predicted from the other views "
                                     f"within {REMEASURE_WITHIN:g}x): {both}", fast, full)
+    if loser is RefreshMethod.FAST and _first_fast_only(measured) and fast.seconds <= FIRST_FAST_WITHIN * full.seconds:
+        return Choice(False, f"fast measured again (its only measure is its first fast refresh after the build, "
+                             f"predicted within {FIRST_FAST_WITHIN:g}x): {both}", fast, full)
     if close and _stale_method(measured, loser):
         return Choice(not complete, f"{loser.value} measured again (not run in the latest {SAMPLES} refreshes, "
                                     f"predicted within {REMEASURE_WITHIN:g}x): {both}", fast, full)

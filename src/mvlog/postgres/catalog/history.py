@@ -72,16 +72,24 @@ class RefreshHistory:
         rows = self.source.query(
             """
             SELECT h.* FROM unnest(ARRAY['fast', 'complete']) AS m(method) CROSS JOIN LATERAL (
-                SELECT id, method, extract(epoch FROM finished_at - started_at)::float8, window_keys, rows_inserted,
-                       reason IS NOT DISTINCT FROM %(build)s
-                FROM mvlog.refresh_history  -- by its (view_name, started_at) index, LIMIT rows of each method
-                WHERE view_name = %(name)s AND status = 'succeeded' AND method = m.method AND finished_at IS NOT NULL
-                ORDER BY started_at DESC LIMIT %(limit)s) h
+                SELECT r.id, r.method, extract(epoch FROM r.finished_at - r.started_at)::float8, r.window_keys,
+                       r.rows_inserted, r.reason IS NOT DISTINCT FROM %(build)s,
+                       r.method = 'fast' AND NOT EXISTS (  -- no fast refresh between it and the build before it
+                           SELECT FROM mvlog.refresh_history e
+                           WHERE e.view_name = %(name)s AND e.status = 'succeeded' AND e.method = 'fast'
+                             AND e.id < r.id AND e.id > coalesce((
+                                 SELECT max(b.id) FROM mvlog.refresh_history b
+                                 WHERE b.view_name = %(name)s AND b.status = 'succeeded'
+                                   AND b.reason IS NOT DISTINCT FROM %(build)s AND b.id < r.id), 0))
+                FROM mvlog.refresh_history r  -- by its (view_name, started_at) index, LIMIT rows of each method
+                WHERE r.view_name = %(name)s AND r.status = 'succeeded' AND r.method = m.method
+                  AND r.finished_at IS NOT NULL
+                ORDER BY r.started_at DESC LIMIT %(limit)s) h
             ORDER BY h.id DESC
             """,
             {"build": NOT_BUILT, "name": name, "limit": limit})
-        return [Measured(RefreshMethod(method), seconds, keys, rows if method == "complete" else None, build)
-                for _, method, seconds, keys, rows, build in rows]
+        return [Measured(RefreshMethod(method), seconds, keys, rows if method == "complete" else None, build, first)
+                for _, method, seconds, keys, rows, build, first in rows]
 
     def costs_of(self, views: sql.Composable, params: dict[str, Any], limit: int = 8) -> list[FleetCost]:
         """What the refreshes of ``views`` (a subquery of ``(name, view_class)`` rows, with ``params``)
