@@ -11,7 +11,7 @@ import psycopg2.errors
 import pytest
 
 from mvlog.errors import ConcurrentRefreshError, UsageError
-from mvlog.model import RefreshMethod
+from mvlog.model import NOT_BUILT, RefreshMethod
 from mvlog.ops.verify import Mismatch, VerifyResult
 from mvlog.pipeline.apply import Registration
 from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE, close_releasing_locks
@@ -131,6 +131,28 @@ def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
     assert data["snaptime"] == stamp.isoformat() and data["error"] is None and data["id"] == done
     with pytest.raises(UsageError, match="view nope is not registered"):
         registered.history("nope")
+
+
+def test_measured_marks_the_build_and_the_first_fast_refresh_after_each_build(registered):
+    """force's samples (pipeline/cost.py): the build, and the first fast refresh after it, taken cold."""
+    catalog = registered.catalog
+    stamp = datetime(2026, 12, 2, 3, 0, 0, tzinfo=UTC)
+
+    def refresh(method: RefreshMethod, reason: str) -> None:
+        catalog.history_end(catalog.history_start("v", method, reason, stamp), WriteCounts(1, 1, 0, 0),
+                            method=method, reason=reason, window_keys=10 if method is RefreshMethod.FAST else None)
+
+    refresh(RefreshMethod.COMPLETE, NOT_BUILT)
+    for _ in range(2):
+        refresh(RefreshMethod.FAST, "changed keys since the last refresh")
+    failed = catalog.history_start("v", RefreshMethod.FAST, "changed keys since the last refresh", stamp)
+    catalog.history_end(failed, WriteCounts(0, 0, 0, 0), error="boom")
+    refresh(RefreshMethod.COMPLETE, NOT_BUILT)  # built again (a changed definition)
+    refresh(RefreshMethod.COMPLETE, "force: a complete refresh is predicted cheaper")
+    refresh(RefreshMethod.FAST, "changed keys since the last refresh")
+    flags = [(m.method.value, m.build, m.first_fast) for m in catalog.measured("v")]  # newest first
+    assert flags == [("fast", False, True), ("complete", False, False), ("complete", True, False),
+                     ("fast", False, False), ("fast", False, True), ("complete", True, False)]
 
 
 def refused_then_upgraded(project, version: int) -> None:
