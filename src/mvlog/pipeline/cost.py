@@ -41,7 +41,7 @@ that died records nothing, and is not measured).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import median
 
@@ -149,16 +149,20 @@ def _stale(measured: Sequence[Measured], sample: Measured) -> bool:
     return all(m is not sample for m in measured[:SAMPLES])
 
 
+def _runs_all(measured: Sequence[Measured], method: RefreshMethod, test: Callable[[Measured], bool]) -> bool:
+    """Whether the view ran ``method`` and every refresh of it measured passes ``test``."""
+    runs = [m for m in measured if m.method is method]
+    return bool(runs) and all(test(m) for m in runs)
+
+
 def _stale_method(measured: Sequence[Measured], method: RefreshMethod) -> bool:
     """Whether the view ran ``method`` before, but not in its latest ``SAMPLES`` refreshes."""
-    runs = [m for m in measured if m.method is method]
-    return bool(runs) and all(_stale(measured, m) for m in runs)
+    return _runs_all(measured, method, lambda m: _stale(measured, m))
 
 
 def _first_fast_only(measured: Sequence[Measured]) -> bool:
     """Whether the view's only fast refresh measured is its first after its build."""
-    runs = [m for m in measured if m.method is RefreshMethod.FAST]
-    return bool(runs) and all(m.first_fast for m in runs)
+    return _runs_all(measured, RefreshMethod.FAST, lambda m: m.first_fast)
 
 
 def _build_ratio(fleet: Sequence[FleetCost]) -> tuple[float, int]:

@@ -106,9 +106,9 @@ def until_committed(attempt: Callable[[], _T]) -> _T:
 
 def lost_commit_race(exc: BaseException) -> bool:
     """Another commit to the table won Delta's optimistic-concurrency check (an OPTIMIZE, or the
-    MERGE of a killed client that a Spark Connect server finished). Running the MERGE again is
+    MERGE of a killed client that a Spark Connect server finished). Running the write again is
     safe: it recomputes against the new version, and its transaction version makes Delta skip
-    it if a commit of the same refresh landed already."""
+    it if a commit of the same refresh landed already (a fence commits nothing but that version)."""
     condition = error_class(exc) or ""
     return (condition.startswith("DELTA_CONCURRENT") or "[DELTA_CONCURRENT_" in str(exc)
             or condition in ("DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED"))

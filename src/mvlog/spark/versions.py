@@ -84,7 +84,7 @@ class DeltaHistory:
         version keeps the stamp of the commit before it. It runs again when it loses the commit
         race to the very write it fences off: that write landed first, and the restore takes it back."""
 
-        def attempt() -> None:  # run again when it loses the race to the very write it fences off
+        def attempt() -> None:
             nothing = self.spark.read.format("delta").load(location).limit(0)  # the table's own schema
             with self.delta.commit_settings({"view": view, "method": "fence"}, txn):
                 nothing.write.format("delta").mode("append").save(location)
