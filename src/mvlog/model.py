@@ -165,7 +165,7 @@ class Measured:
     window_keys: int | None  # distinct keys its window changed (fast refreshes of force views)
     rows: int | None  # rows of the view it left
     build: bool = False  # the view's first refresh (its table created, its state built)
-    first_fast: bool = False  # its first fast refresh after the build (caches, plans, hint bits cold)
+    first_after_build: bool = False  # its method's first refresh after the build, the build apart (caches, plans cold)
 
 
 @dataclass(frozen=True)

@@ -133,8 +133,9 @@ def test_history_rows_are_typed_and_interrupted_runs_are_closed(registered):
         registered.history("nope")
 
 
-def test_measured_marks_the_build_and_the_first_fast_refresh_after_each_build(registered):
-    """force's samples (pipeline/cost.py): the build, and the first fast refresh after it, taken cold."""
+def test_measured_marks_the_build_and_each_method_s_first_refresh_after_each_build(registered):
+    """force's samples (pipeline/cost.py): the build, and the first fast and complete refreshes after it,
+    taken cold."""
     catalog = registered.catalog
     stamp = datetime(2026, 12, 2, 3, 0, 0, tzinfo=UTC)
 
@@ -150,8 +151,8 @@ def test_measured_marks_the_build_and_the_first_fast_refresh_after_each_build(re
     refresh(RefreshMethod.COMPLETE, NOT_BUILT)  # built again (a changed definition)
     refresh(RefreshMethod.COMPLETE, "force: a complete refresh is predicted cheaper")
     refresh(RefreshMethod.FAST, "changed keys since the last refresh")
-    flags = [(m.method.value, m.build, m.first_fast) for m in catalog.measured("v")]  # newest first
-    assert flags == [("fast", False, True), ("complete", False, False), ("complete", True, False),
+    flags = [(m.method.value, m.build, m.first_after_build) for m in catalog.measured("v")]  # newest first
+    assert flags == [("fast", False, True), ("complete", False, True), ("complete", True, False),
                      ("fast", False, False), ("fast", False, True), ("complete", True, False)]
 
 

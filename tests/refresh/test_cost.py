@@ -282,7 +282,7 @@ def test_a_cold_first_fast_refresh_is_measured_again_and_then_predicts_no_more(l
     a build runs fast once more, and the later one predicts alone."""
     rng = random.Random()  # examples differ from run to run
     complete = rng.uniform(40.0, 60.0)
-    first = Measured(FAST, complete * rng.uniform(1.5, FIRST_FAST_WITHIN * 0.95), 50_000, None, first_fast=True)
+    first = Measured(FAST, complete * rng.uniform(1.5, FIRST_FAST_WITHIN * 0.95), 50_000, None, first_after_build=True)
     refreshes = [Measured(COMPLETE, complete, None, 10_000)]
     again = choose([first, *refreshes], window(50_000), 10_000)
     assert not again.complete and again.reason.startswith("fast measured again (its only measure is its first")
@@ -291,8 +291,24 @@ def test_a_cold_first_fast_refresh_is_measured_again_and_then_predicts_no_more(l
     assert then.fast is not None and then.fast.seconds == later_fast  # the cold one predicts no more
     assert then.complete == (later_fast > complete) and "measured again" not in then.reason
     # Far dearer than complete, even cold: not run again.
-    far = Measured(FAST, complete * FIRST_FAST_WITHIN * 1.1, 50_000, None, first_fast=True)
+    far = Measured(FAST, complete * FIRST_FAST_WITHIN * 1.1, 50_000, None, first_after_build=True)
     assert choose([far, *refreshes], window(50_000), 10_000).complete
     # A first fast refresh that was not the only one measured changes nothing: the others predict.
     warm = [Measured(FAST, complete * 2, 50_000, None), Measured(FAST, complete * 2.1, 50_000, None)]
     assert choose([*warm, first, *refreshes], window(50_000), 10_000).complete
+
+
+def test_a_cold_first_complete_refresh_predicts_only_until_another_is_measured():
+    """TPC-DS q15 at scale 0.5 (BENCHMARKS.md session 59): its first complete refresh after apply took
+    14.1 s, a later one 6.5 s, and force kept running fast at 10 s. Like the build, the first complete
+    refresh after it predicts only until another is measured."""
+    rng = random.Random()  # examples differ from run to run
+    warm = rng.uniform(5.0, 8.0)
+    cold = Measured(COMPLETE, warm * rng.uniform(2.0, 3.0), None, 10_000, first_after_build=True)
+    build = Measured(COMPLETE, warm * 4, None, 10_000, build=True)
+    fast = Measured(FAST, warm * 1.5, 50_000, None)
+    alone = choose([fast, cold, build], window(50_000), 10_000)
+    assert alone.full is not None and alone.full.seconds == cold.seconds and not alone.complete
+    later = Measured(COMPLETE, warm, None, 10_000)
+    then = choose([fast, later, cold, build], window(50_000), 10_000)
+    assert then.full is not None and then.full.seconds == warm and then.complete

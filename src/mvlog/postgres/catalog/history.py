@@ -74,10 +74,10 @@ class RefreshHistory:
             SELECT h.* FROM unnest(ARRAY['fast', 'complete']) AS m(method) CROSS JOIN LATERAL (
                 SELECT r.id, r.method, extract(epoch FROM r.finished_at - r.started_at)::float8, r.window_keys,
                        r.rows_inserted, r.reason IS NOT DISTINCT FROM %(build)s,
-                       r.method = 'fast' AND NOT EXISTS (  -- no fast refresh between it and the build before it
+                       r.reason IS DISTINCT FROM %(build)s AND NOT EXISTS (  -- none of its method since the build
                            SELECT FROM mvlog.refresh_history e
-                           WHERE e.view_name = %(name)s AND e.status = 'succeeded' AND e.method = 'fast'
-                             AND e.id < r.id AND e.id > coalesce((
+                           WHERE e.view_name = %(name)s AND e.status = 'succeeded' AND e.method = r.method
+                             AND e.reason IS DISTINCT FROM %(build)s AND e.id < r.id AND e.id > coalesce((
                                  SELECT max(b.id) FROM mvlog.refresh_history b
                                  WHERE b.view_name = %(name)s AND b.status = 'succeeded'
                                    AND b.reason IS NOT DISTINCT FROM %(build)s AND b.id < r.id), 0))
