@@ -237,6 +237,9 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
             both_complete.append((median([p[0]["seconds"] or 0 for p in same]),
                                   median([p[1]["seconds"] or 0 for p in same])))
         bench.measure("view_fast", fs, "s", view=name, method=method, **labels)
+        if slower_by({name: pairs}, 1.0, kept=True):  # which views the count below counts
+            fast_rounds = median([p[0]["seconds"] or 0 for p in pairs if p[0]["method"] == "fast"])
+            bench.measure("view_kept_slower", fast_rounds / cs if cs else float("inf"), "x", view=name, **labels)
         bench.measure("view_complete", cs, "s", view=name, **labels)
         bench.measure("view_rows_read", median([p[0]["keys_read"] or 0 for p in pairs]), "rows", view=name, **labels)
         for side, measure in ((0, "view_phase"), (1, "view_complete_phase")):  # the fast run's, --complete's
