@@ -215,6 +215,10 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
                 raise RuntimeError(f"verify found views that differ from their queries: {wrong}")
             bench.note(f"verify --full: all {len(checked)} views equal their queries")
         complete_seconds, complete_results = Bench.mvlog_json(config, "refresh", "--complete", env=env)
+        # As it goes (a long run cut short keeps its rounds in the log): the round's two commands
+        print(f"round {r}{'' if r else ' (warm-up)'}: refresh {seconds:.1f} s "
+              f"({sum(x['method'] == 'fast' for x in results)} of {len(results)} fast), "
+              f"--complete {complete_seconds:.1f} s", file=sys.stderr, flush=True)
         if r:
             fast.append(seconds)
             complete.append(complete_seconds)
