@@ -171,19 +171,26 @@ class Bench:
                 for m in self.measures]
 
 
-def slower_by(per_view: dict[str, list[tuple[dict, dict]]], factor: float, kept: bool = False) -> int:
-    """The views whose fast refreshes took more than ``factor`` times their complete ones: the
-    median seconds of the rounds in which force's refresh (the first command) ran the view fast,
-    against the median of its ``--complete`` refreshes (the second) over all rounds. A round in
-    which force ran the view complete says nothing of its fast refresh. ``kept``: only the views
-    force still ran fast in the last round (not those it ran fast to measure, then complete)."""
-    slower = 0
-    for pairs in per_view.values():
+def slower_views(per_view: dict[str, list[tuple[dict, dict]]], factor: float, kept: bool = False) -> dict[str, float]:
+    """The views whose fast refreshes took more than ``factor`` times their complete ones, each with
+    that ratio: the median seconds of the rounds in which force's refresh (the first command) ran the
+    view fast, against the median of its ``--complete`` refreshes (the second) over all rounds. A
+    round in which force ran the view complete says nothing of its fast refresh. ``kept``: only the
+    views force still ran fast in the last round (not those it ran fast to measure, then complete)."""
+    slower = {}
+    for name, pairs in per_view.items():
         fast = [p[0]["seconds"] or 0 for p in pairs if p[0]["method"] == "fast"]
-        if kept and pairs[-1][0]["method"] != "fast":
+        if not fast or (kept and pairs[-1][0]["method"] != "fast"):
             continue
-        slower += bool(fast) and median(fast) > factor * median([p[1]["seconds"] or 0 for p in pairs])
+        complete = median([p[1]["seconds"] or 0 for p in pairs])
+        if median(fast) > factor * complete:
+            slower[name] = median(fast) / complete if complete else float("inf")
     return slower
+
+
+def slower_by(per_view: dict[str, list[tuple[dict, dict]]], factor: float, kept: bool = False) -> int:
+    """How many views :func:`slower_views` finds."""
+    return len(slower_views(per_view, factor, kept))
 
 
 def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Callable[[], None],
@@ -197,7 +204,7 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
     every view equal to its query; ``require_fast``: every refresh must have been fast; ``env``: added
     to each command's environment; ``labels``: added to the run-level measures. Returns the views as
     ``mvlog status --json`` has them after the rounds. The views slower fast than complete are
-    counted (:func:`slower_by`: all of them, those force still ran fast in the last round, those
+    counted (:func:`slower_views`: all of them, those force still ran fast in the last round, those
     slower by more than :func:`same_work_spread`, the noise of the same complete refresh timed by
     both commands)."""
     fast: list[float] = []
@@ -241,9 +248,6 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
             both_complete.append((median([p[0]["seconds"] or 0 for p in same]),
                                   median([p[1]["seconds"] or 0 for p in same])))
         bench.measure("view_fast", fs, "s", view=name, method=method, **labels)
-        if slower_by({name: pairs}, 1.0, kept=True):  # which views the count below counts
-            fast_rounds = median([p[0]["seconds"] or 0 for p in pairs if p[0]["method"] == "fast"])
-            bench.measure("view_kept_slower", fast_rounds / cs if cs else float("inf"), "x", view=name, **labels)
         bench.measure("view_complete", cs, "s", view=name, **labels)
         bench.measure("view_rows_read", median([p[0]["keys_read"] or 0 for p in pairs]), "rows", view=name, **labels)
         for side, measure in ((0, "view_phase"), (1, "view_complete_phase")):  # the fast run's, --complete's
@@ -253,7 +257,10 @@ def fast_against_complete(bench: Bench, config: Path, rounds: int, change: Calla
     bench.measure("views_ran_fast", sum("fast" in "/".join(p[0]["method"] or "" for p in pairs)
                                         for pairs in per_view.values()), "count", of="views", **labels)
     bench.measure("fast_slower_than_complete", slower, "count", **labels)
-    bench.measure("fast_kept_slower_than_complete", slower_by(per_view, 1.0, kept=True), "count", **labels)
+    kept_slower = slower_views(per_view, 1.0, kept=True)
+    bench.measure("fast_kept_slower_than_complete", len(kept_slower), "count", **labels)
+    for name, ratio in kept_slower.items():  # which views that count counts
+        bench.measure("view_kept_slower", ratio, "x", view=name, **labels)
     spread = same_work_spread(both_complete)  # the noise the comparison above stands in
     if spread is not None:
         bench.measure("same_work_spread", spread, "x", views=len(both_complete), **labels)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import report
-from benchmarks.harness import SPREAD_MIN_VIEWS, same_work_spread, slower_by
+from benchmarks.harness import SPREAD_MIN_VIEWS, same_work_spread, slower_by, slower_views
 from benchmarks.scenarios import scenarios
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,6 +178,7 @@ def test_the_same_work_spread_is_the_95th_percentile_of_a_view_s_two_timings():
                 "kept_fast": [({"seconds": 2.5, "method": "complete"}, {"seconds": 2.0}),
                               ({"seconds": 3.0, "method": "fast"}, {"seconds": 2.0})]}
     assert slower_by(measured, 1.0) == 2 and slower_by(measured, 1.0, kept=True) == 1
+    assert slower_views(measured, 1.0, kept=True) == {"kept_fast": pytest.approx(1.5)}  # named, with its ratio
 
 
 def test_a_target_shows_what_its_run_measured_beside_it(tmp_path):
