@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 import yaml
@@ -90,13 +91,22 @@ def write_config(path, dsn: str, warehouse: str, spark: dict, views: list[dict] 
                                     "views": views}))
 
 
-def mvlog(config, *args: str, expect: int = 0) -> str:
+def mvlog(config, *args: str, expect: int = 0, engine=None) -> str:
+    """``mvlog -c config args…``'s output, its exit code checked; on a failure on ``engine`` (an
+    EngineInfo), the server's last error is in the message too (a flaky one is diagnosable from CI's log)."""
     done = subprocess.run([sys.executable, "-m", "mvlog", "-c", str(config), *args], capture_output=True, text=True,
                           timeout=600)
     output = done.stdout + done.stderr
-    assert done.returncode == expect, (args, done.returncode, output[-3000:])
+    assert done.returncode == expect, (args, done.returncode, output[-3000:], engine and last_error(engine.log))
     assert SECRET not in output
     return output
+
+
+def last_error(log: str) -> str:
+    """The engine log from its last ERROR line on (its stack trace), at most 60 lines."""
+    lines = Path(log).read_text(errors="replace").splitlines()
+    errors = [i for i, line in enumerate(lines) if " ERROR " in line]
+    return "\n".join(lines[errors[-1]:errors[-1] + 60]) if errors else "(no ERROR in the engine's log)"
 
 
 def objects(client, prefix: str) -> list[str]:
@@ -113,12 +123,12 @@ def applied_and_refreshed(db, tmp_path, s3, s3_engine):
     prefix = f"mvlog-{uuid.uuid4().hex[:8]}"
     config = tmp_path / "mvlog.yaml"
     write_config(config, db.dsn, f"s3a://{BUCKET}/{prefix}", {"remote": s3_engine.remote, "conf": s3_conf(endpoint)})
-    mvlog(config, "apply")
+    mvlog(config, "apply", engine=s3_engine)
     assert any(k.startswith(f"{prefix}/s3_simple/_delta_log/") for k in objects(client, prefix))
     db.execute("INSERT INTO orders VALUES (6, 2, 'open', 99.95, 1); UPDATE orders SET amount = 2 WHERE id = 5; "
                "UPDATE orders SET id = 16 WHERE id = 2; DELETE FROM orders WHERE id = 1; "
                "UPDATE customers SET name = 'Bea' WHERE id = 2")
-    refreshed = mvlog(config, "refresh", "--json")
+    refreshed = mvlog(config, "refresh", "--json", engine=s3_engine)
     assert refreshed.count('"method": "fast"') == len(VIEWS), refreshed
     with Project(load_config(config)) as project:
         assert_views_match(project, VIEWS)
@@ -146,10 +156,10 @@ def test_a_warehouse_on_s3_verifies_repairs_and_optimizes(db, tmp_path, s3, s3_e
     with Project(load_config(config)) as project:
         table = project.config.view_location("s3_join")
         project.warehouse.spark.sql(f"DELETE FROM delta.`{table}` WHERE id = 3").collect()  # behind mvlog's back
-    assert "s3_join" in mvlog(config, "verify", "--full", expect=1)
-    mvlog(config, "verify", "--full", "--repair")
-    mvlog(config, "verify", "--full")
-    optimized = mvlog(config, "optimize", "--vacuum")
+    assert "s3_join" in mvlog(config, "verify", "--full", expect=1, engine=s3_engine)
+    mvlog(config, "verify", "--full", "--repair", engine=s3_engine)
+    mvlog(config, "verify", "--full", engine=s3_engine)
+    optimized = mvlog(config, "optimize", "--vacuum", engine=s3_engine)
     assert all(v["name"] in optimized for v in VIEWS), optimized
     with Project(load_config(config)) as project:
         assert_views_match(project, VIEWS)
