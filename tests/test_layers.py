@@ -41,8 +41,8 @@ NOT_BELOW = {"spark": {"postgres"}}
 # The SQL layer's passes, in order (its folders): a module of a pass imports only its own pass and
 # those before it; ``mvlog.sql.explain`` (and the package itself) sit on top of them all.
 SQL_PASSES = ["parse", "rewrite", "analyze", "pieces", "generate", "strategies"]
-PURE = ["mvlog.pipeline.plan", "mvlog.pipeline.cost", "mvlog.model", "mvlog.config", "mvlog.timeouts", "mvlog.errors",
-        "mvlog.progress"]
+PURE = ["mvlog.pipeline.plan", "mvlog.pipeline.cost", "mvlog.pipeline.readform", "mvlog.model", "mvlog.config",
+        "mvlog.timeouts", "mvlog.errors", "mvlog.progress"]
 
 
 def module_name(path: Path) -> str:

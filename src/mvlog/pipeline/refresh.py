@@ -20,7 +20,7 @@ from mvlog.config import ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError
 from mvlog.faults import arm, checkpoint
 from mvlog.model import UNCHANGED, RefreshMethod
-from mvlog.pipeline import fastwrite
+from mvlog.pipeline import fastwrite, readform
 from mvlog.pipeline import plan as planner
 from mvlog.pipeline.compile import definition_hash
 from mvlog.pipeline.fastwrite import KeptRows
@@ -35,6 +35,7 @@ from mvlog.postgres.source import NO_JIT
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import WriteCounts
+from mvlog.sql.rewrite import decorrelate
 from mvlog.sql.strategies.registry import strategy_of
 
 
@@ -218,8 +219,8 @@ class Refresher(ProjectWorker):
                 self.progress(f"{plan.view}: fast refresh")
             with phases("read"):
                 null_safe = strategy_of(plan.shape).null_safe(plan.since)
-                df = self.warehouse.read(self.jdbc, stamped.resolve(plan.read_sql(null_safe)), stamped.snapshot,
-                                         settings=(NO_JIT,))
+                read = self._read_form(plan.view, stamped.resolve(plan.read_sql(null_safe)))
+                df = self.warehouse.read(self.jdbc, read, stamped.snapshot, settings=(NO_JIT,))
                 staged = self.warehouse.stage(df)
                 kept = fastwrite.kept_rows(self.warehouse, plan, staged)
             with phases("write"):
@@ -228,12 +229,25 @@ class Refresher(ProjectWorker):
                 return fastwrite.write_staged(self.warehouse, plan, staged, metadata, txn, self.progress), kept
         self.progress(f"{plan.view}: complete refresh"
                       + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))
-        df = self.warehouse.read(self.jdbc, plan.read_sql(), stamped.snapshot, plan.partitions)
+        df = self.warehouse.read(self.jdbc, self._read_form(plan.view, plan.read_sql()), stamped.snapshot,
+                                 plan.partitions)
         checkpoint("after_read")
         with phases("write"):
             return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, view.change_feed,
                                           self.config.deletion_vectors(view), self.config.column_mapping(view),
                                           self.config.checkpoint_interval(view)), None
+
+    def _read_form(self, view: str, sql: str) -> str:
+        """``sql``, or its correlated aggregates joined where PostgreSQL estimates that cheaper
+        (:mod:`mvlog.pipeline.readform`)."""
+        joined = decorrelate.joined_form(sql)
+        if joined is None:
+            return sql
+        with self.source.inspection() as cur:
+            form = readform.choose(sql, joined, lambda query: self.source.estimated_cost(cur, query))
+        if (note := form.note(view)) is not None:
+            self.progress(note)
+        return form.sql
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int,
                 checked_at: datetime, kept: KeptRows | None = None) -> None:

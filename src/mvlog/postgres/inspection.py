@@ -1,6 +1,6 @@
 """What the database says of its relations and of a query, through a cursor: the tables a pattern
 matches, a table's key and columns, a view's definition, why a table cannot have a log, a
-relation's columns, a query's output columns and types, and whether PostgreSQL accepts
+relation's columns, a query's output columns, types and estimated cost, and whether PostgreSQL accepts
 statements (planned, never run). A part of :class:`~mvlog.postgres.source.Source`.
 """
 
@@ -188,6 +188,19 @@ class CatalogInspection:
         finally:
             cur.execute("ROLLBACK TO SAVEPOINT mvlog_types")
             cur.execute("RELEASE SAVEPOINT mvlog_types")
+
+    def estimated_cost(self, cur: Cursor, query: str) -> float | None:
+        """PostgreSQL's estimate of what running ``query`` costs (its plan's total cost: EXPLAIN,
+        nothing runs), in a savepoint; None if it cannot be planned."""
+        cur.execute("SAVEPOINT mvlog_estimate")
+        try:
+            cur.execute(sql.SQL("EXPLAIN (FORMAT JSON) {}").format(sql.SQL(query.strip().rstrip(";"))))
+            return float(fetch_row(cur)[0][0]["Plan"]["Total Cost"])
+        except psycopg2.Error:
+            cur.execute("ROLLBACK TO SAVEPOINT mvlog_estimate")
+            return None
+        finally:
+            cur.execute("RELEASE SAVEPOINT mvlog_estimate")
 
     def check_statements(self, cur: Cursor, statements: Sequence[str], setup: Sequence[str] = ()) -> None:
         """Have PostgreSQL parse and plan each statement (EXPLAIN: none of them runs), after the

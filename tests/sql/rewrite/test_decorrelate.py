@@ -9,7 +9,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from mvlog.sql.analyze.analysis import parse
 from mvlog.sql.parse.sqltree import DIALECT
-from mvlog.sql.rewrite.decorrelate import scalar_aggregates
+from mvlog.sql.rewrite.decorrelate import joined_form, scalar_aggregates
 
 SCHEMA = {"ps": {"pk": "int", "sk": "int", "qty": "int"}, "l": {"pk": "int", "sk": "int", "q": "numeric", "d": "date"},
           "s": {"sk": "int", "name": "text"}}
@@ -60,3 +60,28 @@ def test_a_comparison_under_or_is_left_alone():
 def test_min_avg_and_casts_decorrelate():
     assert _rewritten("SELECT ps.sk FROM ps WHERE ps.qty >= (SELECT CAST(avg(l.q) AS int) - min(l.q) FROM l "
                       "WHERE ps.pk = l.pk)") is not None
+
+
+def test_a_subquery_under_arithmetic_decorrelates_as_q06_s_average_does():
+    rewritten = _rewritten("SELECT ps.sk FROM ps WHERE ps.qty > 1.2 * (SELECT avg(l.q) FROM l WHERE l.pk = ps.pk)")
+    assert rewritten is not None
+    assert '"ps"."qty" > 1.2 * "mvlog_agg_1"."value"' in rewritten
+
+
+@pytest.mark.parametrize("side, why", [
+    ("coalesce((SELECT avg(l.q) FROM l WHERE l.pk = ps.pk), 0)", "coalesce makes no rows a value"),
+    ("(SELECT avg(l.q) FROM l WHERE l.pk = ps.pk) + (SELECT max(l.q) FROM l WHERE l.sk = ps.sk)",
+     "two subqueries in one side"),
+])
+def test_a_subquery_under_what_is_not_null_in_null_out_is_left_alone(side, why):
+    assert _rewritten(f"SELECT ps.sk FROM ps WHERE ps.qty > {side}") is None, why
+
+
+def test_the_joined_form_of_mvlog_s_sql():
+    query = ('SELECT "ps"."sk" AS "sk" FROM "ps" AS "ps" WHERE "ps"."qty" > '
+             '(SELECT max("l"."q") AS "m" FROM "l" AS "l" WHERE "l"."pk" = "ps"."pk")')
+    joined = joined_form(query)
+    assert joined is not None and '"mvlog_agg_1"."key_1" = "ps"."pk"' in joined
+    assert parse(joined).selects[0].alias_or_name == "sk"  # the same outputs
+    assert joined_form('SELECT "ps"."sk" FROM "ps" AS "ps"') is None  # no subquery
+    assert joined_form(query.replace('"ps"."sk" AS "sk"', "*")) is None  # * would output the join's columns too

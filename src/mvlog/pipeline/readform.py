@@ -1,0 +1,42 @@
+"""The form of a read PostgreSQL is sent: the SQL as mvlog wrote it, or the same query with its
+correlated scalar aggregates joined grouped (:func:`mvlog.sql.rewrite.decorrelate.joined_form`),
+whichever PostgreSQL estimates cheaper.
+
+PostgreSQL runs a correlated scalar subquery once per outer row (a SubPlan). Over many outer rows
+the join is far cheaper — TPC-DS q06's average price of an item's category: 9.0 s as written, 0.1 s
+joined, at scale 0.5 —; over a few rows and an index the SubPlan is (TPC-H Q17 restricted to a
+few parts: 0.01 s against 1.13 s). PostgreSQL's own estimates ranked the two forms right in every
+case measured (BENCHMARKS.md, the q06 probe), and they cost one EXPLAIN each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ReadForm:
+    """The SQL a read sends, and why: the costs PostgreSQL estimated for the two forms."""
+
+    sql: str
+    joined: bool = False
+    costs: tuple[float, float] | None = None  # (as written, joined)
+
+    def note(self, view: str) -> str | None:
+        """What a refresh says of its choice (only when it sends the joined form)."""
+        if not self.joined or self.costs is None:
+            return None
+        return (f"{view}: its correlated aggregates read as joins (PostgreSQL's estimate {self.costs[1]:,.0f} "
+                f"against {self.costs[0]:,.0f} run per row)")
+
+
+def choose(written: str, joined: str | None, estimate: Callable[[str], float | None]) -> ReadForm:
+    """The form to send: ``joined`` where PostgreSQL's ``estimate`` of it is lower than of
+    ``written``; ``written`` where there is no joined form or either cannot be estimated."""
+    if joined is None:
+        return ReadForm(written)
+    as_written, as_joined = estimate(written), estimate(joined)
+    if as_written is None or as_joined is None or as_joined >= as_written:
+        return ReadForm(written, costs=None if as_written is None or as_joined is None else (as_written, as_joined))
+    return ReadForm(joined, joined=True, costs=(as_written, as_joined))
