@@ -85,3 +85,12 @@ def test_the_joined_form_of_mvlog_s_sql():
     assert parse(joined).selects[0].alias_or_name == "sk"  # the same outputs
     assert joined_form('SELECT "ps"."sk" FROM "ps" AS "ps"') is None  # no subquery
     assert joined_form(query.replace('"ps"."sk" AS "sk"', "*")) is None  # * would output the join's columns too
+
+
+def test_a_conjunct_inside_parentheses_decorrelates_as_in_a_fast_read():
+    """A fast read wraps the view's WHERE in parentheses before its own restriction."""
+    rewritten = _rewritten("SELECT ps.sk FROM ps WHERE (ps.sk > 1 AND ps.qty > (SELECT max(l.q) FROM l "
+                           "WHERE l.pk = ps.pk)) AND ps.pk IN (1, 2)")
+    assert rewritten is not None and '"ps"."qty" > "mvlog_agg_1"."value"' in rewritten
+    assert _rewritten("SELECT ps.sk FROM ps WHERE (ps.sk > 1 OR ps.qty > (SELECT max(l.q) FROM l "
+                      "WHERE l.pk = ps.pk)) AND ps.pk IN (1, 2)") is None
