@@ -57,6 +57,15 @@ def test_complete_requested():
     assert plan.method == "complete" and plan.read_sql() == plan.shape.select_sql
 
 
+def test_a_plan_says_its_correlated_aggregate_may_be_read_joined():
+    s = shape_view("v", analyze("SELECT o.id FROM orders o WHERE o.amount > (SELECT avg(o2.amount) FROM orders o2 "
+                                "WHERE o2.customer_id = o.customer_id)"), {"o": LOG, "o2": LOG, "orders": LOG})
+    plan = plan_refresh(s, "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
+    assert "correlated aggregates joined where PostgreSQL estimates that cheaper" in plan.describe()
+    plain = plan_refresh(shape("SELECT id FROM orders"), "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
+    assert "correlated" not in plain.describe()
+
+
 def test_partitions_split_by_histogram_bounds_and_cover_every_value_once():
     s = shape("SELECT id AS order_id, amount FROM orders")
     histogram = tuple(str(v) for v in range(0, 10_000_001, 100_000))  # 101 bounds, 100 buckets

@@ -25,6 +25,7 @@ from mvlog.pipeline import cost
 from mvlog.sql.generate import aggdelta
 from mvlog.sql.parse.sqltree import sql_text
 from mvlog.sql.pieces.shape import ViewShape, col
+from mvlog.sql.rewrite import decorrelate
 from mvlog.sql.strategies.registry import strategy_of
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
@@ -103,6 +104,9 @@ class RefreshPlan:
             lines.append(f"  write: {WRITE_TEXT[self.write]}")
         elif self.partitions and self.shape.range_key:
             lines.append(f"  read: {len(self.partitions)} partitions by ranges of {self.shape.range_key.column}")
+        if decorrelate.joined_form(self.read_sql()) is not None:
+            lines.append("  read: as written, or its correlated aggregates joined where PostgreSQL estimates that "
+                         "cheaper")
         return "\n".join(lines)
 
 
