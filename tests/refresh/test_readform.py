@@ -64,5 +64,3 @@ def test_postgresql_s_estimates_choose_the_form_and_both_return_the_same_rows(db
     assert rows > (1000 if not restriction else 0)
     differ = db.execute(f"SELECT count(*) FROM (({written}) EXCEPT ALL ({rewritten})) a")[0][0]  # noqa: S608
     assert differ == 0 and db.execute(f"SELECT count(*) FROM (({rewritten}) EXCEPT ALL ({written})) b")[0][0] == 0
-
-

@@ -37,6 +37,7 @@ def choose(written: str, joined: str | None, estimate: Callable[[str], float | N
     if joined is None:
         return ReadForm(written)
     as_written, as_joined = estimate(written), estimate(joined)
-    if as_written is None or as_joined is None or as_joined >= as_written:
-        return ReadForm(written, costs=None if as_written is None or as_joined is None else (as_written, as_joined))
-    return ReadForm(joined, joined=True, costs=(as_written, as_joined))
+    if as_written is None or as_joined is None:
+        return ReadForm(written)
+    costs = (as_written, as_joined)
+    return ReadForm(joined, joined=True, costs=costs) if as_joined < as_written else ReadForm(written, costs=costs)

@@ -219,7 +219,7 @@ class Refresher(ProjectWorker):
                 self.progress(f"{plan.view}: fast refresh")
             with phases("read"):
                 null_safe = strategy_of(plan.shape).null_safe(plan.since)
-                read = self._read_form(plan.view, stamped.resolve(plan.read_sql(null_safe)))
+                read = self._read_form(plan, stamped.resolve(plan.read_sql(null_safe)))
                 df = self.warehouse.read(self.jdbc, read, stamped.snapshot, settings=(NO_JIT,))
                 staged = self.warehouse.stage(df)
                 kept = fastwrite.kept_rows(self.warehouse, plan, staged)
@@ -229,23 +229,26 @@ class Refresher(ProjectWorker):
                 return fastwrite.write_staged(self.warehouse, plan, staged, metadata, txn, self.progress), kept
         self.progress(f"{plan.view}: complete refresh"
                       + (f" ({len(plan.partitions)} partitions)" if plan.partitions else ""))
-        df = self.warehouse.read(self.jdbc, self._read_form(plan.view, plan.read_sql()), stamped.snapshot,
-                                 plan.partitions)
+        df = self.warehouse.read(self.jdbc, self._read_form(plan, plan.read_sql()), stamped.snapshot, plan.partitions)
         checkpoint("after_read")
         with phases("write"):
             return self.warehouse.replace(plan.location, df, metadata, txn, plan.key_columns, view.change_feed,
                                           self.config.deletion_vectors(view), self.config.column_mapping(view),
                                           self.config.checkpoint_interval(view)), None
 
-    def _read_form(self, view: str, sql: str) -> str:
-        """``sql``, or its correlated aggregates joined where PostgreSQL estimates that cheaper
-        (:mod:`mvlog.pipeline.readform`)."""
+    def _read_form(self, plan: RefreshPlan, sql: str) -> str:
+        """``sql`` (the plan's read), or its correlated aggregates joined where PostgreSQL estimates
+        that cheaper (:mod:`mvlog.pipeline.readform`). Only a view whose query has such an aggregate
+        is looked at (its select_sql's answer is cached): a fast read's text is new on every
+        refresh, and parsing it costs tens of milliseconds."""
+        if decorrelate.joined_form(plan.shape.select_sql) is None:
+            return sql
         joined = decorrelate.joined_form(sql)
         if joined is None:
             return sql
         with self.source.inspection() as cur:
             form = readform.choose(sql, joined, lambda query: self.source.estimated_cost(cur, query))
-        if (note := form.note(view)) is not None:
+        if (note := form.note(plan.view)) is not None:
             self.progress(note)
         return form.sql
 

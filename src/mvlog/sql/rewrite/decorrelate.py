@@ -18,6 +18,8 @@ GROUP BY t.a) d`` in FROM with ``d.key_1 = o.b`` in WHERE is exact when:
 
 from __future__ import annotations
 
+import functools
+
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
@@ -147,6 +149,7 @@ def scalar_aggregates(tree: exp.Expr) -> str | None:
     return sql_text(tree) if count else None
 
 
+@functools.lru_cache(maxsize=256)  # a view's select_sql is asked on each of its refreshes
 def joined_form(query: str) -> str | None:
     """``query`` (mvlog's own SQL, its columns qualified) with its correlated scalar aggregates
     joined grouped (:func:`scalar_aggregates`), or None if it has none. PostgreSQL runs such a
