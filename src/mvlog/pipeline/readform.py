@@ -1,6 +1,8 @@
 """The form of a read PostgreSQL is sent: the SQL as mvlog wrote it, or the same query with its
 correlated scalar aggregates joined grouped (:func:`mvlog.sql.rewrite.decorrelate.joined_form`),
-whichever PostgreSQL estimates cheaper.
+whichever PostgreSQL estimates cheaper; and in either, the CTEs read several times, each time
+restricted by a constant, inlined (:mod:`mvlog.sql.rewrite.restricted_ctes`: a rule, because
+PostgreSQL's estimates rank those two forms wrongly).
 
 PostgreSQL runs a correlated scalar subquery once per outer row (a SubPlan). Over many outer rows
 the join is far cheaper — TPC-DS q06's average price of an item's category: 9.0 s as written, 0.1 s
@@ -14,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mvlog.sql.rewrite import restricted_ctes
+
 
 @dataclass(frozen=True)
 class ReadForm:
@@ -22,13 +26,27 @@ class ReadForm:
     sql: str
     joined: bool = False
     costs: tuple[float, float] | None = None  # (as written, joined)
+    inlined: tuple[str, ...] = ()  # the CTEs sent NOT MATERIALIZED
 
     def note(self, view: str) -> str | None:
-        """What a refresh says of its choice (only when it sends the joined form)."""
-        if not self.joined or self.costs is None:
-            return None
-        return (f"{view}: its correlated aggregates read as joins (PostgreSQL's estimate {self.costs[1]:,.0f} "
-                f"against {self.costs[0]:,.0f} run per row)")
+        """What a refresh says of the form it sends (nothing when it sends the SQL as written)."""
+        said = []
+        if self.inlined:
+            said.append(f"its CTE{'s' if len(self.inlined) > 1 else ''} {', '.join(self.inlined)} read inlined "
+                        f"(every reference restricted by a constant)")
+        if self.joined and self.costs is not None:
+            said.append(f"its correlated aggregates read as joins (PostgreSQL's estimate {self.costs[1]:,.0f} "
+                        f"against {self.costs[0]:,.0f} run per row)")
+        return f"{view}: {'; '.join(said)}" if said else None
+
+
+def inlined(view_sql: str, sql: str) -> ReadForm:
+    """``sql`` with the CTEs :func:`~mvlog.sql.rewrite.restricted_ctes.inlined_form` inlines,
+    looked for only where the view's own query (``view_sql``, whose answer is cached) has one: a
+    fast read's text is new on every refresh, and parsing it costs tens of milliseconds."""
+    if restricted_ctes.inlined_form(view_sql) is None or (found := restricted_ctes.inlined_form(sql)) is None:
+        return ReadForm(sql)
+    return ReadForm(found[0], inlined=found[1])
 
 
 def choose(written: str, joined: str | None, estimate: Callable[[str], float | None]) -> ReadForm:

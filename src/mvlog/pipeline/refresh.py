@@ -10,6 +10,7 @@ changes it only through pure functions that return a new plan.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -237,17 +238,17 @@ class Refresher(ProjectWorker):
                                           self.config.checkpoint_interval(view)), None
 
     def _read_form(self, plan: RefreshPlan, sql: str) -> str:
-        """``sql`` (the plan's read), or its correlated aggregates joined where PostgreSQL estimates
-        that cheaper (:mod:`mvlog.pipeline.readform`). Only a view whose query has such an aggregate
-        is looked at (its select_sql's answer is cached): a fast read's text is new on every
-        refresh, and parsing it costs tens of milliseconds."""
-        if decorrelate.joined_form(plan.shape.select_sql) is None:
-            return sql
-        joined = decorrelate.joined_form(sql)
-        if joined is None:
-            return sql
-        with self.source.inspection() as cur:
-            form = readform.choose(sql, joined, lambda query: self.source.estimated_cost(cur, query))
+        """``sql`` (the plan's read) in the form :mod:`mvlog.pipeline.readform` sends: its
+        restricted CTEs inlined, its correlated aggregates joined where PostgreSQL estimates that
+        cheaper. Only a view whose query has such a CTE or aggregate is looked at (its
+        select_sql's answer is cached): a fast read's text is new on every refresh, and parsing it
+        costs tens of milliseconds."""
+        form = readform.inlined(plan.shape.select_sql, sql)
+        if (decorrelate.joined_form(plan.shape.select_sql) is not None
+                and (joined := decorrelate.joined_form(form.sql)) is not None):
+            with self.source.inspection() as cur:
+                chosen = readform.choose(form.sql, joined, lambda query: self.source.estimated_cost(cur, query))
+            form = dataclasses.replace(chosen, inlined=form.inlined)
         if (note := form.note(plan.view)) is not None:
             self.progress(note)
         return form.sql

@@ -7,7 +7,8 @@ statements (planned, never run). A part of :class:`~mvlog.postgres.source.Source
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg2
@@ -27,6 +28,25 @@ def fetch_row(cur: Cursor) -> tuple[Any, ...]:
     row = cur.fetchone()
     assert row is not None, "the statement returned no row"
     return row
+
+
+@contextmanager
+def savepoint(cur: Cursor, name: str, *, keep: bool = False) -> Iterator[None]:
+    """Run a block in the savepoint ``name``: what it did is rolled back after it, or (``keep``)
+    only when it raises; either way the transaction goes on as before the block."""
+    cur.execute(sql.SQL("SAVEPOINT {}").format(sql.Identifier(name)))
+    try:
+        yield
+    except BaseException:
+        _end_savepoint(cur, name, rollback=True)
+        raise
+    _end_savepoint(cur, name, rollback=not keep)
+
+
+def _end_savepoint(cur: Cursor, name: str, rollback: bool) -> None:
+    if rollback:
+        cur.execute(sql.SQL("ROLLBACK TO SAVEPOINT {}").format(sql.Identifier(name)))
+    cur.execute(sql.SQL("RELEASE SAVEPOINT {}").format(sql.Identifier(name)))
 
 
 # What a relation that is not a table is, as a reason it cannot have a log (by pg_class.relkind).
@@ -115,14 +135,11 @@ class CatalogInspection:
         if row is None:
             return None
         oid, qualified, barrier = row
-        cur.execute("SAVEPOINT mvlog_viewdef")
-        try:  # with only pg_catalog on the path, pg_get_viewdef qualifies every other name
+        with savepoint(cur, "mvlog_viewdef"):  # rolled back, and the search_path with it
+            # with only pg_catalog on the path, pg_get_viewdef qualifies every other name
             cur.execute("SELECT set_config('search_path', 'pg_catalog', true)")
             cur.execute("SELECT pg_get_viewdef(%s::oid)", (oid,))
             definition = fetch_row(cur)[0]
-        finally:
-            cur.execute("ROLLBACK TO SAVEPOINT mvlog_viewdef")  # and the search_path with it
-            cur.execute("RELEASE SAVEPOINT mvlog_viewdef")
         return PgView(qualified, definition, barrier)
 
     def log_refusal(self, cur: Cursor, table: TableInfo) -> str | None:
@@ -160,60 +177,48 @@ class CatalogInspection:
 
     def describe_query(self, cur: Cursor, query: str) -> list[tuple]:
         """Output columns of a query, without running it: (name, type oid, size, precision, scale)."""
-        cur.execute("SAVEPOINT mvlog_describe")
+        text = query.strip().rstrip(";").strip()
         try:
-            text = query.strip().rstrip(";").strip()
-            cur.execute(sql.SQL("SELECT * FROM ({}\n) AS mvlog_q LIMIT 0").format(sql.SQL(text)))
-            assert cur.description is not None  # a SELECT always describes its columns
-            columns = [(d.name, d.type_code, d.internal_size, d.precision, d.scale) for d in cur.description]
+            with savepoint(cur, "mvlog_describe", keep=True):
+                cur.execute(sql.SQL("SELECT * FROM ({}\n) AS mvlog_q LIMIT 0").format(sql.SQL(text)))
+                assert cur.description is not None  # a SELECT always describes its columns
+                return [(d.name, d.type_code, d.internal_size, d.precision, d.scale) for d in cur.description]
         except psycopg2.Error as exc:
-            cur.execute("ROLLBACK TO SAVEPOINT mvlog_describe")
             raise ConfigError(self.describe_error(exc)) from None
-        cur.execute("RELEASE SAVEPOINT mvlog_describe")
-        return columns
 
     def output_types(self, cur: Cursor, query: str) -> list[str] | None:
         """The SQL type of each output column of a query as PostgreSQL resolves it, modifiers
         included (``numeric(10,2)``), from a temporary view that is rolled back; None if it
         cannot be made (no TEMP privilege)."""
-        cur.execute("SAVEPOINT mvlog_types")
+        text = query.strip().rstrip(";").strip()
         try:
-            text = query.strip().rstrip(";").strip()
-            cur.execute(sql.SQL("CREATE TEMP VIEW mvlog_types AS {}").format(sql.SQL(text)))
-            cur.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-                        "WHERE attrelid = 'mvlog_types'::regclass AND attnum > 0 ORDER BY attnum")
-            return [row[0] for row in cur.fetchall()]
+            with savepoint(cur, "mvlog_types"):
+                cur.execute(sql.SQL("CREATE TEMP VIEW mvlog_types AS {}").format(sql.SQL(text)))
+                cur.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                            "WHERE attrelid = 'mvlog_types'::regclass AND attnum > 0 ORDER BY attnum")
+                return [row[0] for row in cur.fetchall()]
         except psycopg2.Error:
             return None
-        finally:
-            cur.execute("ROLLBACK TO SAVEPOINT mvlog_types")
-            cur.execute("RELEASE SAVEPOINT mvlog_types")
 
     def estimated_cost(self, cur: Cursor, query: str) -> float | None:
         """PostgreSQL's estimate of what running ``query`` costs (its plan's total cost: EXPLAIN,
         nothing runs), in a savepoint; None if it cannot be planned."""
-        cur.execute("SAVEPOINT mvlog_estimate")
         try:
-            cur.execute(sql.SQL("EXPLAIN (FORMAT JSON) {}").format(sql.SQL(query.strip().rstrip(";"))))
-            return float(fetch_row(cur)[0][0]["Plan"]["Total Cost"])
+            with savepoint(cur, "mvlog_estimate", keep=True):
+                cur.execute(sql.SQL("EXPLAIN (FORMAT JSON) {}").format(sql.SQL(query.strip().rstrip(";"))))
+                return float(fetch_row(cur)[0][0]["Plan"]["Total Cost"])
         except psycopg2.Error:
-            cur.execute("ROLLBACK TO SAVEPOINT mvlog_estimate")
             return None
-        finally:
-            cur.execute("RELEASE SAVEPOINT mvlog_estimate")
 
     def check_statements(self, cur: Cursor, statements: Sequence[str], setup: Sequence[str] = ()) -> None:
         """Have PostgreSQL parse and plan each statement (EXPLAIN: none of them runs), after the
         ``setup`` statements, in a savepoint that is rolled back; a ConfigError with
         PostgreSQL's message for the first that fails."""
-        cur.execute("SAVEPOINT mvlog_check")
         try:
-            for statement in setup:
-                cur.execute(sql.SQL(statement))
-            for statement in statements:
-                cur.execute(sql.SQL("EXPLAIN {}").format(sql.SQL(statement)))
+            with savepoint(cur, "mvlog_check"):
+                for statement in setup:
+                    cur.execute(sql.SQL(statement))
+                for statement in statements:
+                    cur.execute(sql.SQL("EXPLAIN {}").format(sql.SQL(statement)))
         except psycopg2.Error as exc:
             raise ConfigError(self.describe_error(exc)) from None
-        finally:
-            cur.execute("ROLLBACK TO SAVEPOINT mvlog_check")
-            cur.execute("RELEASE SAVEPOINT mvlog_check")

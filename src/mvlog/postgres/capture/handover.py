@@ -18,6 +18,7 @@ from mvlog.errors import SourceError
 from mvlog.model import MVLOG_SCHEMA, SENTINEL
 from mvlog.postgres.capture.logical import unpublish
 from mvlog.postgres.catalog import capture_state, log_registry
+from mvlog.postgres.inspection import savepoint
 from mvlog.postgres.source import Cursor, Source, fetch_row
 
 
@@ -30,12 +31,12 @@ def settle(source: Source) -> None:
         for schema, name, log_name in log_registry.handovers_through(cur, written) if written is not None else []:
             if _unstamped_decoded(cur, log_name):
                 continue  # the next refresh stamps them
-            cur.execute("SAVEPOINT settle")
             try:
-                log_registry.end_handover(cur, log_name)
-                unpublish(cur, schema, name)
+                with savepoint(cur, "settle", keep=True):
+                    log_registry.end_handover(cur, log_name)
+                    unpublish(cur, schema, name)
             except psycopg2.errors.InsufficientPrivilege:  # a refresh role: the next apply finishes it
-                cur.execute("ROLLBACK TO SAVEPOINT settle")
+                pass
 
 
 def as_trigger_rows(source: Source, timeout: float = 10.0) -> None:

@@ -150,6 +150,13 @@ def conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
 
 
+def top_conjuncts(condition: exp.Expr) -> list[exp.Expr]:
+    """The operands of a condition's ANDs, through parentheses (mvlog's fast reads wrap the view's
+    own WHERE in them: ``(a AND b) AND key IN (…)``)."""
+    return [c for conjunct in conjuncts(condition)
+            for c in (top_conjuncts(conjunct) if isinstance(conjunct, exp.And) else [conjunct])]
+
+
 def null_rejecting(condition: exp.Expr, alias: str) -> bool:
     """Whether ``condition`` cannot be true for a row in which ``alias`` is NULL-extended: one of
     its conjuncts compares (or tests IS NOT NULL) an expression that is NULL then."""

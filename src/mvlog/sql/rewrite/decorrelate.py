@@ -23,7 +23,7 @@ import functools
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from mvlog.sql.parse.sqltree import conjuncts, from_items, item_alias, parsed, sql_text
+from mvlog.sql.parse.sqltree import conjuncts, from_items, item_alias, parsed, sql_text, top_conjuncts
 
 _COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)
 _NULL_ON_EMPTY = (exp.Sum, exp.Avg, exp.Min, exp.Max)
@@ -130,7 +130,7 @@ def scalar_aggregates(tree: exp.Expr) -> str | None:
         where = select.args.get("where")
         if outer is None or where is None or any(isinstance(s, exp.Star) for s in select.selects):
             continue  # (a SELECT * would output the derived tables' columns too)
-        for conjunct in _top_conjuncts(where.this):
+        for conjunct in top_conjuncts(where.this):
             if not isinstance(conjunct, _COMPARISONS):
                 continue
             for side in (conjunct.this, conjunct.expression):
@@ -162,13 +162,6 @@ def joined_form(query: str) -> str | None:
     except SqlglotError:  # mvlog's own SQL parses; a read sent as written is never wrong
         return None
     return scalar_aggregates(tree)
-
-
-def _top_conjuncts(condition: exp.Expr) -> list[exp.Expr]:
-    """The operands of a condition's ANDs, through parentheses (mvlog's fast reads wrap the view's
-    own WHERE in them: ``(a AND b) AND key IN (…)``)."""
-    return [c for conjunct in conjuncts(condition)
-            for c in (_top_conjuncts(conjunct) if isinstance(conjunct, exp.And) else [conjunct])]
 
 
 def _strictly_under(side: exp.Expr) -> exp.Subquery | None:
