@@ -58,6 +58,7 @@ def scenarios() -> dict[str, Scenario]:
         log_cost,
         pgbench,
         phase_floor,
+        read_forms,
         suite,
         sweep,
         tpcds,
@@ -66,5 +67,5 @@ def scenarios() -> dict[str, Scenario]:
     )
 
     kept = (tpch_views, tpch_queries, tpcds, sweep, fleet, freshness, pgbench, phase_floor, classes, log_cost, capture,
-            compiler, suite)
+            compiler, read_forms, suite)
     return {module.SCENARIO.name: module.SCENARIO for module in kept}
