@@ -135,6 +135,27 @@ def build_large_shop(db) -> None:
     db.execute("ANALYZE")
 
 
+@contextlib.contextmanager
+def built_over_large_shop(db, make_project, view: dict, said_by_build: str, setup: str | None = None):
+    """A project of one view over the large shop (then ``setup`` run), applied (its build's
+    progress lines include ``said_by_build``, and the view equals its query); yields the project
+    and the lines said after the build."""
+    from conftest import assert_view_matches
+
+    from mvlog.project import Project
+
+    build_large_shop(db)
+    if setup:
+        db.execute(setup)
+    said: list[str] = []
+    with Project(make_project(["customers", "orders"], [view]).config, progress=said.append) as project:
+        project.apply()
+        assert [m for m in said if said_by_build in m], said  # the build's complete read
+        assert_view_matches(project, view["name"])
+        said.clear()
+        yield project, said
+
+
 def fast_refresh_and_check(project, views: list[dict]) -> None:
     """Refresh every view fast, then the oracle for each."""
     results = refresh_ok(project)

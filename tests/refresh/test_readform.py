@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import assert_view_matches, refresh_ok
-from shop import build_large_shop
+from shop import build_large_shop, built_over_large_shop
 
 from mvlog.pipeline.readform import choose, inlined
 from mvlog.postgres.source import Source
@@ -99,16 +99,8 @@ def test_a_restricted_cte_is_planned_inlined_and_returns_the_same_rows(db):
 def test_a_view_s_reads_send_its_restricted_cte_inlined(db, make_project):
     """The build, a fast and a complete refresh of a q04-shaped view read the CTE inlined, and the
     view stays exact."""
-    from mvlog.project import Project
-
-    build_large_shop(db)
     view = {"name": "priority_pairs", "refresh": "fast", "query": PER_PRIORITY}
-    said: list[str] = []
-    with Project(make_project(["customers", "orders"], [view]).config, progress=said.append) as project:
-        project.apply()
-        assert [m for m in said if "per_priority read inlined" in m], said  # the build's complete read
-        assert_view_matches(project, "priority_pairs")
-        said.clear()
+    with built_over_large_shop(db, make_project, view, "per_priority read inlined") as (project, said):
         db.execute("UPDATE orders SET priority = 2 WHERE id % 50 = 0")  # rows move between the two references
         db.execute("UPDATE orders SET amount = amount + 3 WHERE id % 7 = 0; DELETE FROM orders WHERE id % 97 = 0")
         db.execute("INSERT INTO orders SELECT 50000 + g, g, 'open', 5, 1 + g % 2 FROM generate_series(1, 300) g")

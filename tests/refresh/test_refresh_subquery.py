@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from shop import (
     LARGE_CUSTOMERS,
     build_large_shop,
+    built_over_large_shop,
     check_fast_views,
     fast_refresh_and_check,
     random_dml_then_refresh,
@@ -221,20 +222,12 @@ def test_a_correlated_average_is_read_joined_where_postgresql_estimates_it_cheap
     """TPC-DS q06's shape over 40k orders: each order against 1.2 times its customer's average. The
     build and a fast refresh of many changed orders send PostgreSQL the average joined grouped
     (run per row it would be 40,000 index scans; pipeline/readform.py), and the view stays exact."""
-    from mvlog.project import Project
-
-    build_large_shop(db)
-    db.execute("UPDATE orders SET amount = amount + 50 WHERE id % 3 = 0; ANALYZE orders")
     view = {"name": "above_customer_average", "refresh": "fast",
             "query": "SELECT o.status, count(*) AS n, sum(o.amount) AS total FROM orders o WHERE o.amount > "
                      "1.2 * (SELECT avg(o2.amount) FROM orders o2 WHERE o2.customer_id = o.customer_id) "
                      "GROUP BY o.status"}
-    said: list[str] = []
-    with Project(make_project(["customers", "orders"], [view]).config, progress=said.append) as project:
-        project.apply()
-        assert [m for m in said if "read as joins" in m], said  # the build's complete read
-        assert_view_matches(project, "above_customer_average")
-        said.clear()
+    with built_over_large_shop(db, make_project, view, "read as joins", (
+            "UPDATE orders SET amount = amount + 50 WHERE id % 3 = 0; ANALYZE orders")) as (project, said):
         db.execute("UPDATE orders SET amount = amount + 7 WHERE id % 10 = 0")  # 4,000 orders, their customers' averages
         db.execute("UPDATE orders SET status = 'shipped', customer_id = 5 WHERE id IN (3, 4)")
         db.execute("DELETE FROM orders WHERE id = 6; INSERT INTO orders VALUES (90001, 7, 'open', 99, 1)")
