@@ -16,10 +16,13 @@ form is estimated 50 times dearer). The rule keeps to what the measurements of t
 queries with such a CTE show (BENCHMARKS.md): a CTE is inlined when **every** reference to it is
 restricted, in its SELECT's WHERE or inner join condition, by a comparison of one of its columns
 with a constant, and that column is one PostgreSQL can push into the body (not an aggregate's or
-a window's output, in no branch), in a body without LIMIT, OFFSET or DISTINCT ON. A CTE written
-``MATERIALIZED`` stays so; PostgreSQL itself keeps a CTE with volatile functions materialized.
-The rows are the same either way: a CTE without side effects read twice in one snapshot gives
-the same rows twice.
+a window's output, in no branch), in a body without LIMIT, OFFSET, DISTINCT ON or grouping sets.
+A CTE written ``MATERIALIZED`` stays so; PostgreSQL itself keeps a CTE with volatile functions
+materialized. The rows are the same either way: a CTE without side effects read twice in one
+snapshot gives the same rows twice — so a body with what may differ between two computations of
+the same rows (a window, which numbers ties as the plan meets them; an aggregate whose result
+depends on the rows' order, ``string_agg``; a function mvlog does not know) is left materialized,
+where its references share one result.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ from sqlglot.errors import SqlglotError
 from mvlog.sql.parse.sqltree import identifier_name, item_alias, parsed, sql_text, top_conjuncts
 
 _RESTRICTIONS = (exp.EQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In)
+# Aggregates whose result does not depend on the order of their rows (a float sum's last bits
+# aside, as in any two plans of one query).
+_ORDER_FREE = (exp.Sum, exp.Count, exp.Avg, exp.Min, exp.Max, exp.Stddev, exp.StddevPop, exp.StddevSamp,
+               exp.Variance, exp.VariancePop, exp.LogicalAnd, exp.LogicalOr)
 
 
 @functools.lru_cache(maxsize=256)  # a view's select_sql is asked on each of its refreshes
@@ -86,17 +93,22 @@ def _pushable_columns(body: exp.Expr) -> set[str]:
     if any(len(b.expressions) != width or any(p.is_star for p in b.expressions) for b in branches):
         return set()
     names = [_output_name(p) for p in branches[0].expressions]
-    return {name for i, name in enumerate(names)
-            if not any(b.expressions[i].find(exp.AggFunc, exp.Window) for b in branches)}
+    return {name for i, name in enumerate(names) if not any(b.expressions[i].find(exp.AggFunc) for b in branches)}
 
 
 def _plain(select: exp.Select) -> bool:
-    """No LIMIT, OFFSET, DISTINCT ON or grouping sets: what stops PostgreSQL pushing a filter in."""
+    """No LIMIT, OFFSET, DISTINCT ON or grouping sets (they stop PostgreSQL pushing a filter in),
+    and nothing whose result may differ between two computations of the same rows (a window's
+    numbering of ties, an aggregate that depends on the rows' order, a function mvlog does not
+    know): inlined, each reference computes the body anew, where materialized they share one
+    result."""
     group = select.args.get("group")
     distinct = select.args.get("distinct")
     return not (select.args.get("limit") or select.args.get("offset") or (distinct and distinct.args.get("on"))
                 or (group and (any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube"))
-                               or group.find(exp.GroupingSets, exp.Rollup, exp.Cube))))
+                               or group.find(exp.GroupingSets, exp.Rollup, exp.Cube)))
+                or select.find(exp.Window, exp.Anonymous)
+                or any(not isinstance(a, _ORDER_FREE) for a in select.find_all(exp.AggFunc)))
 
 
 def _output_name(projection: exp.Expr) -> str:
