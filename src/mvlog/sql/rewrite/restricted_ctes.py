@@ -85,7 +85,7 @@ def _references(scope: exp.Expr | None, name: str) -> list[exp.Table]:
 
 def _pushable_columns(body: exp.Expr) -> set[str]:
     """The output columns of a CTE's body a filter on can be pushed into it: those no branch
-    computes with an aggregate or a window; none when a branch has LIMIT, OFFSET or DISTINCT ON."""
+    computes with an aggregate; none when a branch is not :func:`_plain`, or selects a star."""
     branches = list(body.flatten()) if isinstance(body, exp.Union) else [body]
     if not all(isinstance(b, exp.Select) and _plain(b) for b in branches):
         return set()
