@@ -27,32 +27,24 @@ from benchmarks.harness import Bench
 from benchmarks.scenarios import Parameter, Scenario
 from mvlog.pipeline import readform
 from mvlog.postgres.source import Source
-from mvlog.sql.parse.sqltree import identifier_name, parsed, sql_text
-from mvlog.sql.rewrite import decorrelate
+from mvlog.sql.parse.sqltree import parsed, sql_text
+from mvlog.sql.rewrite.restricted_ctes import materialized_ctes
 
 
 def every_cte_inlined(query: str) -> str | None:
-    """``query`` with every CTE it reads more than once ``NOT MATERIALIZED``; None if it has none."""
-    from sqlglot import exp
-
+    """``query`` with every CTE PostgreSQL would materialize ``NOT MATERIALIZED``; None if it has none."""
     tree = parsed(query)
-    named = [t for t in tree.find_all(exp.Table) if not t.args.get("db")]
-    marked = False
-    for cte in tree.find_all(exp.CTE):
-        name = identifier_name(cte.args["alias"].this)
-        if cte.args.get("materialized") is None and sum(identifier_name(t.this) == name for t in named) > 1:
-            cte.set("materialized", False)
-            marked = True
-    return sql_text(tree) if marked else None
+    materialized = materialized_ctes(tree)
+    for cte, _ in materialized:
+        cte.set("materialized", False)
+    return sql_text(tree) if materialized else None
 
 
 def forms(query: str, source: Source) -> dict[str, str]:
     """The forms of ``query`` timed (see the module); empty when mvlog sends it as written and it
     reads no CTE more than once."""
-    form = readform.inlined(query, query)
-    if (joined := decorrelate.joined_form(form.sql)) is not None:
-        with source.inspection() as cur:
-            form = readform.choose(form.sql, joined, lambda sql: source.estimated_cost(cur, sql))
+    with source.inspection() as cur:
+        form = readform.sent(query, query, lambda sql: source.estimated_cost(cur, sql))
     found = {"sent": form.sql} if form.sql != query else {}
     if (inlined := every_cte_inlined(query)) is not None and inlined != form.sql:
         found["inlined"] = inlined

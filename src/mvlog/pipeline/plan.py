@@ -21,11 +21,11 @@ from sqlglot import exp
 from mvlog.config import ViewConfig
 from mvlog.errors import RefreshRefused
 from mvlog.model import NOT_BUILT, ROW_HASH_COLUMN, ColumnStats, FleetCost, LogInfo, Measured, RefreshMethod, WindowSize
-from mvlog.pipeline import cost
+from mvlog.pipeline import cost, readform
 from mvlog.sql.generate import aggdelta
 from mvlog.sql.parse.sqltree import sql_text
 from mvlog.sql.pieces.shape import ViewShape, col
-from mvlog.sql.rewrite import decorrelate, restricted_ctes
+from mvlog.sql.rewrite import decorrelate
 from mvlog.sql.strategies.registry import strategy_of
 
 ROWS_PER_PARTITION = 500_000  # a complete refresh reads (and writes files of) about this many rows per partition
@@ -104,8 +104,8 @@ class RefreshPlan:
             lines.append(f"  write: {WRITE_TEXT[self.write]}")
         elif self.partitions and self.shape.range_key:
             lines.append(f"  read: {len(self.partitions)} partitions by ranges of {self.shape.range_key.column}")
-        if (inlined := restricted_ctes.inlined_form(self.read_sql())) is not None:
-            lines.append(f"  read: CTE {', '.join(inlined[1])} inlined (NOT MATERIALIZED: every reference restricted "
+        if inlined := readform.inlined(self.shape.select_sql, self.read_sql()).inlined:  # as the refresh sends it
+            lines.append(f"  read: CTE {', '.join(inlined)} inlined (NOT MATERIALIZED: every reference restricted "
                          f"by a constant)")
         if decorrelate.joined_form(self.read_sql()) is not None:
             lines.append("  read: as written, or its correlated aggregates joined where PostgreSQL estimates that "

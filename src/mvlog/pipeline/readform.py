@@ -13,10 +13,11 @@ case measured (BENCHMARKS.md, the q06 probe), and they cost one EXPLAIN each.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mvlog.sql.rewrite import restricted_ctes
+from mvlog.sql.rewrite import decorrelate, restricted_ctes
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,19 @@ class ReadForm:
             said.append(f"its correlated aggregates read as joins (PostgreSQL's estimate {self.costs[1]:,.0f} "
                         f"against {self.costs[0]:,.0f} run per row)")
         return f"{view}: {'; '.join(said)}" if said else None
+
+
+def sent(view_sql: str, sql: str, estimate: Callable[[str], float | None]) -> ReadForm:
+    """The form a read ``sql`` of a view whose own query is ``view_sql`` is sent in: its
+    restricted CTEs inlined (:func:`inlined`), then its correlated aggregates joined where
+    PostgreSQL's ``estimate`` of that is lower (:func:`choose`). Each rewrite is looked for only
+    where ``view_sql`` has its kind (answers cached by text): a fast read's text is new on every
+    refresh, and parsing it costs tens of milliseconds; ``estimate`` is called only for a joined
+    form."""
+    form = inlined(view_sql, sql)
+    if decorrelate.joined_form(view_sql) is None or (joined := decorrelate.joined_form(form.sql)) is None:
+        return form
+    return dataclasses.replace(choose(form.sql, joined, estimate), inlined=form.inlined)
 
 
 def inlined(view_sql: str, sql: str) -> ReadForm:

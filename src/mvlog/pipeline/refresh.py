@@ -10,7 +10,6 @@ changes it only through pure functions that return a new plan.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -36,7 +35,6 @@ from mvlog.postgres.source import NO_JIT
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import WriteCounts
-from mvlog.sql.rewrite import decorrelate
 from mvlog.sql.strategies.registry import strategy_of
 
 
@@ -238,20 +236,17 @@ class Refresher(ProjectWorker):
                                           self.config.checkpoint_interval(view)), None
 
     def _read_form(self, plan: RefreshPlan, sql: str) -> str:
-        """``sql`` (the plan's read) in the form :mod:`mvlog.pipeline.readform` sends: its
+        """``sql`` (the plan's read) in the form :func:`mvlog.pipeline.readform.sent` chooses: its
         restricted CTEs inlined, its correlated aggregates joined where PostgreSQL estimates that
-        cheaper. Only a view whose query has such a CTE or aggregate is looked at (its
-        select_sql's answer is cached): a fast read's text is new on every refresh, and parsing it
-        costs tens of milliseconds."""
-        form = readform.inlined(plan.shape.select_sql, sql)
-        if (decorrelate.joined_form(plan.shape.select_sql) is not None
-                and (joined := decorrelate.joined_form(form.sql)) is not None):
-            with self.source.inspection() as cur:
-                chosen = readform.choose(form.sql, joined, lambda query: self.source.estimated_cost(cur, query))
-            form = dataclasses.replace(chosen, inlined=form.inlined)
+        cheaper."""
+        form = readform.sent(plan.shape.select_sql, sql, self._estimated_cost)
         if (note := form.note(plan.view)) is not None:
             self.progress(note)
         return form.sql
+
+    def _estimated_cost(self, query: str) -> float | None:
+        with self.source.inspection() as cur:
+            return self.source.estimated_cost(cur, query)
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int,
                 checked_at: datetime, kept: KeptRows | None = None) -> None:

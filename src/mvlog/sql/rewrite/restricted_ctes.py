@@ -59,28 +59,31 @@ def inlined_form(query: str) -> tuple[str, tuple[str, ...]] | None:
 
 
 def restricted_ctes(tree: exp.Expr) -> list[exp.CTE]:
-    """The CTEs of ``tree`` (at any depth) referenced more than once, every time restricted by a
-    constant on a column PostgreSQL pushes into the CTE's body, and not written ``MATERIALIZED``."""
+    """The CTEs of ``tree`` (at any depth) PostgreSQL materializes, every reference to them
+    restricted by a constant on a column PostgreSQL pushes into the CTE's body."""
     found = []
-    for with_ in tree.find_all(exp.With):
-        if with_.args.get("recursive"):
-            continue
-        scope = with_.parent
-        for cte in with_.expressions:
-            if cte.args.get("materialized") is not None:
-                continue
-            references = _references(scope, identifier_name(cte.args["alias"].this))
-            pushable = _pushable_columns(cte.this)
-            if len(references) > 1 and pushable and all(_restricted(r, pushable) for r in references):
-                found.append(cte)
+    for cte, references in materialized_ctes(tree):
+        pushable = _pushable_columns(cte.this)
+        if pushable and all(_restricted(r, pushable) for r in references):
+            found.append(cte)
     return found
 
 
-def _references(scope: exp.Expr | None, name: str) -> list[exp.Table]:
-    if scope is None:
-        return []
-    return [t for t in scope.find_all(exp.Table)
-            if not t.args.get("db") and identifier_name(t.this) == name]
+def materialized_ctes(tree: exp.Expr) -> list[tuple[exp.CTE, list[exp.Table]]]:
+    """The CTEs of ``tree`` (at any depth) PostgreSQL materializes by default — referenced more
+    than once, not recursive, not written ``MATERIALIZED`` or ``NOT MATERIALIZED`` — each with its
+    references."""
+    found = []
+    for with_ in tree.find_all(exp.With):
+        if with_.args.get("recursive") or with_.parent is None:
+            continue
+        for cte in with_.expressions:
+            name = identifier_name(cte.args["alias"].this)
+            references = [t for t in with_.parent.find_all(exp.Table)
+                          if not t.args.get("db") and identifier_name(t.this) == name]
+            if cte.args.get("materialized") is None and len(references) > 1:
+                found.append((cte, references))
+    return found
 
 
 def _pushable_columns(body: exp.Expr) -> set[str]:
