@@ -121,6 +121,35 @@ def test_the_view_s_keys_come_from_its_read_and_none_kept_fails_the_oracle(db, m
         assert_view_matches(project, "counts_broken")
 
 
+def test_the_record_s_second_computation_of_the_pieces_reads_is_its_own_phase(db, make_project, monkeypatch):
+    """A composed view's record computes its pieces' fast reads again (``Strategy.scratch``) before
+    it updates their state: that time is ``reread``, counted once (not in ``record`` too); a view
+    without such reads has no ``reread``."""
+    from mvlog.sql.strategies.strategy import Scratch
+
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, g int)")
+    db.execute("INSERT INTO t SELECT i, i % 3 FROM generate_series(1, 9) i")
+    project = make_project(["t"], [
+        {"name": "counts", "refresh": "fast",
+         "query": "SELECT n, count(*) AS groups FROM (SELECT g, count(*) AS n FROM t GROUP BY g) s GROUP BY n"},
+        {"name": "plain", "refresh": "fast", "query": "SELECT id, g FROM t WHERE g > 0"}])
+    project.apply()
+    scratch = composed.ComposedRows.scratch
+
+    def slow_scratch(self, since):  # each piece's read takes 0.8 s more
+        return [Scratch(s.create, s.fill, s.analyze + "; SELECT pg_sleep(0.8)", s.drop) for s in scratch(self, since)]
+
+    monkeypatch.setattr(composed.ComposedRows, "scratch", slow_scratch)
+    db.execute("INSERT INTO t VALUES (10, 1)")
+    results = refresh_ok(project)
+    assert {r.method for r in results.values()} == {"fast"}
+    phases = results["counts"].phases
+    assert phases["reread"] >= 0.8 and phases["record"] < phases["reread"], phases
+    assert sum(phases.values()) <= results["counts"].seconds
+    assert "reread" not in results["plain"].phases, results["plain"].phases
+    assert_view_matches(project, "counts")
+
+
 def test_a_count_decorrelated_as_if_null_over_no_rows_fails_the_oracle(db, make_project, monkeypatch):
     """The deliberate break of the decorrelation's rule: a count taken as NULL over no rows (it
     is 0). A row whose subquery reads no rows is dropped by the join, kept by the query."""

@@ -10,6 +10,7 @@ changes it only through pure functions that return a new plan.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -178,7 +179,7 @@ class Refresher(ProjectWorker):
                     row_count = (planned.state.row_count or 0) + counts.rows_inserted - counts.rows_deleted
                 checkpoint("after_delta_commit")
                 with phases("record"):
-                    self._record(view, plan, stamped, row_count, planned.state.read_at, kept)
+                    self._record(view, plan, stamped, row_count, planned.state.read_at, kept, phases)
                 checkpoint("after_record")
         except MvlogError as exc:
             self.catalog.end_failed(history_id, counts, str(exc))  # later, if PostgreSQL is away
@@ -249,9 +250,10 @@ class Refresher(ProjectWorker):
             return self.source.estimated_cost(cur, query)
 
     def _record(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot, row_count: int,
-                checked_at: datetime, kept: KeptRows | None = None) -> None:
+                checked_at: datetime, kept: KeptRows | None = None, phases: Phases | None = None) -> None:
         """After the Delta commit: bring the key map to S and record last_V = S, in one transaction
-        that reads the refresh's snapshot (``kept``: what the fast read's rows give it). A crash
+        that reads the refresh's snapshot (``kept``: what the fast read's rows give it; ``phases``:
+        where the reads its statements share are timed, ``reread``). A crash
         before this commit leaves both at the old last_V, so the next refresh re-reads a window
         that contains this one."""
         shape = plan.shape
@@ -265,9 +267,10 @@ class Refresher(ProjectWorker):
                 statements = strategy.state_rebuild(lambda name: self.source.relation_columns(cur, name))
             else:  # first the reads the statements share: they read the state before its update
                 scratch = strategy.scratch(plan.since)
-                for table in scratch:
-                    for statement in (table.create, table.fill, table.analyze):
-                        cur.execute(stamped.resolve(statement))
+                with (phases or Phases())("reread") if scratch else contextlib.nullcontext():
+                    for table in scratch:
+                        for statement in (table.create, table.fill, table.analyze):
+                            cur.execute(stamped.resolve(statement))
                 if kept is not None:
                     cur.execute(kept.keys.statement, kept.values)
                 statements = [*(kept.keys.rest if kept is not None else strategy.state_update(plan.since)),

@@ -91,8 +91,10 @@ def _traceback(exc: BaseException) -> str:
 
 # A refresh's phases, in their order: the plan (lock, check, stamp, the plan at the stamp); the look
 # at the Delta table before a fast write (the state of its newest version, which the write then
-# uses); the rows read from PostgreSQL; the Delta commit; the key map and the catalog's record.
-PHASES = ("prepare", "table", "read", "write", "record")
+# uses); the rows read from PostgreSQL; the Delta commit; the key map and the catalog's record, and
+# within it the reads its statements share, which the record computes again (``reread``: a composed
+# view's pieces' fast reads, :meth:`~mvlog.sql.strategies.strategy.Strategy.scratch`).
+PHASES = ("prepare", "table", "read", "write", "reread", "record")
 
 
 class Phases:
