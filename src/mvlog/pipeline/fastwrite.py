@@ -19,10 +19,13 @@ KEPT_ROWS_MAX = 200_000
 
 @dataclass(frozen=True)
 class KeptRows:
-    """What a fast read's rows give the state's update: ``keys``' statement and its parameters."""
+    """What a fast read's rows give the state's update: ``keys``' statement and its parameters,
+    and the rows of the record's scratch tables a carrying read returned (``carried``: their
+    texts per table number, from 1; see :meth:`Strategy.carrying_read_sql`)."""
 
     keys: KeptKeys
     values: dict[str, list]
+    carried: dict[int, list[str]] | None = None  # None: not carried (a table with none: no rows)
 
 
 def write_staged(warehouse: Warehouse, plan: RefreshPlan, staged: Staged, metadata: dict, txn: tuple[str, int],
@@ -47,4 +50,4 @@ def kept_rows(warehouse: Warehouse, plan: RefreshPlan, staged: Staged) -> KeptRo
     if kept is None or staged.rows > KEPT_ROWS_MAX:
         return None
     values = warehouse.present_values(staged, kept.columns)
-    return KeptRows(kept, dict(zip(kept.parameters, values, strict=True)))
+    return KeptRows(kept, dict(zip(kept.parameters, values, strict=True)), staged.carried)

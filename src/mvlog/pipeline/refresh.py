@@ -31,12 +31,14 @@ from mvlog.pipeline.plan import RefreshPlan, requested_method
 from mvlog.pipeline.planning import PlannedView, ViewPlanner
 from mvlog.pipeline.results import Phases, RefreshResult
 from mvlog.postgres.catalog import UNCHANGED_REASON
+from mvlog.postgres.inspection import Cursor, data_refused
 from mvlog.postgres.jdbc import JdbcSource
 from mvlog.postgres.source import NO_JIT
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import WriteCounts
 from mvlog.sql.strategies.registry import strategy_of
+from mvlog.sql.strategies.strategy import CARRIED, Scratch
 
 
 class Refresher(ProjectWorker):
@@ -218,10 +220,14 @@ class Refresher(ProjectWorker):
                     return WriteCounts(), None
                 self.progress(f"{plan.view}: fast refresh")
             with phases("read"):
-                null_safe = strategy_of(plan.shape).null_safe(plan.since)
-                read = self._read_form(plan, stamped.resolve(plan.read_sql(null_safe)))
+                strategy = strategy_of(plan.shape)
+                null_safe = strategy.null_safe(plan.since)
+                # A composed view's read returns its pieces' changed rows too: the record's not
+                # to compute again (BENCHMARKS.md session 63: about as dear as the read itself)
+                carrying = strategy.carrying_read_sql(plan.since, null_safe)
+                read = self._read_form(plan, stamped.resolve(carrying or plan.read_sql(null_safe)))
                 df = self.warehouse.read(self.jdbc, read, stamped.snapshot, settings=(NO_JIT,))
-                staged = self.warehouse.stage(df)
+                staged = self.warehouse.stage(df, CARRIED if carrying else None, fastwrite.KEPT_ROWS_MAX)
                 kept = fastwrite.kept_rows(self.warehouse, plan, staged)
             with phases("write"):
                 checkpoint("after_read")
@@ -267,10 +273,13 @@ class Refresher(ProjectWorker):
                 statements = strategy.state_rebuild(lambda name: self.source.relation_columns(cur, name))
             else:  # first the reads the statements share: they read the state before its update
                 scratch = strategy.scratch(plan.since)
+                carried = kept.carried if kept is not None else None
                 with (phases or Phases())("reread") if scratch else contextlib.nullcontext():
-                    for table in scratch:
-                        for statement in (table.create, table.fill, table.analyze):
-                            cur.execute(stamped.resolve(statement))
+                    for i, table in enumerate(scratch, start=1):
+                        cur.execute(stamped.resolve(table.create))
+                        if not (carried is not None and self._fill_carried(cur, table, carried.get(i, []), view.name)):
+                            cur.execute(stamped.resolve(table.fill))
+                        cur.execute(stamped.resolve(table.analyze))
                 if kept is not None:
                     cur.execute(kept.keys.statement, kept.values)
                 statements = [*(kept.keys.rest if kept is not None else strategy.state_update(plan.since)),
@@ -280,6 +289,19 @@ class Refresher(ProjectWorker):
             # A complete refresh wrote the query's columns as they are now: remember them.
             signature = self.compiler.signature(cur, view.query) if complete else None
             self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature, checked_at)
+
+    def _fill_carried(self, cur: Cursor, table: Scratch, rows: list[str], view: str) -> bool:
+        """Fill a scratch table from the rows a carrying read returned for it; False (nothing
+        done) when it has no such fill, or PostgreSQL refused the rows' texts as its rows — a read
+        sent in another form than the record's (:mod:`mvlog.pipeline.readform`) with other
+        columns: the record then computes them, as it would have without them."""
+        if table.carried is None:
+            return False
+        statement, parameter = table.carried
+        if (refused := data_refused(cur, statement, {parameter: rows}, "mvlog_carried")) is not None:
+            self.progress(f"{view}: the rows its read carried do not fit the record's ({refused}): computed again")
+            return False
+        return True
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

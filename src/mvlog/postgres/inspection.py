@@ -49,6 +49,17 @@ def _end_savepoint(cur: Cursor, name: str, rollback: bool) -> None:
     cur.execute(sql.SQL("RELEASE SAVEPOINT {}").format(sql.Identifier(name)))
 
 
+def data_refused(cur: Cursor, statement: str, parameters: dict[str, Any], name: str) -> str | None:
+    """Run ``statement`` with ``parameters`` in the savepoint ``name``: PostgreSQL's first line when
+    it refused the data (a malformed value: nothing done, the transaction goes on), else None."""
+    try:
+        with savepoint(cur, name, keep=True):
+            cur.execute(statement, parameters)
+    except psycopg2.DataError as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
+
+
 # What a relation that is not a table is, as a reason it cannot have a log (by pg_class.relkind).
 NOT_A_TABLE = {
     "v": "is a view: log the tables it reads (a view query that reads it is expanded to them)",

@@ -48,6 +48,7 @@ class Staged:
     high: Any = None
     has_nulls: bool = False
     null_key_deletes: int = 0  # rows that delete the view row whose key columns are all NULL
+    carried: dict[int, list[str]] | None = None  # rows a carrying read returned for the record (Merger.stage)
 
 
 class Merger:
@@ -59,7 +60,7 @@ class Merger:
         self.history = history
         self.spark = delta.spark
 
-    def stage(self, df: DataFrame) -> Staged:
+    def stage(self, df: DataFrame, carried: tuple[str, str] | None = None, carried_max: int = 0) -> Staged:
         """Read ``df`` from PostgreSQL exactly once, into executor memory (spilling to disk).
 
         The MERGE then reads the staged rows twice (to find the touched files, then to write)
@@ -67,19 +68,35 @@ class Merger:
         first key column which target files can hold their keys. A local checkpoint, as
         Delta's own source materialization does (Delta refuses a cached source); Spark's
         context cleaner frees its blocks once the DataFrame is gone.
+
+        ``carried``: the columns (number, text) of rows a carrying read returned for the record
+        (:meth:`~mvlog.sql.strategies.strategy.Strategy.carrying_read_sql`), NULL in the view's
+        rows: those rows are taken out of the staged ones and, up to ``carried_max`` of them, kept
+        as ``Staged.carried`` (their texts per number).
         """
         first = quote_spark(CHANGED_KEY_PREFIX + "0")
+        own = f"{quote_spark(carried[0])} IS NULL" if carried else "true"
         try:
-            stats = {"rows": "count(1)", "low": f"min({first})", "high": f"max({first})",
-                     "non_null": f"count({first})", "null_key_deletes": f"count_if({_null_key_delete(df.columns)})"}
+            stats = {"rows": f"count_if({own})", "low": f"min({first})", "high": f"max({first})",
+                     "non_null": f"count({first})",
+                     "null_key_deletes": f"count_if({own} AND {_null_key_delete(df.columns)})"}
+            if carried:
+                stats["carried"] = f"count_if(NOT ({own}))"
             checkpointed, found = _checkpointed_observing(df, stats)
             if found is None:  # a second job over the staged rows
                 found = checkpointed.selectExpr(*(f"{sql} AS {key}" for key, sql in stats.items())) \
                     .collect()[0].asDict()
+            kept: dict[int, list[str]] | None = None
+            if carried:
+                if found["carried"] <= carried_max:
+                    kept = {}
+                    for number, text in checkpointed.where(f"NOT ({own})").select(*map(quote_spark, carried)).collect():
+                        kept.setdefault(number, []).append(text)
+                checkpointed = checkpointed.where(own).drop(*carried)
         except Exception as exc:
             raise self.delta.fail("reading from PostgreSQL failed", exc) from None
         return Staged(checkpointed, found["rows"], found["low"], found["high"], found["non_null"] < found["rows"],
-                      found["null_key_deletes"])
+                      found["null_key_deletes"], kept)
 
     def present_values(self, staged: Staged, columns: Sequence[str]) -> list[list[Any]]:
         """Per column of ``columns``, its values in the staged rows that have a row now (those

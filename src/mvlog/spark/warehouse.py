@@ -66,9 +66,9 @@ class Warehouse(TableUpkeep):
 
     # -- the parts' operations, as the pipeline calls them ------------------------------
 
-    def stage(self, df: DataFrame) -> Staged:
+    def stage(self, df: DataFrame, carried: tuple[str, str] | None = None, carried_max: int = 0) -> Staged:
         """See :meth:`Merger.stage`."""
-        return self.merger.stage(df)
+        return self.merger.stage(df, carried, carried_max)
 
     def present_values(self, staged: Staged, columns: Sequence[str]) -> list[list[Any]]:
         """See :meth:`Merger.present_values`."""

@@ -38,7 +38,7 @@ from mvlog.sql.pieces.shape import (
     piece_name,
     relation,
 )
-from mvlog.sql.strategies.strategy import ColumnsOf, KeptKeys, Scratch, Strategy, StrategyOf
+from mvlog.sql.strategies.strategy import CARRIED, ColumnsOf, KeptKeys, Scratch, Strategy, StrategyOf
 
 DUP = HIDDEN_PREFIX + "dup"  # a row's number among equal rows
 OUT_NEW = HIDDEN_PREFIX + "out_new"
@@ -88,13 +88,22 @@ def _scratch_table(i: int) -> exp.Table:
 
 
 def scratch_sql(i: int, read: str) -> Scratch:
-    """Piece ``i``'s fast read ``read`` as a temporary table of the record's session."""
+    """Piece ``i``'s fast read ``read`` as a temporary table of the record's session, filled by
+    computing it or from its rows as a carrying read returned them (their texts, an array)."""
     table = _scratch_table(i)
     rows = exp.select(exp.Star()).from_(exp.Subquery(this=parsed(read), alias=exp.TableAlias(this=ident("r"))))
     create = exp.Create(this=table, kind="TABLE", expression=rows.limit(0),
                         properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+    parameter = f"{SCRATCH}{i}_rows"
+    # The texts cast to the table's row type (each element by its input function: the row's text
+    # as PostgreSQL wrote it reads back exactly), unnested into its columns.
+    row_type = exp.DataType.build(f'pg_temp."{SCRATCH}{i}"[]', udt=True, dialect=DIALECT)
+    texts = exp.Cast(this=exp.Placeholder(this=parameter), to=exp.DataType.build("TEXT[]", dialect=DIALECT))
+    carried = exp.insert(exp.select(exp.Star()).from_(exp.Unnest(expressions=[exp.Cast(this=texts, to=row_type)])),
+                         table.copy())
     return Scratch(sql_text(create), sql_text(exp.insert(parsed(read), table.copy())),
-                   sql_text(exp.Analyze(tables=[table.copy()])), f"DROP TABLE {sql_text(table)}")
+                   sql_text(exp.Analyze(tables=[table.copy()])), f"DROP TABLE {sql_text(table)}",
+                   (sql_text(carried), parameter))
 
 
 def scratch_reads(composition: Composition) -> list[str]:
@@ -126,15 +135,28 @@ def _new_rows_ctes(composition: Composition, changed: Sequence[str]) -> list[tup
     return [*ctes, (OUT_NEW, _over(composition, news))]
 
 
-def read_sql(composition: Composition, changed: Sequence[str]) -> str:
-    """The fast read: the view's keys at its last refresh and now, LEFT JOIN its rows now (PRESENT)."""
+def read_sql(composition: Composition, changed: Sequence[str], carry: bool = False) -> str:
+    """The fast read: the view's keys at its last refresh and now, LEFT JOIN its rows now (PRESENT);
+    ``carry``: and each piece's changed rows, as the piece's number and the row's text in the
+    columns :data:`CARRIED`, their keys and the view's columns NULL (the view's rows: the other way)."""
     names = key_names(2)
     keys_table = state_table(composition.keys)
-    affected = exp.union(
-        exp.select(exp.alias_(col(ROW_KEY_COLUMN), ident(names[0])), exp.alias_(col(DUP), ident(names[1])))
+    none = [exp.alias_(exp.cast(exp.Null(), exp.DataType.build("INT")), ident(CARRIED[0])),
+            exp.alias_(exp.cast(exp.Null(), exp.DataType.build("TEXT")), ident(CARRIED[1]))] if carry else []
+    affected: exp.Query = exp.union(
+        exp.select(exp.alias_(col(ROW_KEY_COLUMN), ident(names[0])), exp.alias_(col(DUP), ident(names[1])), *none)
         .from_(keys_table),
-        exp.select(exp.alias_(col(ROW_KEY_COLUMN), ident(names[0])), exp.alias_(col(DUP), ident(names[1])))
+        exp.select(exp.alias_(col(ROW_KEY_COLUMN), ident(names[0])), exp.alias_(col(DUP), ident(names[1])),
+                   *[n.copy() for n in none])
         .from_(OUT_NEW))
+    for i in range(1, len(changed) + 1) if carry else ():
+        text = exp.cast(exp.Anonymous(this="ROW", expressions=[exp.column(exp.Star(), table=ident("c"))]),
+                        exp.DataType.build("text"))
+        piece_rows = exp.select(exp.cast(exp.Null(), exp.DataType.build("TEXT")),
+                                exp.cast(exp.Null(), exp.DataType.build("BIGINT")),
+                                exp.Literal.number(i), text).from_(
+            exp.Table(this=ident(_names(i)[0]), alias=exp.TableAlias(this=ident("c"))))
+        affected = exp.union(affected, piece_rows, distinct=False)
     rows = exp.select(exp.Star(), exp.alias_(exp.true(), ident(PRESENT))).from_(OUT_NEW)
     on = exp.and_(exp.EQ(this=col(ROW_KEY_COLUMN, "v"), expression=col(names[0], "k")),
                   exp.EQ(this=col(DUP, "v"), expression=col(names[1], "k")))
@@ -279,6 +301,10 @@ class ComposedRows(Strategy):
         # Each piece's read, once: the view's keys, its rows' update and a top-N margin over the
         # view each read it (a piece's read is as dear as the refresh's read of it).
         return [scratch_sql(i, read) for i, read in enumerate(self._reads(since, self.null_safe(since)), start=1)]
+
+    def carrying_read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str | None:
+        checks = self.null_key_checks(since)
+        return read_sql(self.composition, self._reads(since, null_keys or (False,) * len(checks)), carry=True)
 
     def recorded_read_sql(self, since: datetime | None) -> str:
         return read_sql(self.composition, scratch_reads(self.composition))

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from sqlglot import exp
 
-from mvlog.model import CHANGED_KEY_PREFIX
+from mvlog.model import CHANGED_KEY_PREFIX, HIDDEN_PREFIX
 from mvlog.sql.generate import keymap, sqlgen
 from mvlog.sql.generate.changes import AFFECTED, key_names
 from mvlog.sql.parse.sqltree import sql_text, union_of
@@ -35,6 +35,9 @@ Q = TypeVar("Q", bound=exp.Query)
 def row_text(names: list[str], table: str | None = None) -> exp.Expr:
     """``CAST(ROW(<names>) AS text)``: a key as one never-NULL text, as a UNION ALL view keys a branch's rows."""
     return exp.cast(exp.Anonymous(this="ROW", expressions=[col(n, table) for n in names]), exp.DataType.build("text"))
+# A carrying read's columns (:meth:`Strategy.carrying_read_sql`): a carried row's scratch table
+# (numbered from 1) and the row as text; NULL in the view's rows.
+CARRIED = (HIDDEN_PREFIX + "carried", HIDDEN_PREFIX + "carried_row")
 # The columns of a relation (``mvlog."…"``) as the database has them now, or None if it is missing.
 ColumnsOf = Callable[[str], "list[str] | tuple[str, ...] | None"]
 
@@ -63,12 +66,15 @@ class Scratch:
     run again (a composed view's piece, read by the view's keys, its rows' update and a top-N
     margin over it). ``create`` makes it empty (also before apply's check plans the statements),
     ``fill`` fills it and ``analyze`` gives the planner its rows; ``drop`` drops it before the
-    record commits (a pooler may hand the session to another client)."""
+    record commits (a pooler may hand the session to another client). ``carried``, when the fast
+    read returned the table's rows too (:meth:`Strategy.carrying_read_sql`): ``fill`` from them,
+    their texts given as the array parameter ``carried[1]``, instead of computing them again."""
 
     create: str
     fill: str
     analyze: str
     drop: str
+    carried: tuple[str, str] | None = None
 
 
 class Strategy:
@@ -149,6 +155,12 @@ class Strategy:
     def scratch(self, since: datetime | None) -> list[Scratch]:
         """The temporary tables the record fills before :meth:`state_update`'s statements (none here)."""
         return []
+
+    def carrying_read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str | None:
+        """The fast read with the rows of :meth:`scratch`'s tables too, each as its table's number
+        and its row as text in the columns :data:`CARRIED` (NULL in the view's rows), so that the
+        record need not compute them again; None: this strategy's record has none to carry."""
+        return None
 
     def recorded_read_sql(self, since: datetime | None) -> str:
         """The fast read, null-safe, as the record's statements read it (after :meth:`scratch`)."""
