@@ -169,7 +169,8 @@ def test_the_record_takes_the_pieces_rows_from_the_read_and_none_carried_fails_t
     scratch = composed.ComposedRows.scratch
     monkeypatch.setattr(composed.ComposedRows, "scratch", lambda self, since: [
         Scratch(s.create, "SELECT 1 / 0", s.analyze, s.drop, s.carried) for s in scratch(self, since)])
-    for change in ("INSERT INTO t VALUES (10, 0)", "DELETE FROM t WHERE id IN (1, 2)", "UPDATE t SET g = 5 WHERE id = 3"):
+    for change in ("INSERT INTO t VALUES (10, 0)", "DELETE FROM t WHERE id IN (1, 2)",
+                   "UPDATE t SET g = 5 WHERE id = 3"):
         db.execute(change)
         assert refresh_ok(project)["counts"].method == "fast"
         assert_view_matches(project, "counts")
