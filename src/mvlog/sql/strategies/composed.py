@@ -50,10 +50,15 @@ def _names(i: int) -> tuple[str, str, str]:
     return tuple(f"{HIDDEN_PREFIX}{what}{i}" for what in ("changed", "old", "new"))  # type: ignore[return-value]
 
 
+def _whole_row_text(alias: str) -> exp.Expr:
+    """``CAST(ROW(<alias>.*) AS text)``: a relation's whole row as one text."""
+    return exp.cast(exp.Anonymous(this="ROW", expressions=[exp.column(exp.Star(), table=ident(alias))]),
+                    exp.DataType.build("text"))
+
+
 def keyed(select: exp.Expr | str) -> exp.Select:
     """``SELECT o.*, <the row as text>, <its number among equal rows> FROM (select) o``."""
-    text = exp.cast(exp.Anonymous(this="ROW", expressions=[exp.column(exp.Star(), table=ident("o"))]),
-                    exp.DataType.build("text"))
+    text = _whole_row_text("o")
     dup = exp.Window(this=exp.Anonymous(this="row_number"), partition_by=[text.copy()])
     query = parsed(select) if isinstance(select, str) else select
     return (exp.select(exp.column(exp.Star(), table=ident("o")), exp.alias_(text, ident(ROW_KEY_COLUMN)),
@@ -150,11 +155,9 @@ def read_sql(composition: Composition, changed: Sequence[str], carry: bool = Fal
                    *[n.copy() for n in none])
         .from_(OUT_NEW))
     for i in range(1, len(changed) + 1) if carry else ():
-        text = exp.cast(exp.Anonymous(this="ROW", expressions=[exp.column(exp.Star(), table=ident("c"))]),
-                        exp.DataType.build("text"))
         piece_rows = exp.select(exp.cast(exp.Null(), exp.DataType.build("TEXT")),
                                 exp.cast(exp.Null(), exp.DataType.build("BIGINT")),
-                                exp.Literal.number(i), text).from_(
+                                exp.Literal.number(i), _whole_row_text("c")).from_(
             exp.Table(this=ident(_names(i)[0]), alias=exp.TableAlias(this=ident("c"))))
         affected = exp.union(affected, piece_rows, distinct=False)
     rows = exp.select(exp.Star(), exp.alias_(exp.true(), ident(PRESENT))).from_(OUT_NEW)
@@ -287,9 +290,9 @@ class ComposedRows(Strategy):
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
         return [check for checks in self._piece_checks(since) for check in checks]
 
-    def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str:
+    def read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = (), carry: bool = False) -> str:
         checks = self.null_key_checks(since)
-        return read_sql(self.composition, self._reads(since, null_keys or (False,) * len(checks)))
+        return read_sql(self.composition, self._reads(since, null_keys or (False,) * len(checks)), carry)
 
     def keymapped(self) -> list[ViewShape]:
         return [shape for piece in self.pieces for shape in piece.keymapped()]
@@ -303,8 +306,7 @@ class ComposedRows(Strategy):
         return [scratch_sql(i, read) for i, read in enumerate(self._reads(since, self.null_safe(since)), start=1)]
 
     def carrying_read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str | None:
-        checks = self.null_key_checks(since)
-        return read_sql(self.composition, self._reads(since, null_keys or (False,) * len(checks)), carry=True)
+        return self.read_sql(since, null_keys, carry=True)
 
     def recorded_read_sql(self, since: datetime | None) -> str:
         return read_sql(self.composition, scratch_reads(self.composition))
