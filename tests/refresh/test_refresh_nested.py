@@ -186,6 +186,29 @@ def test_the_record_takes_the_pieces_rows_from_the_read_and_none_carried_fails_t
         assert_view_matches(project, "counts")
 
 
+def test_the_carried_rows_are_kept_when_the_view_s_own_rows_are_too_many_to_carry(db, make_project, monkeypatch):
+    """The rows a read carried for the scratch tables do not depend on the view's own rows being
+    few enough to carry as keys (``KEPT_ROWS_MAX``): with none kept, the record still fills its
+    scratch tables from the carried rows (their own query made to divide by zero) and computes the
+    keys itself."""
+    from mvlog.pipeline import fastwrite
+    from mvlog.sql.strategies.strategy import Scratch
+
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, g int)")
+    db.execute("INSERT INTO t SELECT i, i % 3 FROM generate_series(1, 9) i")
+    query = "SELECT n, count(*) AS groups FROM (SELECT g, count(*) AS n FROM t GROUP BY g) s GROUP BY n"
+    project = make_project(["t"], [{"name": "counts", "refresh": "fast", "query": query}])
+    project.apply()
+    monkeypatch.setattr(fastwrite, "KEPT_ROWS_MAX", 0)
+    scratch = composed.ComposedRows.scratch
+    monkeypatch.setattr(composed.ComposedRows, "scratch", lambda self, since: [
+        Scratch(s.create, "SELECT 1 / 0", s.analyze, s.drop, s.carried) for s in scratch(self, since)])
+    for change in ("INSERT INTO t VALUES (10, 0)", "UPDATE t SET g = 7 WHERE id IN (4, 5)"):
+        db.execute(change)
+        assert refresh_ok(project)["counts"].method == "fast"
+        assert_view_matches(project, "counts")
+
+
 def test_carried_rows_the_record_refuses_are_computed_again(db, make_project, monkeypatch):
     """Rows a read carried that do not fit the record's scratch table (a read sent in another form
     with other columns) are computed again by the record, which says so, and the view stays right."""

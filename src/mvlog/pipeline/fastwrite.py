@@ -15,16 +15,20 @@ from mvlog.sql.strategies.strategy import KeptKeys
 # Staged rows up to which a fast read's rows are carried to the state's update (a composed view's
 # keys: its whole result, small as a report's is; above, the update computes them again).
 KEPT_ROWS_MAX = 200_000
+# Rows a carrying read returned for the record's scratch tables, up to which they are collected to
+# the driver and sent back (above, the record computes the pieces' reads again).
+CARRIED_ROWS_MAX = 200_000
 
 
 @dataclass(frozen=True)
 class KeptRows:
-    """What a fast read's rows give the state's update: ``keys``' statement and its parameters,
-    and the rows of the record's scratch tables a carrying read returned (``carried``: their
-    texts per table number, from 1; see :meth:`Strategy.carrying_read_sql`)."""
+    """What a fast read's rows give the state's update: ``keys``' statement and its parameters
+    (None: the update computes the keys itself), and the rows of the record's scratch tables a
+    carrying read returned (``carried``: their texts per table number, from 1; see
+    :meth:`Strategy.carrying_read_sql`). Each is kept without the other."""
 
-    keys: KeptKeys
-    values: dict[str, list]
+    keys: KeptKeys | None = None
+    values: dict[str, list] | None = None
     carried: dict[int, list[str]] | None = None  # None: not carried (a table with none: no rows)
 
 
@@ -45,9 +49,10 @@ def write_staged(warehouse: Warehouse, plan: RefreshPlan, staged: Staged, metada
 
 def kept_rows(warehouse: Warehouse, plan: RefreshPlan, staged: Staged) -> KeptRows | None:
     """What the state's update can take from the staged rows (a composed view's keys: the query's
-    rows now, which it would otherwise compute again), if they are few enough to carry."""
+    rows now, which it would otherwise compute again, if they are few enough to carry; the rows
+    its read carried for the scratch tables, however many the view's own rows are)."""
     kept = strategy_of(plan.shape).kept_keys(plan.since)
     if kept is None or staged.rows > KEPT_ROWS_MAX:
-        return None
+        return KeptRows(carried=staged.carried) if staged.carried is not None else None
     values = warehouse.present_values(staged, kept.columns)
     return KeptRows(kept, dict(zip(kept.parameters, values, strict=True)), staged.carried)

@@ -227,7 +227,7 @@ class Refresher(ProjectWorker):
                 carrying = strategy.carrying_read_sql(plan.since, null_safe)
                 read = self._read_form(plan, stamped.resolve(carrying or plan.read_sql(null_safe)))
                 df = self.warehouse.read(self.jdbc, read, stamped.snapshot, settings=(NO_JIT,))
-                staged = self.warehouse.stage(df, CARRIED if carrying else None, fastwrite.KEPT_ROWS_MAX)
+                staged = self.warehouse.stage(df, CARRIED if carrying else None, fastwrite.CARRIED_ROWS_MAX)
                 kept = fastwrite.kept_rows(self.warehouse, plan, staged)
             with phases("write"):
                 checkpoint("after_read")
@@ -280,9 +280,10 @@ class Refresher(ProjectWorker):
                         if not (carried is not None and self._fill_carried(cur, table, carried.get(i, []), view.name)):
                             cur.execute(stamped.resolve(table.fill))
                         cur.execute(stamped.resolve(table.analyze))
-                if kept is not None:
-                    cur.execute(kept.keys.statement, kept.values)
-                statements = [*(kept.keys.rest if kept is not None else strategy.state_update(plan.since)),
+                keys, values = (kept.keys, kept.values) if kept is not None else (None, None)
+                if keys is not None:
+                    cur.execute(keys.statement, values)
+                statements = [*(keys.rest if keys is not None else strategy.state_update(plan.since)),
                               *(table.drop for table in scratch)]
             for statement in statements:
                 cur.execute(stamped.resolve(statement) if not complete else statement)
