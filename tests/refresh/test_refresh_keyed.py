@@ -46,6 +46,9 @@ VIEWS = [
      "query": "SELECT c.segment, sum(o.amount) / nullif(count(*), 0) AS per_order, "
               "max(o.priority) - min(o.priority) AS spread FROM orders o JOIN customers c ON c.id = o.customer_id "
               "GROUP BY 1"},
+    {"name": "agg_customer", "refresh": "fast",  # the name matched by the customer's key (q39's read)
+     "query": "SELECT c.name, c.id, count(*) AS n, stddev(o.amount) AS spread FROM orders o "
+              "LEFT JOIN customers c ON c.id = o.customer_id GROUP BY c.name, c.id"},
 ]
 
 
@@ -62,7 +65,7 @@ def test_fixed_scenario_join_and_aggregate(built_shop):
     assert {v: (s["class"], s["fast_refresh"]) for v, s in status.items()} == {
         "join2": ("join", True), "join3": ("join", True), "selfjoin": ("join", True),
         "agg_status": ("aggregate", True), "agg_having": ("aggregate", True), "agg_global": ("aggregate", True),
-        "agg_join": ("aggregate", True), "agg_expr": ("aggregate", True),
+        "agg_join": ("aggregate", True), "agg_expr": ("aggregate", True), "agg_customer": ("aggregate", True),
     }
     db.execute("UPDATE nation SET name = 'République' WHERE id = 1")           # a dimension fans out
     db.execute("UPDATE orders SET status = NULL WHERE id = 1")                  # into the NULL group
@@ -103,6 +106,29 @@ def test_a_null_group_that_stays_out_of_a_having_view_with_deletion_vectors(db, 
     db.execute("UPDATE sale SET v = 30 WHERE id = 1; DELETE FROM sale WHERE id = 3")  # NULL back in, 1 changes
     assert refresh_ok(project)["big_groups"].rows_inserted == 1
     assert_view_matches(project, "big_groups")
+
+
+@pytest.mark.parametrize("join", ["JOIN", "LEFT JOIN"])
+def test_a_group_column_its_table_s_key_determines_is_matched_by_the_key_alone(db, make_project, join):
+    """Grouped by a warehouse's name and key (TPC-DS q39), the read matches the affected groups by
+    the key alone: a NULL name, a renamed warehouse and one no row joins still read exactly their groups."""
+    db.execute("CREATE TABLE wh (id int PRIMARY KEY, name text);"
+               "CREATE TABLE inv (id int PRIMARY KEY, wh int, qty int);"
+               "INSERT INTO wh VALUES (1, 'a'), (2, NULL), (3, 'c');"
+               "INSERT INTO inv SELECT g, 1 + g % 3, g FROM generate_series(1, 12) g")
+    views = [{"name": "wh_spread", "refresh": "fast",
+              "query": f"SELECT w.name, w.id, count(*) AS n, stddev(i.qty) AS sd FROM inv i {join} wh w "
+                       "ON w.id = i.wh GROUP BY w.name, w.id"}]
+    project = make_project(["wh", "inv"], views)
+    project.apply()
+    for step in ("UPDATE inv SET qty = qty + 1 WHERE wh = 2",  # the NULL-named warehouse's group
+                 "UPDATE wh SET name = NULL WHERE id = 1; UPDATE wh SET name = 'b' WHERE id = 2",  # renamed both ways
+                 "INSERT INTO inv VALUES (13, NULL, 5), (14, 3, 7); DELETE FROM inv WHERE id = 3",
+                 "UPDATE wh SET id = 4 WHERE id = 3; UPDATE inv SET wh = 4 WHERE id = 6",
+                 "DELETE FROM wh WHERE id = 1"):
+        db.execute(step)
+        assert refresh_ok(project)["wh_spread"].method == "fast", step
+        assert_views_match(project, views)
 
 
 def test_a_view_grouped_by_an_expression_refreshes_fast(db, make_project):

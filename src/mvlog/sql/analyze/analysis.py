@@ -40,7 +40,7 @@ from mvlog.sql.parse.sqltree import (
     window_parts,
 )
 from mvlog.sql.rewrite import fulljoin, rewrite
-from mvlog.sql.rewrite.normalize import Context, normalize, not_null_columns
+from mvlog.sql.rewrite.normalize import Context, columns_of_tables, normalize, not_null_columns
 
 __all__ = ["AGGREGATE_NOT_MERGED", "DIALECT", "Analysis", "NotKeyable", "SemiJoin", "TableRef", "ViewClass", "analyze",
            "group_expressions", "identifier_name", "join_side", "parse", "parse_query", "partition_by", "root_join",
@@ -72,12 +72,14 @@ def analyze(query: str, catalog: rewrite.Catalog | None = None, output_names: li
         analysis = _analyze_select(query, tree, not_null)
     # The NOT NULL columns, also of a query the rewrites left as it was (its qualified columns match).
     known = not_null if not_null is not None else not_null_columns(tree, catalog) if catalog is not None else set()
-    return _with_not_null(analysis, frozenset(known))
+    columns = columns_of_tables(tree, catalog) if catalog is not None else set()
+    return _with_catalog(analysis, frozenset(known), frozenset(columns))
 
 
-def _with_not_null(analysis: Analysis, not_null: frozenset[tuple[str, str]]) -> Analysis:
-    branches = [_with_not_null(b, not_null) for b in analysis.branches]
-    return dataclasses.replace(analysis, not_null=not_null, branches=branches)
+def _with_catalog(analysis: Analysis, not_null: frozenset[tuple[str, str]],
+                  columns: frozenset[tuple[str, str]]) -> Analysis:
+    branches = [_with_catalog(b, not_null, columns) for b in analysis.branches]
+    return dataclasses.replace(analysis, not_null=not_null, columns=columns, branches=branches)
 
 
 def _from_item_reason(item: exp.Expr) -> str:

@@ -49,6 +49,18 @@ class Analysis:
     ranges: list[RangeParameter] = field(default_factory=list)
     # (alias, column) of the NOT NULL columns of its tables (the catalog's; empty without it)
     not_null: frozenset[tuple[str, str]] = frozenset()
+    # (alias, column) of every column of its tables (the catalog's; empty without it)
+    columns: frozenset[tuple[str, str]] = frozenset()
+
+    def owner(self, expr: exp.Expr) -> str | None:
+        """The alias of the table whose column ``expr`` is (qualified, or the one table of the
+        query that has it); None: not a column, or not known to be one table's."""
+        if not isinstance(expr, exp.Column):
+            return None
+        if expr.table:
+            return expr.table
+        owners = {alias for alias, name in self.columns if name == expr.name}
+        return owners.pop() if len(owners) == 1 else None
 
     def never_null(self, expr: exp.Expr) -> bool:
         """Whether ``expr`` is a NOT NULL column of one of the query's FROM tables that no outer

@@ -45,14 +45,16 @@ AFFECTED_ALIAS = HIDDEN_PREFIX + "affected"
 
 
 def left_join_keys(keys: exp.Query, current: exp.Query, key_columns: tuple[str, ...],
-                    null_safe_from: int | None = None) -> exp.Select:
+                   null_safe_from: int | None = None, null_safe: Sequence[bool] = ()) -> exp.Select:
     """SELECT k.*, v.* FROM keys k LEFT JOIN current v ON v.<key i> = k._mvlog_key_<i>.
 
-    Key columns from ``null_safe_from`` on compare with IS NOT DISTINCT FROM, which PostgreSQL
-    cannot hash: with none before them it joins by a nested loop (every key against every
-    row), so use it for few rows only; after an equality it only filters the equal pairs."""
+    Key columns from ``null_safe_from`` on, and those ``null_safe`` marks, compare with IS NOT
+    DISTINCT FROM, which PostgreSQL cannot hash: with none before them it joins by a nested loop
+    (every key against every row), so use it for few rows only; after an equality it only filters
+    the equal pairs."""
+    lax = _padded(null_safe, len(key_columns))
     on = exp.and_(*[
-        (exp.NullSafeEQ if null_safe_from is not None and i >= null_safe_from else exp.EQ)(
+        (exp.NullSafeEQ if (null_safe_from is not None and i >= null_safe_from) or lax[i] else exp.EQ)(
             this=col(name, "v"), expression=col(key, "k"))
         for i, (name, key) in enumerate(zip(key_columns, key_names(len(key_columns))))
     ])
@@ -169,15 +171,43 @@ def restricted_query(select_sql: str) -> exp.Select:
 def rows_of_keys(shape: ViewShape, select_sql: str, null_keys: bool = False) -> list[exp.Select]:
     """``select_sql`` (the view's query with hidden columns) restricted to the rows of the keys in
     AFFECTED, with PRESENT: one query that PostgreSQL drives through indexes, and with
-    ``null_keys`` (an affected group key holds a NULL) a second that matches those keys null-safely."""
-    names = key_names(len(shape.key_columns))
-    keys = key_exprs(shape)
+    ``null_keys`` (an affected group key holds a NULL) a second that matches those keys null-safely.
+
+    A key column its table's key determines (``ViewShape.determined_keys``) is left out of the
+    match: the rows of the other keys are the same groups (and the join from AFFECTED drops any
+    other), and PostgreSQL misestimates a match on both a key and what it determines (q39's
+    ``(w_warehouse_name, w_warehouse_sk)``: estimated one warehouse a key, 5,819 scans of date_dim)."""
+    matched = matched_keys(shape)
+    names = [n for n, m in zip(key_names(len(shape.key_columns)), matched) if m]
+    keys = [k for k, m in zip(key_exprs(shape), matched) if m]
+    free = [f for f, m in zip(_padded(shape.null_free_keys, len(matched)), matched) if m]
     affected = exp.select(*[col(n) for n in names]).from_(AFFECTED)
     parts = [restricted_query(select_sql).where(in_query([k.copy() for k in keys], affected), copy=False)]
-    if null_keys:
-        parts.append(restricted_query(select_sql).where(_null_safe_match(keys, names, AFFECTED, shape.null_free_keys),
-                                                        copy=False))
+    if null_keys and not all(free):
+        parts.append(restricted_query(select_sql).where(_null_safe_match(keys, names, AFFECTED, free), copy=False))
     return parts
+
+
+def matched_keys(shape: ViewShape) -> list[bool]:
+    """Per key column, whether the read matches it with the affected keys (not one another key determines)."""
+    return [not d for d in _padded(shape.determined_keys, len(shape.key_columns))]
+
+
+def nullable_matched_keys(shape: ViewShape) -> list[str]:
+    """The names in AFFECTED of the matched key columns that can hold a NULL: a NULL in one of them
+    needs the read's null-safe part (none: the read has none)."""
+    free = _padded(shape.null_free_keys, len(shape.key_columns))
+    return [n for n, m, f in zip(key_names(len(shape.key_columns)), matched_keys(shape), free) if m and not f]
+
+
+def loosely_joined_keys(shape: ViewShape) -> list[bool]:
+    """Per key column, whether the read joins it to AFFECTED null-safely where no matched key holds a
+    NULL: a determined column that can be NULL (its rows were found by the keys that determine it)."""
+    return [not m and not f for m, f in zip(matched_keys(shape), _padded(shape.null_free_keys, len(shape.key_columns)))]
+
+
+def _padded(flags: Sequence[bool], width: int) -> list[bool]:
+    return [bool(flags[i]) if i < len(flags) else False for i in range(width)]
 
 
 def rows_of_roots(shape: ViewShape, select_sql: str) -> list[exp.Select]:
@@ -211,7 +241,7 @@ def _null_safe_match(keys: Sequence[exp.Expr], names: list[str], cte: str = AFFE
     ``null_free``: per key, whether it can never be NULL (a NOT NULL column): matched by ``=``,
     which PostgreSQL can hash; ``IS NOT DISTINCT FROM`` cannot be, and over keys that nearly
     always hold a NULL somewhere (TPC-DS's ``c_login``) it compared every row with every key."""
-    free = [bool(null_free[i]) if i < len(null_free) else False for i in range(len(keys))]
+    free = _padded(null_free, len(keys))
     nullable = [name for name, never in zip(names, free) if not never]
     if not nullable:
         return exp.false()  # no key can hold a NULL: the part reads nothing
@@ -227,24 +257,29 @@ def _null_safe_match(keys: Sequence[exp.Expr], names: list[str], cte: str = AFFE
                     exp.Exists(this=affected().where(exp.and_(_any_null(nullable, AFFECTED_ALIAS), *matches))))
 
 
-def join_affected(current: exp.Query, nullish: exp.Query | None, key_columns: tuple[str, ...]) -> exp.Query:
+def join_affected(current: exp.Query, nullish: exp.Query | None, key_columns: tuple[str, ...],
+                  loose: Sequence[bool] = ()) -> exp.Query:
     """AFFECTED LEFT JOIN ``current`` by the view key; with ``nullish``, the keys holding a NULL
-    join those rows instead, null-safely (few keys and rows: the nested loop stays small)."""
+    join those rows instead, null-safely (few keys and rows: the nested loop stays small).
+    ``loose``: per key, null-safe in the first join too (see :func:`loosely_joined_keys`); the
+    keys checked for a NULL are then the others."""
     if nullish is None:
-        return left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, key_columns)
-    any_null = _any_null(key_names(len(key_columns)))
+        return left_join_keys(exp.select(exp.Star()).from_(AFFECTED), current, key_columns, null_safe=loose)
+    loose = _padded(loose, len(key_columns))
+    any_null = _any_null([n for n, lax in zip(key_names(len(key_columns)), loose) if not lax])
     with_nulls = exp.select(exp.Star()).from_(AFFECTED).where(any_null)
     without_nulls = exp.select(exp.Star()).from_(AFFECTED).where(exp.not_(any_null.copy()))
     return exp.union(
-        left_join_keys(without_nulls, current, key_columns),
+        left_join_keys(without_nulls, current, key_columns, null_safe=loose),
         left_join_keys(with_nulls, nullish, key_columns, null_safe_from=0),
         distinct=False,
     )
 
 
-def any_null_exists(cte: str, width: int) -> exp.Select:
-    """``SELECT EXISTS (a row of cte whose _mvlog_key_<i>, i < width, holds a NULL)``."""
-    names = key_names(width)
+def any_null_exists(cte: str, width: int | list[str]) -> exp.Select:
+    """``SELECT EXISTS (a row of cte whose _mvlog_key_<i>, i < width, holds a NULL)`` (or one of
+    the columns ``width`` names)."""
+    names = key_names(width) if isinstance(width, int) else width
     return exp.select(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(cte).where(_any_null(names))))
 
 

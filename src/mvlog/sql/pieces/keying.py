@@ -252,7 +252,20 @@ def keyed(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo], logs
         deltas=deltas, recompute_reason=recompute_reason, row_keyed=not aggregate, keymap_cores=keymap_cores,
         keymap_ties=keymap_ties,
         null_free_keys=tuple(analysis.never_null(g) for g in groups),
+        determined_keys=determined_groups(groups, tables[:from_items], analysis),
     )
+
+
+def determined_groups(groups: list[exp.Expr], tables: list[TableKey], analysis: Analysis) -> tuple[bool, ...]:
+    """Per group expression, whether it is a column of a table whose whole primary key is among
+    the groups (so that key determines it: q39's ``w_warehouse_name`` beside ``w_warehouse_sk``).
+    Also over an outer join: a row the join extends has NULL in the key and the column alike."""
+    owners = [(analysis.owner(g), g.name) if isinstance(g, exp.Column) else (None, "") for g in groups]
+    keyed = {t.alias: t.log.key_columns for t in tables
+             if all((t.alias, pk) in owners for pk in t.log.key_columns)}
+    if not keyed:
+        return ()
+    return tuple(alias in keyed and name not in keyed[alias] for alias, name in owners)
 
 
 def _table_keys(refs: list[TableRef], logs_by_alias: dict[str, LogInfo], from_items: int | None = None

@@ -210,6 +210,9 @@ class ViewShape:
     # Aggregate views: per key column, whether it can never be NULL (a NOT NULL column of a table
     # no outer join extends): matched by = even where another key holds a NULL (hashable).
     null_free_keys: tuple[bool, ...] = ()
+    # Aggregate views: per key column, whether another key column (its table's whole primary key)
+    # determines it: the read matches the affected keys without it (an estimate PostgreSQL gets right).
+    determined_keys: tuple[bool, ...] = ()
     # A join view: keyed by its tables' primary keys, which its key map holds as they are (other
     # key maps map those keys to a view key, or a window view's to a partition).
     row_keyed: bool = False

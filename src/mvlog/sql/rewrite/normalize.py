@@ -165,6 +165,17 @@ def not_null_columns(tree: exp.Expr, catalog: rewrite.Catalog) -> set[tuple[str,
     return found | ({("", name) for name, never in unqualified.items() if never} if not unknown else set())
 
 
+def columns_of_tables(tree: exp.Expr, catalog: rewrite.Catalog) -> set[tuple[str, str]]:
+    """(alias, column) of every column of the query's tables: whose table an unqualified column is."""
+    tables: dict[tuple[str | None, str], TableInfo] = {(t.schema, t.name): t for t in catalog.values()}
+    found: set[tuple[str, str]] = set()
+    for select in tree.find_all(exp.Select):
+        for ref in table_refs(select):
+            info = tables.get((ref.schema, ref.name)) or catalog.get((ref.schema, ref.name))
+            found |= {(ref.alias, c.name) for c in info.columns} if info is not None else set()
+    return found
+
+
 def set_operation_branches(tree: exp.Expr, distinct: bool = False) -> list[exp.Expr] | None:
     """The branches of a chain of UNION ALLs (None if it is another set operation); with
     ``distinct``, of a chain of UNIONs of either kind (a DISTINCT over all of them)."""

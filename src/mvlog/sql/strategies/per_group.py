@@ -28,9 +28,10 @@ class _Groups(Strategy):
         return Strategy.read_sql(self, since, null_keys)
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
-        if self.shape.null_free_keys and all(self.shape.null_free_keys):
-            return [None]  # every key a NOT NULL column
-        query = sqlgen.any_null_exists(AFFECTED, len(self.shape.key_columns))
+        nullable = sqlgen.nullable_matched_keys(self.shape)
+        if not nullable:
+            return [None]  # every key the read matches a NOT NULL column
+        query = sqlgen.any_null_exists(AFFECTED, nullable)
         return [sql_text(self.with_affected(query, since))]
 
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:

@@ -114,7 +114,8 @@ class Strategy:
         """The fast read: affected keys LEFT JOIN their rows now (``null_keys``: per part, whether
         an affected key holds a NULL; see :meth:`null_key_checks`)."""
         current, *nullish = self.restricted(self.shape.select_sql, any(null_keys))
-        query = sqlgen.join_affected(current, nullish[0] if nullish else None, self.shape.key_columns)
+        query = sqlgen.join_affected(current, nullish[0] if nullish else None, self.shape.key_columns,
+                                     sqlgen.loosely_joined_keys(self.shape))
         return sql_text(self.with_affected(query, since))
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
