@@ -26,8 +26,10 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -106,16 +108,29 @@ def stop_within(stopped: threading.Event, give_up: Callable[[str], None], log: C
     """After a stop was asked for: wait ``grace`` seconds for the work in flight to end (``stopped``),
     then give it up (``give_up``: its PostgreSQL calls abandoned, its Spark work interrupted), and
     at ``force`` seconds exit the process whatever still runs. A connection that stopped answering
-    never keeps a stopped scheduler alive."""
-    if stopped.wait(grace):
-        return
-    if grace:
-        log(f"the work in flight did not end within {grace:g} s of the stop: giving it up")
-    give_up("the process is stopping")
-    if stopped.wait(force - grace):
-        return
-    log(f"stopped: the work in flight did not end within {force:g} s of the stop")
-    os._exit(1)
+    never keeps a stopped scheduler alive: nor does what the process does once its work ended (its
+    connections closed, its sessions released), which ends it with 0 at ``force`` seconds, saying
+    where it was (a stopped scheduler once outlived its stop by more than 35 s, session 65)."""
+    started = time.monotonic()
+    if not stopped.wait(grace):
+        if grace:
+            log(f"the work in flight did not end within {grace:g} s of the stop: giving it up")
+        give_up("the process is stopping")
+        if not stopped.wait(force - grace):
+            log(f"stopped: the work in flight did not end within {force:g} s of the stop")
+            os._exit(1)
+    time.sleep(max(0.0, force - (time.monotonic() - started)))  # a process that exits ends this thread
+    log(f"stopped, but closing did not end within {force:g} s of the stop (at {_main_thread_at()}): exiting")
+    os._exit(0)
+
+
+def _main_thread_at() -> str:
+    """Where the main thread is: its innermost frames, as file:line function."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    if frame is None:
+        return "the main thread has ended"
+    return " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                      for f in reversed(traceback.extract_stack(frame)[-4:]))
 
 
 def beside_signals(work: Callable[[], None], done: threading.Event) -> None:
