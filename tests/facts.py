@@ -33,7 +33,8 @@ CASES = [
     ("SELECT id FROM orders UNION SELECT customer_id FROM orders", "UnionDistinct", 2),
     ("SELECT id FROM orders LIMIT 3", "Strategy", 0),
 ]
-LOGS = {"orders": LOG, "o": LOG, "c": CUSTOMERS, "customers": CUSTOMERS}
+LOGS = {"orders": LOG, "o": LOG, "c": CUSTOMERS, "customers": CUSTOMERS,
+        "public.orders": LOG, "public.customers": CUSTOMERS}
 
 
 def shape_of(query: str):

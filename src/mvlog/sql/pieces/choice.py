@@ -10,7 +10,7 @@ import dataclasses
 
 from mvlog.model import LogInfo
 from mvlog.sql.analyze.analysis import Analysis, ViewClass
-from mvlog.sql.pieces import keying
+from mvlog.sql.pieces import keying, unions
 from mvlog.sql.pieces.shape import Ranged, ViewShape, downgrade
 
 
@@ -36,13 +36,13 @@ def shape_view(name: str, analysis: Analysis, logs_by_alias: dict[str, LogInfo])
         return with_parameters(keying.keyed(name, analysis, logs_by_alias, logs, aggregate=True), analysis,
                                tuple(dict.fromkeys(logs_by_alias[ref.alias] for ref in analysis.parameters)))
     if analysis.view_class is ViewClass.UNION and analysis.distinct:
-        return keying.union_distinct(name, analysis, logs_by_alias, logs, shape_view)
+        return unions.union_distinct(name, analysis, logs_by_alias, logs, shape_view)
     if analysis.over_union:
-        return keying.over_union(name, analysis, logs_by_alias, logs, shape_view)
+        return unions.over_union(name, analysis, logs_by_alias, logs, shape_view)
     if analysis.view_class is ViewClass.UNION:
-        return keying.union_all(name, analysis, logs_by_alias, logs, shape_view)
+        return unions.union_all(name, analysis, logs_by_alias, logs, shape_view)
     if keying.has_full_join(analysis):
-        return keying.full_join(name, analysis, logs_by_alias, logs, shape_view)
+        return unions.full_join(name, analysis, logs_by_alias, logs, shape_view)
     if analysis.view_class is ViewClass.SIMPLE:
         return keying.simple(name, analysis, logs_by_alias, logs)
     if analysis.view_class is ViewClass.WINDOW:
