@@ -106,7 +106,8 @@ def capture(ctx: click.Context, once: bool, interval: float, batch_rows: int) ->
     import threading
 
     from mvlog.commands.native_stderr import routed_native_stderr
-    from mvlog.commands.schedule import beside_signals, capture_until, stop_within
+    from mvlog.commands.schedule import capture_until
+    from mvlog.commands.stopping import beside_signals, stop_within
     from mvlog.postgres.capture.batch import Pass
 
     def written(done: Pass) -> None:

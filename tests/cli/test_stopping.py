@@ -10,7 +10,7 @@ import pytest
 
 PROGRAM = """
 import threading, time
-from mvlog.commands.schedule import stop_within
+from mvlog.commands.stopping import stop_within
 stopped = threading.Event()
 def give_up(reason):
     print("given up:", reason, flush=True)
