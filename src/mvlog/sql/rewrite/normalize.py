@@ -10,7 +10,7 @@ the project's and PostgreSQL's views (:mod:`mvlog.sql.parse.expansion`) happens 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -149,31 +149,30 @@ def not_null_columns(tree: exp.Expr, catalog: rewrite.Catalog) -> set[tuple[str,
     """(alias, column) of every NOT NULL column of the query's tables (qualified, or as written),
     and ("", column) for a name NOT NULL in every table of the query that has it (an unqualified
     column; a table unknown to the catalog makes no name certain)."""
-    tables: dict[tuple[str | None, str], TableInfo] = {(t.schema, t.name): t for t in catalog.values()}
     found: set[tuple[str, str]] = set()
     unqualified: dict[str, bool] = {}
     unknown = False
-    for select in tree.find_all(exp.Select):
-        for ref in table_refs(select):
-            info = tables.get((ref.schema, ref.name)) or catalog.get((ref.schema, ref.name))
-            if info is None:
-                unknown = True
-                continue
-            found |= {(ref.alias, c.name) for c in info.columns if c.not_null}
-            for c in info.columns:
-                unqualified[c.name] = unqualified.get(c.name, True) and c.not_null
+    for alias, info in _tables_of(tree, catalog):
+        if info is None:
+            unknown = True
+            continue
+        found |= {(alias, c.name) for c in info.columns if c.not_null}
+        for c in info.columns:
+            unqualified[c.name] = unqualified.get(c.name, True) and c.not_null
     return found | ({("", name) for name, never in unqualified.items() if never} if not unknown else set())
 
 
 def columns_of_tables(tree: exp.Expr, catalog: rewrite.Catalog) -> set[tuple[str, str]]:
     """(alias, column) of every column of the query's tables: whose table an unqualified column is."""
+    return {(alias, c.name) for alias, info in _tables_of(tree, catalog) if info is not None for c in info.columns}
+
+
+def _tables_of(tree: exp.Expr, catalog: rewrite.Catalog) -> Iterator[tuple[str, TableInfo | None]]:
+    """Each table the query reads, at every level: its alias and what the catalog says of it (None: unknown)."""
     tables: dict[tuple[str | None, str], TableInfo] = {(t.schema, t.name): t for t in catalog.values()}
-    found: set[tuple[str, str]] = set()
     for select in tree.find_all(exp.Select):
         for ref in table_refs(select):
-            info = tables.get((ref.schema, ref.name)) or catalog.get((ref.schema, ref.name))
-            found |= {(ref.alias, c.name) for c in info.columns} if info is not None else set()
-    return found
+            yield ref.alias, tables.get((ref.schema, ref.name)) or catalog.get((ref.schema, ref.name))
 
 
 def set_operation_branches(tree: exp.Expr, distinct: bool = False) -> list[exp.Expr] | None:
