@@ -276,10 +276,8 @@ def join_affected(current: exp.Query, nullish: exp.Query | None, key_columns: tu
     )
 
 
-def any_null_exists(cte: str, width: int | list[str]) -> exp.Select:
-    """``SELECT EXISTS (a row of cte whose _mvlog_key_<i>, i < width, holds a NULL)`` (or one of
-    the columns ``width`` names)."""
-    names = key_names(width) if isinstance(width, int) else width
+def any_null_exists(cte: str, names: list[str]) -> exp.Select:
+    """``SELECT EXISTS (a row of cte where one of the columns ``names`` holds a NULL)``."""
     return exp.select(exp.Exists(this=exp.select(exp.Literal.number(1)).from_(cte).where(_any_null(names))))
 
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlglot import exp
 
 from mvlog.sql.generate import sqlgen
-from mvlog.sql.generate.changes import AFFECTED, ROOTS, changed_keys_sql, roots_ref, roots_sql
+from mvlog.sql.generate.changes import AFFECTED, ROOTS, changed_keys_sql, key_names, roots_ref, roots_sql
 from mvlog.sql.parse.sqltree import sql_text, union_of
 from mvlog.sql.strategies.strategy import KEY_MAP_NOTE, Q, Strategy
 
@@ -119,7 +119,7 @@ class Window(Strategy):
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
         # the partitions alone: the view keys are derived from them
-        query = sqlgen.any_null_exists(ROOTS, len(self.shape.partition_exprs))
+        query = sqlgen.any_null_exists(ROOTS, key_names(len(self.shape.partition_exprs)))
         return [sql_text(query.with_(ROOTS, as_=self._partitions(since), copy=False))]
 
     def statements(self, since: datetime) -> list[str]:

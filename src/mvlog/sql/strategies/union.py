@@ -124,7 +124,7 @@ class UnionDistinct(UnionAll):
         return sql_text(query.with_(changes.AFFECTED, as_=self._affected_rows(since), copy=False))
 
     def null_key_checks(self, since: datetime | None) -> list[str | None]:
-        check = sqlgen.any_null_exists(changes.AFFECTED, len(self.shape.key_columns))
+        check = sqlgen.any_null_exists(changes.AFFECTED, changes.key_names(len(self.shape.key_columns)))
         return [sql_text(check.with_(changes.AFFECTED, as_=self._affected_rows(since), copy=False))]
 
     def any_dml_note(self) -> str:
