@@ -18,6 +18,7 @@ from mvlog.pipeline.cost import (
     SAMPLES,
     SIZE_SPAN,
     choose,
+    expected_seconds,
     measured_both,
     predict,
     share_rule,
@@ -312,3 +313,15 @@ def test_a_cold_first_complete_refresh_predicts_only_until_another_is_measured()
     later = Measured(COMPLETE, warm, None, 10_000)
     then = choose([fast, later, cold, build], window(50_000), 10_000)
     assert then.full is not None and then.full.seconds == warm and then.complete
+
+
+def test_the_seconds_to_order_work_by_are_the_method_s_own_medians_else_what_is_known():
+    force = RefreshMethod.FORCE
+    assert expected_seconds(None, force) is None
+    assert expected_seconds(FleetCost("simple", None, None, None), FAST) is None
+    built = FleetCost("simple", None, None, 30.0)  # only its build
+    assert [expected_seconds(built, m) for m in (FAST, COMPLETE, force)] == [30.0, 30.0, 30.0]
+    both = FleetCost("simple", 2.0, 10.0, 30.0)
+    assert [expected_seconds(both, m) for m in (FAST, COMPLETE, force)] == [2.0, 10.0, 2.0]
+    dearer_fast = FleetCost("simple", 12.0, 10.0, 30.0)
+    assert expected_seconds(dearer_fast, force) == 10.0

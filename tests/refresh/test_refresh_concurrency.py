@@ -10,7 +10,7 @@ from conftest import SPARK_MODES, assert_view_matches
 
 import mvlog.pipeline.refresh
 from mvlog.config import ViewConfig
-from mvlog.pipeline.lanes import refresh_units
+from mvlog.pipeline.lanes import longest_first, refresh_units
 
 SCHEMA = """
 CREATE TABLE accounts (id int PRIMARY KEY, branch int NOT NULL, balance numeric(14,2) NOT NULL);
@@ -35,6 +35,15 @@ def test_units_are_single_views_and_whole_groups_in_the_order_given():
     views = [ViewConfig(name=n, query="SELECT 1 AS x", group=g)
              for n, g in [("a", None), ("b", "g1"), ("c", None), ("d", "g1"), ("e", "g2")]]
     assert [[v.name for v in unit] for unit in refresh_units(views)] == [["a"], ["b", "d"], ["c"], ["e"]]
+
+
+def test_workers_take_the_longest_units_first_and_units_never_measured_before_them():
+    views = [ViewConfig(name=n, query="SELECT 1 AS x", group=g)
+             for n, g in [("a", None), ("b", "g1"), ("c", None), ("d", "g1"), ("e", None), ("f", None)]]
+    seconds = {"a": 1.0, "b": 2.0, "c": 5.0, "d": 4.0, "e": None, "f": 1.0}  # e never refreshed
+    ordered = longest_first(refresh_units(views), seconds)
+    assert [[v.name for v in unit] for unit in ordered] == [["e"], ["b", "d"], ["c"], ["a"], ["f"]]
+    assert longest_first(refresh_units(views), {}) == refresh_units(views)  # nothing known: as given
 
 
 @pytest.mark.integration
@@ -64,7 +73,19 @@ def test_independent_units_refresh_at_once_and_stay_separate(db, make_project, m
         checkpoint(name)
 
     monkeypatch.setattr(mvlog.pipeline.refresh, "checkpoint", meet_after_stamp)
+    # The group's build as if it took a minute: its unit is taken first (the views' builds say how long).
+    db.execute("UPDATE mvlog.refresh_history SET finished_at = started_at + interval '60 s' "
+               "WHERE view_name = 'branch_totals'")
+    orders: list[list[list[str]]] = []
+
+    def spied(units, seconds):
+        ordered = longest_first(units, seconds)
+        orders.append([[v.name for v in unit] for unit in ordered])
+        return ordered
+
+    monkeypatch.setattr(mvlog.pipeline.refresh, "longest_first", spied)
     results = project.refresh()
+    assert [unit[0] for unit in orders[0]][:1] == ["branch_orders"], orders
     assert [r.view for r in results] == [v["name"] for v in VIEWS]
     assert [(r.error, str(r.method)) for r in results] == [(None, "fast")] * 4
     assert met == [True, True, True]

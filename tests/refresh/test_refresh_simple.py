@@ -384,6 +384,9 @@ def test_force_predicts_what_a_view_never_ran_from_the_other_views(db, make_proj
                        "CASE WHEN %s = 'fast' THEN 1 END)", (name, seconds, method, method))
     assert sorted((f.fast, f.complete, f.build) for f in project.catalog.fleet_costs("v3"))[:3] == [
         (2.0, 2.0, 4.0), (3.0, 4.0, 8.0), (5.0, 8.0, 16.0)]
+    costs = project.catalog.view_costs(["v2", "v3", "not_a_view"])  # by name: what orders a refresh's units
+    assert sorted(costs) == ["v2", "v3"]
+    assert (costs["v2"].fast, costs["v2"].complete, costs["v2"].build) == (5.0, 8.0, 16.0)
     db.execute("UPDATE mvlog.refresh_history SET finished_at = started_at + interval '1 s' WHERE view_name = 'v3'")
     db.execute("UPDATE items SET qty = qty + 1 WHERE id = 3")
     planned = project.plan("v3")  # complete: 1 s / 2 = 0.5 s; fast: 1 + 0.5 x 0.5 = 1.25 s

@@ -274,3 +274,20 @@ def measured_both(measured: Sequence[Measured]) -> bool:
     """Whether the view's own refreshes predict both methods (else the other views' costs may)."""
     methods = {m.method for m in measured if not m.build}
     return methods == {RefreshMethod.FAST, RefreshMethod.COMPLETE}
+
+
+def expected_seconds(cost: FleetCost | None, method: RefreshMethod) -> float | None:
+    """About how long a view's next refresh by ``method`` takes, from its own refreshes' medians
+    (:class:`FleetCost`; its build where no complete refresh was measured): a ``force`` view's
+    cheaper measured method, a fast one's fast refreshes (its complete ones until it ran fast); None
+    when the view never ran. An estimate to order work by (:func:`mvlog.pipeline.lanes.longest_first`),
+    not a prediction to choose by."""
+    if cost is None:
+        return None
+    complete = cost.complete if cost.complete is not None else cost.build
+    if method is RefreshMethod.COMPLETE:
+        return complete
+    if method is RefreshMethod.FAST:
+        return cost.fast if cost.fast is not None else complete
+    known = [s for s in (cost.fast, complete) if s is not None]
+    return min(known) if known else None

@@ -21,11 +21,11 @@ from mvlog.config import ViewConfig
 from mvlog.errors import ConcurrentRefreshError, MvlogError
 from mvlog.faults import arm, checkpoint
 from mvlog.model import UNCHANGED, RefreshMethod
-from mvlog.pipeline import fastwrite, readform
+from mvlog.pipeline import cost, fastwrite, readform
 from mvlog.pipeline import plan as planner
 from mvlog.pipeline.compile import definition_hash
 from mvlog.pipeline.fastwrite import KeptRows
-from mvlog.pipeline.lanes import Lanes, refresh_units
+from mvlog.pipeline.lanes import Lanes, longest_first, refresh_units
 from mvlog.pipeline.parts import ProjectParts, ProjectWorker
 from mvlog.pipeline.plan import RefreshPlan, requested_method
 from mvlog.pipeline.planning import PlannedView, ViewPlanner
@@ -71,6 +71,8 @@ class Refresher(ProjectWorker):
             fresh = {result.view: result for result in self.unchanged(views, complete)}
             units = refresh_units([v for v in views if v.name not in fresh], self.compiler.graph)
             workers = min(concurrency, len(units)) if new_lane is not None else 1
+            if workers > 1:
+                units = longest_first(units, self._expected_seconds(units, complete))
             if units:
                 self.parts.warehouse()
             if workers <= 1 or new_lane is None:
@@ -84,6 +86,16 @@ class Refresher(ProjectWorker):
                         done[futures[future]] = self._reported(future.result())
         by_view = {**fresh, **{result.view: result for i in range(len(units)) for result in done[i]}}
         return [by_view[v.name] for v in views if v.name in by_view]
+
+    def _expected_seconds(self, units: list[list[ViewConfig]], complete: Collection[str]) -> dict[str, float | None]:
+        """Each view's expected seconds by the method asked of it (:func:`cost.expected_seconds`),
+        from its refresh history; none if the catalog cannot say (the units keep their order)."""
+        views = [v for unit in units for v in unit]
+        try:
+            costs = self.catalog.view_costs([v.name for v in views])
+        except MvlogError:
+            return {}
+        return {v.name: cost.expected_seconds(costs.get(v.name), requested_method(v, complete)) for v in views}
 
     def _reported(self, results: list[RefreshResult]) -> list[RefreshResult]:
         for result in results:

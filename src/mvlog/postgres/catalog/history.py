@@ -91,13 +91,13 @@ class RefreshHistory:
         return [Measured(RefreshMethod(method), seconds, keys, rows if method == "complete" else None, build, first)
                 for _, method, seconds, keys, rows, build, first in rows]
 
-    def costs_of(self, views: sql.Composable, params: dict[str, Any], limit: int = 8) -> list[FleetCost]:
+    def costs_of(self, views: sql.Composable, params: dict[str, Any], limit: int = 8) -> dict[str, FleetCost]:
         """What the refreshes of ``views`` (a subquery of ``(name, view_class)`` rows, with ``params``)
         cost: per view, the medians of its latest ``limit`` fast and complete refreshes (its build
-        apart) and its latest build's seconds."""
+        apart) and its latest build's seconds, by view name."""
         rows = self.source.query(sql.SQL(
             """
-            SELECT v.view_class, f.seconds, c.seconds, b.seconds FROM ({views}) AS v(name, view_class)
+            SELECT v.name, v.view_class, f.seconds, c.seconds, b.seconds FROM ({views}) AS v(name, view_class)
             CROSS JOIN LATERAL (
                 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s) FROM (
                     SELECT extract(epoch FROM finished_at - started_at)::float8 AS s FROM mvlog.refresh_history h
@@ -114,7 +114,7 @@ class RefreshHistory:
                 WHERE h.view_name = v.name AND status = 'succeeded' AND method = 'complete' AND reason = %(build)s
                   AND finished_at IS NOT NULL ORDER BY started_at DESC LIMIT 1) b(seconds) ON true
             """).format(views=views), {**params, "limit": limit, "build": NOT_BUILT})
-        return [FleetCost(view_class, fast, complete, build) for view_class, fast, complete, build in rows]
+        return {name: FleetCost(view_class, fast, complete, build) for name, view_class, fast, complete, build in rows}
 
     def last_attempt_failed(self, name: str) -> bool:
         """Whether the view's latest refresh did not succeed (failed, or still 'running': killed)."""

@@ -278,7 +278,13 @@ class Catalog(CatalogSchema, RefreshHistory):
 
     def fleet_costs(self, name: str) -> list[FleetCost]:
         """What every registered view but ``name`` costs to refresh (:meth:`RefreshHistory.costs_of`)."""
-        return self.costs_of(sql.SQL("SELECT name, view_class FROM mvlog.views WHERE name <> %(name)s"), {"name": name})
+        return list(self.costs_of(sql.SQL("SELECT name, view_class FROM mvlog.views WHERE name <> %(name)s"),
+                                  {"name": name}).values())
+
+    def view_costs(self, names: Sequence[str]) -> dict[str, FleetCost]:
+        """What each of the named registered views costs to refresh, by name (:meth:`RefreshHistory.costs_of`)."""
+        return self.costs_of(sql.SQL("SELECT name, view_class FROM mvlog.views WHERE name = ANY(%(names)s)"),
+                             {"names": list(names)})
 
     def history(self, name: str, limit: int = 20) -> list[HistoryRow]:
         """The most recent refreshes of a view, newest first."""
