@@ -10,6 +10,7 @@ The adapters (:mod:`mvlog.postgres.source`, :mod:`mvlog.postgres.catalog`,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -166,6 +167,7 @@ class Measured:
     rows: int | None  # rows of the view it left
     build: bool = False  # the view's first refresh (its table created, its state built)
     first_after_build: bool = False  # its method's first refresh after the build, the build apart (caches, plans cold)
+    phases: Mapping[str, float] = field(default_factory=dict)  # seconds by phase (none before catalog version 9)
 
 
 @dataclass(frozen=True)

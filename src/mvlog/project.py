@@ -315,7 +315,7 @@ class Project:
             plan = self.refresher.preview(view)
         except MvlogError:  # not registered yet (explain runs before apply), or not plannable now
             return result
-        result.next_refresh = {key: plan.to_json()[key] for key in ("method", "reason", "write")}
+        result.next_refresh = {key: plan.to_json()[key] for key in ("method", "reason", "write", "read")}
         return result
 
     # -- maintenance -------------------------------------------------------------------------------

@@ -348,7 +348,8 @@ def test_force_chooses_by_the_share_rule_then_by_what_the_view_s_refreshes_cost(
     costs("60 s", "0.5 s")
     planned = project.plan("v_force")  # what the next refresh will choose, from the changes pending now
     assert planned.method == "complete" and planned.reason.startswith("a complete refresh is predicted cheaper")
-    assert project.explain("v_force").next_refresh == {"method": "complete", "reason": planned.reason, "write": None}
+    assert project.explain("v_force").next_refresh == {"method": "complete", "reason": planned.reason, "write": None,
+                                                       "read": None}
     results = refresh_ok(project)
     assert results["v_force"].method == "complete", results["v_force"].reason
     assert results["v_force"].reason.startswith("a complete refresh is predicted cheaper: fast predicted 133.3 s "

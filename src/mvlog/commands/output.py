@@ -130,7 +130,8 @@ def print_explain(result: Explanation) -> None:
     if result.next_refresh:
         nxt = result.next_refresh
         write = f", write: {nxt['write']}" if nxt["write"] else ""
-        out.print(f"next refresh: {nxt['method']} ({nxt['reason']}){write}", markup=False)
+        read = ", read: its whole query" if nxt.get("read") == "whole" else ""
+        out.print(f"next refresh: {nxt['method']} ({nxt['reason']}){write}{read}", markup=False)
 
 
 def print_history(rows: list[dict], redact: Callable[[str], str]) -> None:

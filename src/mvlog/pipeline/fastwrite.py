@@ -35,7 +35,10 @@ class KeptRows:
 def write_staged(warehouse: Warehouse, plan: RefreshPlan, staged: Staged, metadata: dict, txn: tuple[str, int],
                  progress: Callable[[str], None]) -> WriteCounts:
     """The staged rows written by the plan's write (a rewrite, a key-only replace, or a MERGE when
-    the keys cannot be replaced): one Delta commit."""
+    the keys cannot be replaced; after a whole read, a MERGE that also deletes the rows the query
+    no longer has): one Delta commit."""
+    if plan.whole_read is not None:
+        return warehouse.merge(plan.location, staged, plan.key_columns, metadata, txn, plan.row_hash, whole=True)
     unreplaceable = warehouse.unreplaceable(staged) if plan.write is Write.REPLACE else None
     write = planner.write_for(plan.write, unreplaceable)
     if write is not plan.write:

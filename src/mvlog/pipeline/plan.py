@@ -21,8 +21,8 @@ from sqlglot import exp
 from mvlog.config import ViewConfig
 from mvlog.errors import RefreshRefused
 from mvlog.model import NOT_BUILT, ROW_HASH_COLUMN, ColumnStats, FleetCost, LogInfo, Measured, RefreshMethod, WindowSize
-from mvlog.pipeline import cost, readform
-from mvlog.sql.generate import aggdelta
+from mvlog.pipeline import cost, readform, readscope
+from mvlog.sql.generate import aggdelta, sqlgen
 from mvlog.sql.parse.sqltree import sql_text
 from mvlog.sql.pieces.shape import ViewShape, col
 from mvlog.sql.rewrite import decorrelate
@@ -46,6 +46,8 @@ WRITE_TEXT = {
     Write.REPLACE: "the changed keys' rows replaced in one commit (replaceWhere on the key columns)",
 }
 
+WHOLE_WRITE_TEXT = "one Delta MERGE of the whole query's rows, deleting the rows it no longer has"
+
 
 @dataclass(frozen=True)
 class RefreshPlan:
@@ -64,6 +66,7 @@ class RefreshPlan:
     write: Write = Write.MERGE  # fast refresh: how the changed keys are written (see with_sized_write)
     window_keys: int | None = None  # force: the distinct keys the window changed (recorded: what it cost)
     requested: RefreshMethod = RefreshMethod.FORCE  # what was asked (the view's refresh:, or --complete)
+    whole_read: str | None = None  # fast refresh: why it reads the view's whole query (None: its changed keys')
 
     def read_sql(self, null_keys: tuple[bool, ...] = ()) -> str:
         """The SQL whose rows the refresh reads from PostgreSQL, at the snapshot its stamp was taken in.
@@ -73,6 +76,8 @@ class RefreshPlan:
         """
         if self.method is RefreshMethod.COMPLETE:
             return self.shape.select_sql
+        if self.whole_read is not None:
+            return sqlgen.whole_rows_sql(self.shape)
         return strategy_of(self.shape).read_sql(self.since, null_keys)
 
     def to_json(self) -> dict:
@@ -87,7 +92,11 @@ class RefreshPlan:
             # aggregate views: the aggregates kept by deltas, or why affected groups are recomputed
             "aggregate_deltas": list(self.shape.deltas.aggregates) if self.shape.deltas else None,
             "groups_recomputed": self.shape.recompute_reason,
-            "write": None if self.method is RefreshMethod.COMPLETE else self.write.value,
+            "write": None if self.method is RefreshMethod.COMPLETE else
+            Write.MERGE.value if self.whole_read else self.write.value,
+            # fast refresh: the changed keys' rows ("keys") or the view's whole query ("whole"), and why
+            "read": None if self.method is RefreshMethod.COMPLETE else "whole" if self.whole_read else "keys",
+            "read_reason": self.whole_read,
         }
 
     def describe(self) -> str:
@@ -101,7 +110,10 @@ class RefreshPlan:
         if self.method is RefreshMethod.FAST:
             lines.append(f"  window: snaptime$$ in {window}")
             lines.append(f"  affected: {strategy_of(self.shape).how()}")
-            lines.append(f"  write: {WRITE_TEXT[self.write]}")
+            if self.whole_read is not None:
+                lines.append(f"  read: the whole query, its rows compared with the table's by one MERGE "
+                             f"({self.whole_read})")
+            lines.append(f"  write: {WRITE_TEXT[self.write] if self.whole_read is None else WHOLE_WRITE_TEXT}")
         elif self.partitions and self.shape.range_key:
             lines.append(f"  read: {len(self.partitions)} partitions by ranges of {self.shape.range_key.column}")
         if inlined := readform.inlined(self.shape.select_sql, self.read_sql()).inlined:  # as the refresh sends it
@@ -166,6 +178,14 @@ def with_sized_write(plan: RefreshPlan, row_count: int | None, change_feed: bool
         small = row_count is not None and row_count <= rewrite_max_rows
         write = Write.REWRITE if small else Write.REPLACE
     return dataclasses.replace(plan, write=write)
+
+
+def with_read_scope(plan: RefreshPlan, measured: Sequence[Measured], row_count: int | None) -> RefreshPlan:
+    """What a fast plan reads (:func:`mvlog.pipeline.readscope.whole_read`): its changed keys' rows,
+    or its view's whole query where the view's refreshes measured that cheaper."""
+    if plan.method is not RefreshMethod.FAST:
+        return plan
+    return dataclasses.replace(plan, whole_read=readscope.whole_read(measured, row_count))
 
 
 def group_tables(shape: ViewShape) -> list[str]:

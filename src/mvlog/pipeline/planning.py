@@ -43,10 +43,12 @@ class ViewPlanner(ProjectWorker):
         predictions (:func:`mvlog.pipeline.cost.choose`)."""
         planned = self.planned(view, requested_method(view, complete), for_refresh=False)
         plan = planned.plan
-        if plan.method is RefreshMethod.FAST and plan.requested is RefreshMethod.FORCE:
+        if plan.method is RefreshMethod.FAST:
             measured = self.catalog.measured(view.name)
-            plan = planner.after_stamp(plan, [], self.logs.window_sizes(plan.logs, plan.since), measured,
-                                       planned.state.row_count, self._fleet(view, measured))
+            if plan.requested is RefreshMethod.FORCE:
+                plan = planner.after_stamp(plan, [], self.logs.window_sizes(plan.logs, plan.since), measured,
+                                           planned.state.row_count, self._fleet(view, measured))
+            plan = planner.with_read_scope(plan, measured, planned.state.row_count)
         return self._partitioned(plan)
 
     def planned(self, view: ViewConfig, method: RefreshMethod, for_refresh: bool,
@@ -84,9 +86,11 @@ class ViewPlanner(ProjectWorker):
 
     def at_stamp(self, planned: PlannedView, stamped: StampedSnapshot, phases: Phases | None = None) -> RefreshPlan:
         """The view's plan again, given what its stamped window holds (:meth:`_after_stamp`) and, if
-        force then chose fast, its Delta table (:meth:`_checked`)."""
-        plan = self._after_stamp(planned.view, planned.plan, stamped, planned.state.row_count)
-        return self._checked(planned, plan, phases)
+        force then chose fast, its Delta table (:meth:`_checked`); a fast plan's read, its changed
+        keys' rows or its whole query (:func:`~mvlog.pipeline.plan.with_read_scope`)."""
+        measured = self.catalog.measured(planned.view.name) if planned.plan.method is RefreshMethod.FAST else []
+        plan = self._after_stamp(planned.view, planned.plan, stamped, planned.state.row_count, measured)
+        return planner.with_read_scope(self._checked(planned, plan, phases), measured, planned.state.row_count)
 
     def _checked(self, planned: PlannedView, plan: RefreshPlan, phases: Phases | None) -> RefreshPlan:
         """A force view's fast plan once its Delta table is looked at (see :meth:`planned`): complete
@@ -120,16 +124,15 @@ class ViewPlanner(ProjectWorker):
         return misfit, groups
 
     def _after_stamp(self, view: ViewConfig, plan: RefreshPlan, stamped: StampedSnapshot,
-                     row_count: int | None) -> RefreshPlan:
+                     row_count: int | None, measured: Sequence[Measured]) -> RefreshPlan:
         """The plan again, given what the window holds: truncations and partitions dropped or
-        unlogged, and (``force``) its size."""
+        unlogged, and (``force``) its size against what the view's refreshes cost (``measured``)."""
         if plan.method is RefreshMethod.FAST:
             replaced = [reason for log in plan.logs if (reason := stamped.replaced_since(log, plan.since))]
             forced = not replaced and plan.requested is RefreshMethod.FORCE
             windows = [stamped.window_size(log, plan.since) for log in plan.logs] if forced else []
-            measured = self.catalog.measured(view.name) if forced else []
             fleet = self._fleet(view, measured) if forced else []
-            plan = planner.after_stamp(plan, replaced, windows, measured, row_count, fleet)
+            plan = planner.after_stamp(plan, replaced, windows, measured if forced else [], row_count, fleet)
         return self._partitioned(plan)
 
     def _fleet(self, view: ViewConfig, measured: Sequence[Measured]) -> list[FleetCost]:

@@ -199,7 +199,7 @@ class Refresher(ProjectWorker):
             self.catalog.end_failed(history_id, counts, str(exc))  # later, if PostgreSQL is away
             return RefreshResult.failed(view.name, exc, started, plan, stamped.time)
         self.catalog.history_end(history_id, counts, method=plan.method, reason=plan.reason, oldest_change=oldest,
-                                 window_keys=plan.window_keys)
+                                 window_keys=plan.window_keys, phases=phases.seconds)
         return RefreshResult(view.name, plan.method, plan.reason, stamped.time, counts.keys_read, counts.rows_inserted,
                              counts.rows_updated, counts.rows_deleted, row_count, time.monotonic() - started,
                              phases=phases.seconds)
@@ -230,7 +230,15 @@ class Refresher(ProjectWorker):
             with phases("prepare"):
                 if not any(stamped.window_has_rows(log, plan.since) for log in plan.logs):
                     return WriteCounts(), None
-                self.progress(f"{plan.view}: fast refresh")
+                self.progress(f"{plan.view}: fast refresh" + (" (its whole query read)" if plan.whole_read else ""))
+            if plan.whole_read is not None:  # the whole query's rows, compared with the table's by the write
+                with phases("read_whole"):
+                    df = self.warehouse.read(self.jdbc, self._read_form(plan, plan.read_sql()), stamped.snapshot)
+                    staged = self.warehouse.stage(df)
+                with phases("write"):
+                    checkpoint("after_read")
+                    arm("during_merge")
+                    return fastwrite.write_staged(self.warehouse, plan, staged, metadata, txn, self.progress), None
             with phases("read"):
                 strategy = strategy_of(plan.shape)
                 null_safe = strategy.null_safe(plan.since)

@@ -91,10 +91,11 @@ def _traceback(exc: BaseException) -> str:
 
 # A refresh's phases, in their order: the plan (lock, check, stamp, the plan at the stamp); the look
 # at the Delta table before a fast write (the state of its newest version, which the write then
-# uses); the rows read from PostgreSQL; the Delta commit; the key map and the catalog's record, and
+# uses); the rows read from PostgreSQL (the changed keys', or the whole query's: ``read_whole``,
+# :mod:`mvlog.pipeline.readscope`); the Delta commit; the key map and the catalog's record, and
 # within it the reads its statements share, which the record computes again (``reread``: a composed
 # view's pieces' fast reads, :meth:`~mvlog.sql.strategies.strategy.Strategy.scratch`).
-PHASES = ("prepare", "table", "read", "write", "reread", "record")
+PHASES = ("prepare", "table", "read", "read_whole", "write", "reread", "record")
 
 
 class Phases:

@@ -108,7 +108,8 @@ class Merger:
         return [[row[i] for row in rows] for i in range(len(columns))]
 
     def merge(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
-              txn: tuple[str, int] | None = None, row_hash: bool = True, trust_row_hash: bool = True) -> WriteCounts:
+              txn: tuple[str, int] | None = None, row_hash: bool = True, trust_row_hash: bool = True,
+              whole: bool = False) -> WriteCounts:
         """One MERGE on the view key: the staged rows hold affected keys (``_mvlog_key_<i>``) and
         their current view rows; ``_mvlog_present`` is NULL where the key has no row any more.
 
@@ -117,8 +118,10 @@ class Merger:
         stored hash with the new row's, so the MERGE's scans of the table read its key columns
         and the hash only; a table written before the hash existed compares every column until
         its next complete refresh. ``trust_row_hash`` False (verify --repair, whose rows differ
-        from what the table holds) compares every column and rewrites the hash."""
-        if staged.rows == 0:
+        from what the table holds) compares every column and rewrites the hash. ``whole``: the
+        staged rows are every row of the view (:mod:`mvlog.pipeline.readscope`), and the table's
+        rows they do not hold are deleted (``WHEN NOT MATCHED BY SOURCE``)."""
+        if staged.rows == 0 and not whole:
             return WriteCounts()
         df = staged.df
         if staged.null_key_deletes and not self._has_null_key_row(location, key_columns):
@@ -145,7 +148,7 @@ class Merger:
         # Null-safe: an aggregate's group key may hold NULLs.
         on = [f"{t(k)} <=> {s(CHANGED_KEY_PREFIX + str(i))}" for i, k in enumerate(key_columns)]
         with self.delta.failing(f"merging into {location} failed"):
-            bounds = key_range(key_columns[0], df.schema[CHANGED_KEY_PREFIX + "0"].dataType, staged)
+            bounds = None if whole else key_range(key_columns[0], df.schema[CHANGED_KEY_PREFIX + "0"].dataType, staged)
             if bounds is not None:  # a target-only predicate: Delta skips files outside the range
                 on.append(bounds)
             present = f"{s(PRESENT)} IS NOT NULL"
@@ -157,6 +160,7 @@ class Merger:
                 f"WHEN MATCHED AND {present} AND NOT ({unchanged}) THEN UPDATE SET {assignments}\n"
                 f"WHEN NOT MATCHED AND {present} THEN INSERT ({', '.join(map(quote_spark, value_columns))}) "
                 f"VALUES ({', '.join(map(s, value_columns))})"
+                + ("\nWHEN NOT MATCHED BY SOURCE THEN DELETE" if whole else "")
             )
             source.createOrReplaceTempView(view)
             def attempt() -> tuple[list, int | None]:

@@ -75,9 +75,10 @@ class Warehouse(TableUpkeep):
         return self.merger.present_values(staged, columns)
 
     def merge(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
-              txn: tuple[str, int] | None = None, row_hash: bool = True, trust_row_hash: bool = True) -> WriteCounts:
+              txn: tuple[str, int] | None = None, row_hash: bool = True, trust_row_hash: bool = True,
+              whole: bool = False) -> WriteCounts:
         """See :meth:`Merger.merge`."""
-        return self.merger.merge(location, staged, key_columns, metadata, txn, row_hash, trust_row_hash)
+        return self.merger.merge(location, staged, key_columns, metadata, txn, row_hash, trust_row_hash, whole)
 
     def rewrite(self, location: str, staged: Staged, key_columns: tuple[str, ...], metadata: dict,
                 txn: tuple[str, int] | None = None) -> WriteCounts:

@@ -7,11 +7,12 @@ the versions views were left at, and their lags. A part of
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from psycopg2 import sql
+from psycopg2.extras import Json
 
 from mvlog.errors import MvlogError
 from mvlog.model import NOT_BUILT, FleetCost, Measured, RefreshMethod
@@ -73,7 +74,7 @@ class RefreshHistory:
             """
             SELECT h.* FROM unnest(ARRAY['fast', 'complete']) AS m(method) CROSS JOIN LATERAL (
                 SELECT r.id, r.method, extract(epoch FROM r.finished_at - r.started_at)::float8, r.window_keys,
-                       r.rows_inserted, r.reason IS NOT DISTINCT FROM %(build)s,
+                       r.rows_inserted, r.phases, r.reason IS NOT DISTINCT FROM %(build)s,
                        r.reason IS DISTINCT FROM %(build)s AND NOT EXISTS (  -- none of its method since the build
                            SELECT FROM mvlog.refresh_history e
                            WHERE e.view_name = %(name)s AND e.status = 'succeeded' AND e.method = r.method
@@ -88,8 +89,9 @@ class RefreshHistory:
             ORDER BY h.id DESC
             """,
             {"build": NOT_BUILT, "name": name, "limit": limit})
-        return [Measured(RefreshMethod(method), seconds, keys, rows if method == "complete" else None, build, first)
-                for _, method, seconds, keys, rows, build, first in rows]
+        return [Measured(RefreshMethod(method), seconds, keys, rows if method == "complete" else None, build, first,
+                         phases or {})
+                for _, method, seconds, keys, rows, phases, build, first in rows]
 
     def costs_of(self, views: sql.Composable, params: dict[str, Any], limit: int = 8) -> dict[str, FleetCost]:
         """What the refreshes of ``views`` (a subquery of ``(name, view_class)`` rows, with ``params``)
@@ -134,17 +136,18 @@ class RefreshHistory:
 
     def history_end(self, history_id: int, counts: Any, error: str | None = None,
                     method: RefreshMethod | None = None, reason: str | None = None,
-                    oldest_change: datetime | None = None, window_keys: int | None = None) -> None:
+                    oldest_change: datetime | None = None, window_keys: int | None = None,
+                    phases: Mapping[str, float] | None = None) -> None:
         """Finish a history row: failed with ``error``, else succeeded (with the method and reason
-        the refresh ended with). ``counts``: keys_read, rows_inserted/updated/deleted and the Delta
-        version written; a success that wrote nothing records the version of the view's last
-        success, which still holds it."""
+        the refresh ended with, and the seconds of its ``phases``). ``counts``: keys_read,
+        rows_inserted/updated/deleted and the Delta version written; a success that wrote nothing
+        records the version of the view's last success, which still holds it."""
         self.source.query(
             """
             UPDATE mvlog.refresh_history AS h SET finished_at = clock_timestamp(), status = %s, error = %s,
                    keys_read = %s, rows_inserted = %s, rows_updated = %s, rows_deleted = %s,
                    method = coalesce(%s, method), reason = coalesce(%s, reason), oldest_change = %s,
-                   window_keys = %s, delta_version = CASE WHEN %s IS NOT NULL THEN NULL ELSE coalesce(%s, (
+                   window_keys = %s, phases = %s, delta_version = CASE WHEN %s IS NOT NULL THEN NULL ELSE coalesce(%s, (
                        SELECT p.delta_version FROM mvlog.refresh_history AS p
                        WHERE p.view_name = h.view_name AND p.id < h.id AND p.status = 'succeeded'
                          AND p.delta_version IS NOT NULL
@@ -152,7 +155,8 @@ class RefreshHistory:
             WHERE id = %s
             """,
             ("failed" if error else "succeeded", error, counts.keys_read, counts.rows_inserted, counts.rows_updated,
-             counts.rows_deleted, method.value if method else None, reason, oldest_change, window_keys, error,
+             counts.rows_deleted, method.value if method else None, reason, oldest_change, window_keys,
+             Json(dict(phases)) if phases else None, error,
              counts.version, history_id),
         )
 

@@ -30,7 +30,7 @@ from mvlog.sql.strategies.registry import state_names
 
 UNCHANGED_REASON = "nothing changed since the last refresh"  # a refresh that applied nothing and started no Spark
 
-SCHEMA_VERSION = 8  # the newest sql/NNN_*.sql catalog version (009: what each verify found)
+SCHEMA_VERSION = 9  # the newest sql/NNN_*.sql catalog version (010: each refresh's phases)
 
 
 def state_tables(cur: Cursor, views: Sequence[str], sized: bool = False) -> dict[str, dict[str, int]]:
@@ -83,6 +83,7 @@ class CatalogSchema:
         cur.execute(read_sql("007_unchanged.sql"))
         cur.execute(read_sql("008_refresh_costs.sql"))
         cur.execute(read_sql("009_verify_results.sql"))
+        cur.execute(read_sql("010_refresh_phases.sql"))
         cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         if fetch_row(cur)[0]:
             cur.execute(read_sql("003_event_triggers.sql"))

@@ -38,7 +38,7 @@ from mvlog.sql.generate.changes import (
     unit_exprs,
 )
 from mvlog.sql.generate.restricted import grouped_in_as_exists
-from mvlog.sql.parse.sqltree import parse_select, sql_text, union_of
+from mvlog.sql.parse.sqltree import parse_select, parsed, sql_text, union_of
 from mvlog.sql.pieces.shape import ViewShape, col, ident
 
 AFFECTED_ALIAS = HIDDEN_PREFIX + "affected"
@@ -67,6 +67,17 @@ def left_join_keys(keys: exp.Query, current: exp.Query, key_columns: tuple[str, 
 
 def with_present(select: exp.Select) -> exp.Select:
     return select.copy().select(exp.alias_(exp.true(), ident(PRESENT)), copy=False)
+
+
+def whole_rows_sql(shape: ViewShape) -> str:
+    """Every row of the view, in a fast read's form: its key columns as the changed keys, its
+    columns, PRESENT — the read of a fast refresh that reads the whole query
+    (:mod:`mvlog.pipeline.readscope`)."""
+    keys = [exp.alias_(col(name, "v"), ident(key)) for name, key in
+            zip(shape.key_columns, key_names(len(shape.key_columns)))]
+    whole = exp.Subquery(this=parsed(shape.select_sql), alias=exp.TableAlias(this=ident("v")))
+    return sql_text(exp.select(*keys, exp.column(exp.Star(), table=ident("v")),
+                               exp.alias_(exp.true(), ident(PRESENT))).from_(whole))
 
 
 def fast_simple_sql(shape: ViewShape, since: datetime | None) -> str:
