@@ -14,6 +14,7 @@ from mvlog.errors import ConcurrentRefreshError, UsageError
 from mvlog.model import NOT_BUILT, RefreshMethod
 from mvlog.ops.verify import Mismatch, VerifyResult
 from mvlog.pipeline.apply import Registration
+from mvlog.postgres.catalog import SCHEMA_VERSION
 from mvlog.postgres.locks import VIEW_LOCK_NAMESPACE, close_releasing_locks
 from mvlog.spark.warehouse import WriteCounts
 
@@ -158,7 +159,8 @@ def test_measured_marks_the_build_and_each_method_s_first_refresh_after_each_bui
 
 def refused_then_upgraded(project, version: int) -> None:
     """A catalog of ``version`` is refused until installing it again (what 'mvlog apply' does) upgrades it."""
-    with pytest.raises(UsageError, match=f"catalog in this database is version {version}, this mvlog needs 8; "
+    with pytest.raises(UsageError, match=f"catalog in this database is version {version}, this mvlog needs "
+                                         f"{SCHEMA_VERSION}; "
                                          "run 'mvlog apply'"):
         project.catalog.check()
     with project.source.transaction() as cur:
@@ -220,3 +222,17 @@ def test_a_catalog_of_version_7_gains_the_verify_results_when_apply_upgrades_it(
     refused_then_upgraded(registered, 7)
     catalog.record_verify(VerifyResult("v", "full", rows_compared=5).to_json())
     assert catalog.last_verify(["v"])["v"]["rows_compared"] == 5
+
+
+def test_a_catalog_of_version_8_gains_each_refresh_s_phases_when_apply_upgrades_it(registered, db):
+    """Refreshes recorded before version 9 have no phases; after the upgrade each records its own,
+    and what the view's refreshes measured carries them (readscope decides by them)."""
+    catalog = registered.catalog
+    stamp = datetime(2026, 1, 1, tzinfo=UTC)
+    catalog.history_end(catalog.history_start("v", RefreshMethod.COMPLETE, "r", stamp), WriteCounts(rows_inserted=3))
+    db.execute("ALTER TABLE mvlog.refresh_history DROP COLUMN phases")
+    db.execute("DELETE FROM mvlog.schema_version WHERE version >= 9")
+    refused_then_upgraded(registered, 8)
+    catalog.history_end(catalog.history_start("v", RefreshMethod.FAST, "r", stamp), WriteCounts(),
+                        method=RefreshMethod.FAST, phases={"prepare": 0.25, "read_whole": 1.5})
+    assert [m.phases for m in catalog.measured("v")] == [{"prepare": 0.25, "read_whole": 1.5}, {}]
