@@ -77,6 +77,48 @@ sequences = st.lists(st.one_of(ops, st.lists(ops, min_size=2, max_size=4), st.ju
                      max_size=12).filter(varied)
 
 
+def strategy_views(prefix: str) -> list[dict]:
+    """A view of every strategy over the shop, named ``prefix`` + what it is: simple, join, aggregate
+    by deltas (NULL group keys, a change feed: always a MERGE), aggregate recomputed, outer join
+    (NULL-extended keys, a change feed), UNION, grouping sets, a view over a view, a window, a
+    semi-join, a row against its class's average (TPC-DS q06's shape), a top-N."""
+    return [
+        {"name": f"{prefix}simple", "refresh": "fast",
+         "query": "SELECT id, customer_id, amount FROM orders WHERE status IS DISTINCT FROM 'cancelled'"},
+        {"name": f"{prefix}join", "refresh": "fast",
+         "query": "SELECT o.id AS order_id, c.name, n.name AS nation FROM orders o JOIN customers c "
+                  "ON c.id = o.customer_id JOIN nation n ON n.id = c.nation_id"},
+        {"name": f"{prefix}by_status", "refresh": "fast", "change_feed": True,
+         "query": "SELECT status, count(*) AS n, sum(amount) AS total, max(amount) AS hi FROM orders GROUP BY status"},
+        {"name": f"{prefix}recomputed", "refresh": "fast",
+         "query": "SELECT customer_id, string_agg(status, ',' ORDER BY status) AS statuses FROM orders "
+                  "GROUP BY customer_id"},
+        {"name": f"{prefix}full_then_left", "refresh": "fast", "change_feed": True,
+         "query": "SELECT o.id AS order_id, o.status, c.name, n.name AS nation FROM orders o "
+                  "FULL OUTER JOIN customers c ON c.id = o.customer_id AND o.status <> 'cancelled' "
+                  "LEFT JOIN nation n ON n.id = c.nation_id"},
+        {"name": f"{prefix}union", "refresh": "fast",
+         "query": "SELECT o.status AS label, c.segment FROM orders o LEFT JOIN customers c ON c.id = o.customer_id "
+                  "UNION SELECT segment, 'c:' || segment FROM customers UNION SELECT n.name, NULL FROM nation n"},
+        {"name": f"{prefix}sets", "refresh": "fast",
+         "query": "SELECT status, customer_id, count(*) AS n, sum(amount) AS total FROM orders "
+                  "GROUP BY GROUPING SETS ((status), (customer_id), ())"},
+        {"name": f"{prefix}over_view", "refresh": "fast",
+         "query": f"SELECT customer_id, count(*) AS n, sum(amount) AS total FROM {prefix}simple GROUP BY customer_id"},
+        {"name": f"{prefix}window", "refresh": "fast",
+         "query": "SELECT id, customer_id, rank() OVER (PARTITION BY customer_id ORDER BY id) AS nth FROM orders"},
+        {"name": f"{prefix}exists", "refresh": "fast",
+         "query": "SELECT c.id, c.name FROM customers c "
+                  "WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)"},
+        {"name": f"{prefix}above_average", "refresh": "fast",
+         "query": "SELECT c.nation_id, count(*) AS n FROM customers c, orders o WHERE c.id = o.customer_id "
+                  "AND o.amount > (SELECT avg(o2.amount) FROM orders o2 WHERE o2.status = o.status) "
+                  "GROUP BY c.nation_id"},
+        {"name": f"{prefix}top", "refresh": "fast",
+         "query": "SELECT id, customer_id, amount FROM orders ORDER BY amount DESC NULLS LAST, id LIMIT 3"},
+    ]
+
+
 def build_shop(db, make_project, views: list[dict], spark_mode: str, rewrite_max_rows: int = 0):
     """The shop's tables and seed rows, and a project whose ``views`` are applied (built) over them."""
     db.execute(SCHEMA)

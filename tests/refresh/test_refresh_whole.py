@@ -11,43 +11,13 @@ import contextlib
 import pytest
 from conftest import examples, refresh_ok
 from hypothesis import given, settings
-from shop import check_views, random_dml_then_refresh, sequences, shared_shop
+from shop import check_views, random_dml_then_refresh, sequences, shared_shop, strategy_views
 
 import mvlog.pipeline.readscope
 
 pytestmark = pytest.mark.integration
 
-VIEWS = [
-    {"name": "w_simple", "refresh": "fast", "change_feed": True,
-     "query": "SELECT id, customer_id, amount FROM orders WHERE status IS DISTINCT FROM 'cancelled'"},
-    {"name": "w_join", "refresh": "fast",
-     "query": "SELECT o.id AS order_id, c.name, n.name AS nation FROM orders o JOIN customers c "
-              "ON c.id = o.customer_id JOIN nation n ON n.id = c.nation_id"},
-    {"name": "w_by_status", "refresh": "fast", "change_feed": True,  # kept by deltas; NULL group keys
-     "query": "SELECT status, count(*) AS n, sum(amount) AS total, max(amount) AS hi FROM orders GROUP BY status"},
-    {"name": "w_recomputed", "refresh": "fast",
-     "query": "SELECT customer_id, string_agg(status, ',' ORDER BY status) AS statuses FROM orders "
-              "GROUP BY customer_id"},
-    {"name": "w_full_then_left", "refresh": "fast",
-     "query": "SELECT o.id AS order_id, o.status, c.name, n.name AS nation FROM orders o "
-              "FULL OUTER JOIN customers c ON c.id = o.customer_id AND o.status <> 'cancelled' "
-              "LEFT JOIN nation n ON n.id = c.nation_id"},
-    {"name": "w_union", "refresh": "fast",
-     "query": "SELECT o.status AS label, c.segment FROM orders o LEFT JOIN customers c ON c.id = o.customer_id "
-              "UNION SELECT segment, 'c:' || segment FROM customers UNION SELECT n.name, NULL FROM nation n"},
-    {"name": "w_sets", "refresh": "fast",
-     "query": "SELECT status, customer_id, count(*) AS n, sum(amount) AS total FROM orders "
-              "GROUP BY GROUPING SETS ((status), (customer_id), ())"},
-    {"name": "w_over_view", "refresh": "fast",  # over w_simple
-     "query": "SELECT customer_id, count(*) AS n, sum(amount) AS total FROM w_simple GROUP BY customer_id"},
-    {"name": "w_window", "refresh": "fast",
-     "query": "SELECT id, customer_id, rank() OVER (PARTITION BY customer_id ORDER BY id) AS nth FROM orders"},
-    {"name": "w_above_average", "refresh": "fast",  # TPC-DS q06's shape: a row against its class's average
-     "query": "SELECT c.nation_id, count(*) AS n FROM customers c, orders o WHERE c.id = o.customer_id "
-              "AND o.amount > (SELECT avg(o2.amount) FROM orders o2 WHERE o2.status = o.status) GROUP BY c.nation_id"},
-    {"name": "w_top", "refresh": "fast",
-     "query": "SELECT id, customer_id, amount FROM orders ORDER BY amount DESC NULLS LAST, id LIMIT 3"},
-]
+VIEWS = strategy_views("w_")
 NAMES = [v["name"] for v in VIEWS]
 MEASURED = "measured"  # the reason the forced rule gives
 
