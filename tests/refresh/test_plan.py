@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from facts import LOG, T0, shape
 
+import mvlog.pipeline.plan
 from mvlog.config import RefreshMethod, ViewConfig
 from mvlog.errors import RefreshError
-from mvlog.model import ColumnStats, WindowSize
+from mvlog.model import ColumnStats, Measured, WindowSize
 from mvlog.pipeline.cost import COMPLETE_MIN_KEYS
 from mvlog.pipeline.plan import (
     ROWS_PER_PARTITION,
@@ -19,6 +20,7 @@ from mvlog.pipeline.plan import (
     requested_method,
     schema_drift,
     with_partitions,
+    with_read_scope,
     without_missing_groups,
 )
 from mvlog.sql.analyze.analysis import analyze
@@ -191,3 +193,21 @@ def test_a_phase_inside_another_counts_its_seconds_once(monkeypatch):
         pass
     assert phases.seconds == {"prepare": 1.5, "table": 2.0, "write": 2.0}
     assert phases.rest("prepare", 6.0).seconds == {"prepare": 2.0, "table": 2.0, "write": 2.0}
+
+
+def test_a_fast_plan_reads_its_whole_query_where_measured_cheaper_but_never_a_composed_view(monkeypatch):
+    measured = [Measured(RefreshMethod.FAST, 40.0, 5, None, phases={"read": 30.0}),
+                Measured(RefreshMethod.COMPLETE, 5.0, None, 10, phases={"write": 2.0})]
+    simple = plan_refresh(shape("SELECT id, amount FROM orders"), "/wh/v", RefreshMethod.FAST, T0, None, True)
+    whole = with_read_scope(simple, measured, 10)
+    assert whole.whole_read and whole.to_json()["read"] == "whole" and whole.to_json()["write"] == "merge"
+    assert "read: the whole query" in whole.describe() and '"_mvlog_present"' in whole.read_sql()
+    assert with_read_scope(simple, measured[1:], 10).to_json()["read"] == "keys"  # no keyed read measured
+    # A strategy whose record takes rows from its keyed read (a composed view's: tests/refresh/
+    # test_refresh_whole.py has them from the compiler) keeps reading its keys.
+    takes = type("Takes", (), {"record_takes_read": lambda self: True})()
+    monkeypatch.setattr(mvlog.pipeline.plan, "strategy_of", lambda shape: takes)
+    assert with_read_scope(simple, measured, 10).whole_read is None
+    monkeypatch.undo()
+    complete = plan_refresh(simple.shape, "/wh/v", RefreshMethod.COMPLETE, T0, None, True)
+    assert with_read_scope(complete, measured, 10).to_json()["read"] is None

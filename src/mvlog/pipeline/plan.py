@@ -182,8 +182,10 @@ def with_sized_write(plan: RefreshPlan, row_count: int | None, change_feed: bool
 
 def with_read_scope(plan: RefreshPlan, measured: Sequence[Measured], row_count: int | None) -> RefreshPlan:
     """What a fast plan reads (:func:`mvlog.pipeline.readscope.whole_read`): its changed keys' rows,
-    or its view's whole query where the view's refreshes measured that cheaper."""
-    if plan.method is not RefreshMethod.FAST:
+    or its view's whole query where the view's refreshes measured that cheaper — never for a view
+    whose record takes rows from its keyed read (a composed view: without them its record computes
+    its pieces' reads again, TPC-DS q23's 0.9 s of them 149.9 s, BENCHMARKS.md session 66)."""
+    if plan.method is not RefreshMethod.FAST or strategy_of(plan.shape).record_takes_read():
         return plan
     return dataclasses.replace(plan, whole_read=readscope.whole_read(measured, row_count))
 

@@ -308,6 +308,9 @@ class ComposedRows(Strategy):
     def carrying_read_sql(self, since: datetime | None, null_keys: tuple[bool, ...] = ()) -> str | None:
         return self.read_sql(since, null_keys, carry=True)
 
+    def record_takes_read(self) -> bool:
+        return True
+
     def recorded_read_sql(self, since: datetime | None) -> str:
         return read_sql(self.composition, scratch_reads(self.composition))
 

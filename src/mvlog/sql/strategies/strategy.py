@@ -172,6 +172,12 @@ class Strategy:
         from them rather than compute them again; None: :meth:`state_update` it is."""
         return None
 
+    def record_takes_read(self) -> bool:
+        """Whether the record takes rows from the fast read (:meth:`carrying_read_sql`,
+        :meth:`kept_keys`), which a read of the view's whole query does not return: such a view
+        always reads its changed keys' rows (:mod:`mvlog.pipeline.readscope`)."""
+        return False
+
     def state_rebuild(self, columns_of: ColumnsOf) -> list[str]:
         """After a complete refresh: rebuild the state from the base tables. A key map is refilled
         only if its columns and probe indexes still fit (a refresh role may refill a table it does
@@ -247,6 +253,9 @@ class Layered(Strategy):
 
     def keymapped(self) -> list[ViewShape]:
         return self.under.keymapped()
+
+    def record_takes_read(self) -> bool:
+        return self.under.record_takes_read()
 
     def probe_sql(self) -> list[str]:
         return self.under.probe_sql()
