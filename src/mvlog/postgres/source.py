@@ -37,14 +37,10 @@ ESTIMATED_ROWS = ("SELECT coalesce(sum(greatest(m.reltuples, 0)), 0) FROM pg_cla
                   "AND (m.oid = %(oid)s OR m.oid IN (SELECT t.relid FROM pg_partition_tree(%(oid)s) AS t))")
 
 # Run first in a transaction of a fast refresh's statements (its read, its state's upkeep, its checks
-# at the stamp). They are large (a composed view's read is ~20 KB of SQL) over a window's few rows,
-# but PostgreSQL often costs them high (a log's statistics lag a burst of writes) and compiles
-# them: JIT's inlining and optimization of ~1,900 functions took 10.5 s before TPC-DS q58's read,
-# 1.8 s without it, ran at SF 1 (docs/benchmarks-history.md, session 44). A complete refresh's reads keep the
-# server's setting (JIT took q31's 6.9-8.0 s to 5.9-6.7 s). Every inspection runs it too: a describe
-# (``LIMIT 0``) evaluates no row, yet PostgreSQL compiled a costly query's expressions for it — the
-# 107 TPC-DS views compiled in 467.7 s with JIT's thresholds at 0 (as SF 1's costs pass them) against
-# 18.8 s without JIT, and q04's prepare took 6.9 s of every refresh at SF 1 (BENCHMARKS.md, session 67).
+# at the stamp: ~20 KB of SQL over a window's few rows, often costed high) and of every look that only
+# describes or plans: JIT compiled q58's read for 10.5 s before a run of 1.8 s at SF 1, and the 107
+# TPC-DS views' describes for 467.7 s against 18.8 s (README, "run without JIT"; sessions 44 and 67).
+# A complete refresh's reads keep the server's setting (JIT took q31's 6.9-8.0 s to 5.9-6.7 s).
 NO_JIT = "SET LOCAL jit = off"
 
 
@@ -264,9 +260,8 @@ class Source(CatalogInspection):
 
     @contextlib.contextmanager
     def inspection(self) -> Iterator[Cursor]:
-        """A cursor on the main connection whose transaction is always rolled back: for checks
-        that must change nothing (psycopg2 errors pass through, for the caller to word). JIT is off
-        in it (see NO_JIT): its describes and plans run nothing worth compiling."""
+        """A cursor on the main connection whose transaction is always rolled back, without JIT
+        (NO_JIT): for checks that change nothing (psycopg2 errors pass through, for the caller)."""
         conn = self.conn
         try:
             with conn.cursor() as cur:
