@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import report
-from benchmarks.harness import SPREAD_MIN_VIEWS, same_work_spread, slower_by, slower_views
+from benchmarks.harness import SPREAD_MIN_VIEWS, queries_in_postgres, same_work_spread, slower_by, slower_views
 from benchmarks.scenarios import scenarios
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,3 +224,22 @@ def test_the_phase_floor_finds_the_refresh_s_read_in_the_server_s_log(tmp_path):
     assert len(statements) == 3 and the_read(statements) == read  # the schema's and the other app's left out
     with pytest.raises(RuntimeError, match="found 2"):
         the_read([read, read + " WHERE x"])
+
+
+@pytest.mark.integration
+def test_a_failed_refresh_is_told_whether_the_view_s_query_itself_fails_in_postgresql(db, tmp_path):
+    import yaml
+
+    db.execute("CREATE TABLE sales (id int PRIMARY KEY, price numeric, profit numeric)")
+    db.execute("INSERT INTO sales VALUES (1, 0, 5), (2, 3, 1)")
+    config = tmp_path / "mvlog.yaml"
+    config.write_text(yaml.safe_dump({"source": {"dsn": db.dsn}, "views": [
+        {"name": "margin", "query": "SELECT id, profit / price AS m FROM sales"},
+        {"name": "total", "query": "SELECT sum(price) AS p FROM sales"},
+        {"name": "unnamed", "query": "SELECT 1 / 0 AS never_run"}]}))
+    output = ("Error: refresh of view margin failed: division by zero\n"
+              "Error: refresh of view total failed: the warehouse is not writable")
+    said = queries_in_postgres(config, output)
+    assert said == ("margin's query fails in PostgreSQL too: division by zero; "
+                    "total's query runs in PostgreSQL now (1 rows)")
+    assert queries_in_postgres(config, "Error: the warehouse is not writable") == ""
