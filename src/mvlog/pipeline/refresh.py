@@ -309,9 +309,10 @@ class Refresher(ProjectWorker):
                 cur.execute(stamped.resolve(statement) if not complete else statement)
             # A complete refresh wrote the query's columns as they are now: remember them (a
             # describe, which JIT would compile for nothing: see NO_JIT).
+            signature = None
             if complete:
                 cur.execute(NO_JIT)
-            signature = self.compiler.signature(cur, view.query) if complete else None
+                signature = self.compiler.signature(cur, view.query)
             self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature, checked_at)
 
     def _fill_carried(self, cur: Cursor, table: Scratch, rows: list[str], view: str) -> bool:
