@@ -4,13 +4,15 @@
     python -m benchmarks run NAME [--scale S] [--rounds N] [--set KEY=VALUE …] [--smallest]
                                   [--revision REV] [--json FILE]
     python -m benchmarks report
+    python -m benchmarks compare NAME [--runs OLD,NEW] [--measure M,…] [--top N]
 
 ``run`` measures the code of a git revision (default ``HEAD``) from a frozen copy of it — a
 worktree in a temporary directory, byte-compiled as an install is, on ``PYTHONPATH`` — so that an
 editable install never measures half-edited code; uncommitted changes are not measured (``--here``
 runs the checkout as it is, for the test suite). Each run appends its measures as JSON lines to
 ``benchmarks/results/NAME.jsonl`` (and to ``--json FILE``); ``report`` writes BENCHMARKS.md's
-opening section from the latest run of every scenario. Run benchmarks on an idle machine, one at a time.
+opening section from the latest run of every scenario; ``compare`` prints two runs of a scenario side
+by side (:mod:`benchmarks.compare`). Run benchmarks on an idle machine, one at a time.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks import report
+from benchmarks import compare, report
 from benchmarks.harness import ROOT, Bench
 from benchmarks.scenarios import scenarios
 
@@ -82,6 +84,15 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    try:
+        old, new = compare.pick(report.load(RESULTS).get(args.name, []), [n for n in args.runs.split(",") if n])
+    except ValueError as exc:
+        raise SystemExit(f"{args.name}: {exc}") from None
+    print(compare.table(old, new, [m for m in args.measure.split(",") if m], args.top))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
@@ -99,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--json", help="also append the run's JSON lines to this file")
     run.add_argument("--results", type=Path, default=RESULTS, help=argparse.SUPPRESS)
     commands.add_parser("report", help="write BENCHMARKS.md's opening section from the latest results")
+    compared = commands.add_parser("compare", help="two runs of a scenario side by side")
+    compared.add_argument("name")
+    compared.add_argument("--runs", default="", help="OLD,NEW: each the start of a run's revision or start time "
+                          "(default: the latest two with the latest's parameters)")
+    compared.add_argument("--measure", default="", help="only these measures (comma-separated)")
+    compared.add_argument("--top", type=int, default=40, help="how many of the largest moves to show")
     args = parser.parse_args(argv)
     if args.command == "list":
         _list()
@@ -106,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         report.write(RESULTS, ROOT / "BENCHMARKS.md")
         return 0
+    if args.command == "compare":
+        return _compare(args)
     return _run(args, argv)
 
 

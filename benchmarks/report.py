@@ -85,7 +85,7 @@ TARGETS = [
 Run = list[dict[str, Any]]  # the records of one run
 
 
-def _load(results: Path) -> dict[str, list[Run]]:
+def load(results: Path) -> dict[str, list[Run]]:
     """Each scenario's runs, newest first, from ``results/<scenario>.jsonl``."""
     found: dict[str, list[Run]] = {}
     for path in sorted(results.glob("*.jsonl")):
@@ -160,7 +160,7 @@ def _command(records: Sequence[dict[str, Any]]) -> str:
 
 def section(results: Path) -> str:
     """The report, as Markdown between its markers."""
-    runs = _load(results)
+    runs = load(results)
     shown = {name: [found[0]] for name, found in runs.items()}  # the latest run of each, and each run a target cites
     lines = [START, "", "## Where the targets stand", "",
              "| target | now | met | run (revision, date, machine) |", "|---|---:|:---:|---|"]
