@@ -17,7 +17,7 @@ from mvlog.pipeline.compile import definition_hash
 from mvlog.pipeline.parts import ProjectWorker
 from mvlog.postgres.capture import needs_slot, prerequisites
 from mvlog.postgres.catalog import Catalog, ViewRegistration
-from mvlog.postgres.source import NO_JIT, Cursor
+from mvlog.postgres.source import Cursor
 
 if TYPE_CHECKING:
     from mvlog.spark.warehouse import Warehouse
@@ -95,9 +95,7 @@ class Registrar(ProjectWorker):
         return logs
 
     def register(self, cur: Cursor, report: Registration) -> None:
-        """Install the catalog, create the logs and register the views, in the caller's transaction
-        (without JIT: it describes and plans every view's statements, and runs none of them)."""
-        cur.execute(NO_JIT)
+        """Install the catalog, create the logs and register the views, in the caller's transaction."""
         self.catalog.install(cur)
         logs: dict[int, LogInfo] = {}
         declared = self.declared_tables(cur, report.logs_skipped)

@@ -307,12 +307,8 @@ class Refresher(ProjectWorker):
                               *(table.drop for table in scratch)]
             for statement in statements:
                 cur.execute(stamped.resolve(statement) if not complete else statement)
-            # A complete refresh wrote the query's columns as they are now: remember them (a
-            # describe, which JIT would compile for nothing: see NO_JIT).
-            signature = None
-            if complete:
-                cur.execute(NO_JIT)
-                signature = self.compiler.signature(cur, view.query)
+            # A complete refresh wrote the query's columns as they are now: remember them.
+            signature = self.compiler.signature(cur, view.query) if complete else None
             self.catalog.record_refresh(cur, view.name, stamped.time, plan.method, row_count, signature, checked_at)
 
     def _fill_carried(self, cur: Cursor, table: Scratch, rows: list[str], view: str) -> bool:

@@ -27,7 +27,7 @@ from mvlog.model import MVLOG_SCHEMA, ColumnStats, LogInfo, TableInfo, checked_s
 from mvlog.postgres import abandoning, deadlines
 from mvlog.postgres.abandoning import kept_backends, reap
 from mvlog.postgres.deadlines import Bound, BoundedConnection, bound_of, libpq_params
-from mvlog.postgres.inspection import CatalogInspection, Cursor, fetch_row
+from mvlog.postgres.inspection import NO_JIT, CatalogInspection, Cursor, fetch_row
 from mvlog.postgres.liveness import is_transient, server_gone, snapshot_gone
 from mvlog.postgres.watched import Watchable
 from mvlog.timeouts import Timeouts
@@ -36,12 +36,6 @@ from mvlog.timeouts import Timeouts
 ESTIMATED_ROWS = ("SELECT coalesce(sum(greatest(m.reltuples, 0)), 0) FROM pg_class AS m WHERE m.relkind = 'r' "
                   "AND (m.oid = %(oid)s OR m.oid IN (SELECT t.relid FROM pg_partition_tree(%(oid)s) AS t))")
 
-# Run first in a transaction of a fast refresh's statements (its read, its state's upkeep, its checks
-# at the stamp: ~20 KB of SQL over a window's few rows, often costed high) and of every look that only
-# describes or plans: JIT compiled q58's read for 10.5 s before a run of 1.8 s at SF 1, and the 107
-# TPC-DS views' describes for 467.7 s against 18.8 s (README, "run without JIT"; sessions 44 and 67).
-# A complete refresh's reads keep the server's setting (JIT took q31's 6.9-8.0 s to 5.9-6.7 s).
-NO_JIT = "SET LOCAL jit = off"
 
 
 def sql_dir() -> Path:
@@ -261,7 +255,8 @@ class Source(CatalogInspection):
     @contextlib.contextmanager
     def inspection(self) -> Iterator[Cursor]:
         """A cursor on the main connection whose transaction is always rolled back, without JIT
-        (NO_JIT): for checks that change nothing (psycopg2 errors pass through, for the caller)."""
+        (NO_JIT: its checks are small, and change nothing; psycopg2 errors pass through, for the
+        caller)."""
         conn = self.conn
         try:
             with conn.cursor() as cur:
