@@ -33,7 +33,7 @@ from mvlog.pipeline.results import Phases, RefreshResult
 from mvlog.postgres.catalog import UNCHANGED_REASON
 from mvlog.postgres.inspection import Cursor, data_refused
 from mvlog.postgres.jdbc import JdbcSource
-from mvlog.postgres.source import NO_JIT
+from mvlog.postgres.source import FAST_SETTINGS
 from mvlog.postgres.windows import StampedSnapshot
 from mvlog.progress import Reporter
 from mvlog.spark.warehouse import WriteCounts
@@ -246,7 +246,7 @@ class Refresher(ProjectWorker):
                 # to compute again (BENCHMARKS.md session 63: about as dear as the read itself)
                 carrying = strategy.carrying_read_sql(plan.since, null_safe)
                 read = self._read_form(plan, stamped.resolve(carrying or plan.read_sql(null_safe)))
-                df = self.warehouse.read(self.jdbc, read, stamped.snapshot, settings=(NO_JIT,))
+                df = self.warehouse.read(self.jdbc, read, stamped.snapshot, settings=FAST_SETTINGS)
                 staged = self.warehouse.stage(df, CARRIED if carrying else None, fastwrite.CARRIED_ROWS_MAX)
                 kept = fastwrite.kept_rows(self.warehouse, plan, staged)
             with phases("write"):
@@ -286,7 +286,7 @@ class Refresher(ProjectWorker):
         complete = plan.method is RefreshMethod.COMPLETE
         strategy = strategy_of(shape)
         with self.source.bounded("long_statement"), \
-                self.source.snapshot_transaction(stamped.snapshot, jit=complete) as cur:
+                self.source.snapshot_transaction(stamped.snapshot, fast=not complete) as cur:
             if complete and not strategy.keymapped():  # state of an earlier shape, but a layer's own it refills
                 self.catalog.drop_keymap(cur, view.name, keep=strategy.layer_state(view.name))
             if complete:

@@ -39,7 +39,7 @@ from mvlog.postgres.catalog import log_registry
 from mvlog.postgres.late import LateRows
 from mvlog.postgres.locks import close_releasing_locks
 from mvlog.postgres.source import (
-    NO_JIT,
+    FAST_SETTINGS,
     Cursor,
     Source,
     fetch_row,
@@ -242,7 +242,8 @@ class Logs:
                     held.execute("SET TRANSACTION SNAPSHOT %s", (checked_snapshot_id(fetch_row(cur)[0]),))
                     held.execute("SELECT pg_export_snapshot()")  # outlives the stamp's transaction
                     snapshot = checked_snapshot_id(fetch_row(held)[0])
-                    held.execute(NO_JIT)  # what it runs are a refresh's checks of its windows
+                    for setting in FAST_SETTINGS:  # what it runs are a refresh's checks of its windows
+                        held.execute(setting)
                     checkpoint("after_snapshot")
                     stamp, kinds = log_registry.new_stamp(cur, [log.log_name for log in ordered])
                     # The captures as registered at the snapshot (an apply may have switched one

@@ -27,7 +27,7 @@ from mvlog.model import MVLOG_SCHEMA, ColumnStats, LogInfo, TableInfo, checked_s
 from mvlog.postgres import abandoning, deadlines
 from mvlog.postgres.abandoning import kept_backends, reap
 from mvlog.postgres.deadlines import Bound, BoundedConnection, bound_of, libpq_params
-from mvlog.postgres.inspection import NO_JIT, CatalogInspection, Cursor, fetch_row
+from mvlog.postgres.inspection import FAST_SETTINGS, NO_JIT, CatalogInspection, Cursor, fetch_row
 from mvlog.postgres.liveness import is_transient, server_gone, snapshot_gone
 from mvlog.postgres.watched import Watchable
 from mvlog.timeouts import Timeouts
@@ -292,17 +292,18 @@ class Source(CatalogInspection):
             return cur.fetchall() if cur.description else []
 
     @contextlib.contextmanager
-    def snapshot_transaction(self, snapshot: str, jit: bool = True) -> Iterator[Cursor]:
+    def snapshot_transaction(self, snapshot: str, fast: bool = False) -> Iterator[Cursor]:
         """A read-write REPEATABLE READ transaction that sees the exported ``snapshot``; commits on
-        success (``jit``: False for a fast refresh's small work, see NO_JIT)."""
+        success (``fast``: a fast refresh's small work, planned as FAST_SETTINGS say)."""
         checked_snapshot_id(snapshot)
         conn = self.connect()
         try:
             conn.set_session(isolation_level="REPEATABLE READ")
             with conn.cursor() as cur:
                 cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot,))
-                if not jit:
-                    cur.execute(NO_JIT)
+                if fast:
+                    for setting in FAST_SETTINGS:
+                        cur.execute(setting)
                 yield cur
             conn.commit()
         except psycopg2.Error as exc:
